@@ -1,0 +1,323 @@
+//! Types shared by the kernel side (`tcpwin-ebpf`) and userspace (`tcpwin-trace`).
+//!
+//! Every struct here is `repr(C)` and has one layout whatever backend produced it. The kernel side
+//! never knows a struct offset at build time: userspace resolves them from the running kernel's BTF
+//! and writes an [`Offsets`] into the programs' `.rodata` before load.
+#![no_std]
+
+/// Offset value for a kernel member the running kernel does not have (never read).
+pub const ABSENT: u32 = u32::MAX;
+
+/// Byte offsets of the kernel members the programs read, resolved at load time from
+/// `/sys/kernel/btf/vmlinux`. `ABSENT` marks a member the running kernel lacks.
+///
+/// `skc_*` are relative to `struct sock_common`, which starts both `struct sock` and
+/// `struct request_sock`; `sk_*`, `icsk_*` and `tp_*` are relative to the socket (`struct sock` is the
+/// first member of `struct tcp_sock`); `skb_*` to `struct sk_buff`; `shinfo_*` to
+/// `struct skb_shared_info` (found at `skb->head + skb->end`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offsets {
+    pub skc_family: u32,
+    pub skc_state: u32,
+    pub skc_num: u32,
+    pub skc_dport: u32,
+    pub skc_rcv_saddr: u32,
+    pub skc_daddr: u32,
+    pub skc_v6_rcv_saddr: u32,
+    pub skc_v6_daddr: u32,
+    pub skc_net: u32,
+    pub skc_cookie: u32,
+    /// `struct net` -> `ns.inum`
+    pub net_ns_inum: u32,
+    pub sk_rcvbuf: u32,
+    pub sk_userlocks: u32,
+    pub sk_socket: u32,
+    pub sk_protocol: u32,
+    /// `struct socket_alloc`: `vfs_inode` minus `socket` (the socket inode lives beside the socket)
+    pub socket_to_inode: u32,
+    pub inode_i_ino: u32,
+    pub icsk_rcv_mss: u32,
+    pub tp_scaling_ratio: u32,
+    pub tp_window_clamp: u32,
+    pub tp_rcv_ssthresh: u32,
+    pub tp_rcv_wnd: u32,
+    pub tp_advmss: u32,
+    pub tp_rcvq_space: u32,
+    /// bit offset (from the socket start) and width of `rx_opt.rcv_wscale`
+    pub tp_rcv_wscale_bit: u32,
+    pub tp_rcv_wscale_bits: u32,
+    /// bit offset of `rx_opt.wscale_ok` (1 bit)
+    pub tp_wscale_ok_bit: u32,
+    pub skb_len: u32,
+    pub skb_truesize: u32,
+    pub skb_data: u32,
+    pub skb_head: u32,
+    pub skb_end: u32,
+    pub skb_iif: u32,
+    pub shinfo_gso_size: u32,
+    pub shinfo_gso_segs: u32,
+}
+
+impl Offsets {
+    /// Everything absent: the value compiled into the object before userspace overrides it.
+    pub const fn absent() -> Self {
+        Offsets {
+            skc_family: ABSENT,
+            skc_state: ABSENT,
+            skc_num: ABSENT,
+            skc_dport: ABSENT,
+            skc_rcv_saddr: ABSENT,
+            skc_daddr: ABSENT,
+            skc_v6_rcv_saddr: ABSENT,
+            skc_v6_daddr: ABSENT,
+            skc_net: ABSENT,
+            skc_cookie: ABSENT,
+            net_ns_inum: ABSENT,
+            sk_rcvbuf: ABSENT,
+            sk_userlocks: ABSENT,
+            sk_socket: ABSENT,
+            sk_protocol: ABSENT,
+            socket_to_inode: ABSENT,
+            inode_i_ino: ABSENT,
+            icsk_rcv_mss: ABSENT,
+            tp_scaling_ratio: ABSENT,
+            tp_window_clamp: ABSENT,
+            tp_rcv_ssthresh: ABSENT,
+            tp_rcv_wnd: ABSENT,
+            tp_advmss: ABSENT,
+            tp_rcvq_space: ABSENT,
+            tp_rcv_wscale_bit: ABSENT,
+            tp_rcv_wscale_bits: ABSENT,
+            tp_wscale_ok_bit: ABSENT,
+            skb_len: ABSENT,
+            skb_truesize: ABSENT,
+            skb_data: ABSENT,
+            skb_head: ABSENT,
+            skb_end: ABSENT,
+            skb_iif: ABSENT,
+            shinfo_gso_size: ABSENT,
+            shinfo_gso_segs: ABSENT,
+        }
+    }
+}
+
+/// Run-time settings written into `.rodata` next to [`Offsets`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// tgid whose sockets are traced (with `filter_pid` = 1)
+    pub target_tgid: u32,
+    /// 1: only sockets owned by `target_tgid` (see the owner maps)
+    pub filter_pid: u8,
+    pub _pad: u8,
+    /// 0 = any; else either end's port must match
+    pub port: u16,
+}
+
+/// Event kinds.
+pub mod kind {
+    /// the connection reached ESTABLISHED: the initial window
+    pub const INIT: u8 = 1;
+    /// `scaling_ratio` changed
+    pub const RATIO: u8 = 2;
+    /// `sk_rcvbuf`, `window_clamp`, `rcv_ssthresh` or `rcvq_space` changed
+    pub const SPACE: u8 = 3;
+    /// a socket that existed before the trace started, first observed
+    pub const SEEN: u8 = 4;
+    /// the socket is destroyed: its final values
+    pub const CLOSE: u8 = 5;
+}
+
+/// `Event::flags` bits.
+pub mod flag {
+    /// `scaling_ratio` exists on this kernel (else the ratio fields mean nothing)
+    pub const RATIO_PRESENT: u8 = 1 << 0;
+    /// `SO_RCVBUF` locked the buffer (`sk_userlocks & SOCK_RCVBUF_LOCK`)
+    pub const RCVBUF_LOCKED: u8 = 1 << 1;
+    /// window scaling was negotiated (`rx_opt.wscale_ok`)
+    pub const WSCALE_OK: u8 = 1 << 2;
+    /// `skb_*`, `gso_*` and `ifindex` describe a packet
+    pub const SKB: u8 = 1 << 3;
+    /// `init_space` / `init_mss` come from `tcp_select_initial_window`
+    pub const INIT_PARAMS: u8 = 1 << 4;
+    /// `prev_*` fields hold the previously reported values
+    pub const PREV: u8 = 1 << 5;
+    /// `pid` / `comm` are known
+    pub const PID: u8 = 1 << 6;
+    /// `cookie` is known
+    pub const COOKIE: u8 = 1 << 7;
+}
+
+/// Hooks, used as counter indices and in `Event::hook`.
+pub mod hook {
+    pub const TP_TCP_PROBE: u8 = 0;
+    pub const TP_RCV_SPACE_ADJUST: u8 = 1;
+    pub const TP_RCVBUF_GROW: u8 = 2;
+    pub const TP_SET_STATE: u8 = 3;
+    pub const TP_DESTROY_SOCK: u8 = 4;
+    pub const FN_MEASURE_RCV_MSS: u8 = 5;
+    pub const FN_EVENT_DATA_RECV: u8 = 6;
+    pub const FN_RCV_SPACE_ADJUST_ENTRY: u8 = 7;
+    pub const FN_RCV_SPACE_ADJUST_EXIT: u8 = 8;
+    pub const FN_SELECT_INITIAL_WINDOW: u8 = 9;
+    pub const FN_OPENREQ_INIT_RWIN: u8 = 10;
+    pub const COUNT: usize = 11;
+
+    pub const NAMES: [&str; COUNT] = [
+        "tcp:tcp_probe",
+        "tcp:tcp_rcv_space_adjust",
+        "tcp:tcp_rcvbuf_grow",
+        "sock:inet_sock_set_state",
+        "tcp:tcp_destroy_sock",
+        "tcp_measure_rcv_mss",
+        "tcp_event_data_recv",
+        "tcp_rcv_space_adjust(entry)",
+        "tcp_rcv_space_adjust(exit)",
+        "tcp_select_initial_window",
+        "tcp_openreq_init_rwin",
+    ];
+}
+
+/// Indices of the per-CPU counter array. Hook hits come first (`hook::*`).
+pub mod counter {
+    use super::hook;
+    /// an event was due (a tracked value changed, or init/seen/close)
+    pub const EVENTS_DUE: u32 = hook::COUNT as u32;
+    /// handed to the ring buffer
+    pub const EVENTS_SENT: u32 = EVENTS_DUE + 1;
+    /// ring buffer full: the event was lost (userspace reports it)
+    pub const EVENTS_DROPPED: u32 = EVENTS_DUE + 2;
+    /// hook hits on sockets the filters rejected
+    pub const FILTERED: u32 = EVENTS_DUE + 3;
+    /// per-socket state could not be stored
+    pub const STATE_FULL: u32 = EVENTS_DUE + 4;
+    /// data packets seen by the per-packet histogram
+    pub const PACKETS: u32 = EVENTS_DUE + 5;
+    /// packet ratio histogram slots that could not be stored
+    pub const HIST_FULL: u32 = EVENTS_DUE + 6;
+    pub const COUNT: u32 = EVENTS_DUE + 7;
+}
+
+/// One event on the ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    /// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC)
+    pub ts_ns: u64,
+    /// socket cookie, as `getsockopt(SO_COOKIE)` and `ss -e` (`sk:`) show it
+    pub cookie: u64,
+    pub netns: u32,
+    pub pid: u32,
+    pub comm: [u8; 16],
+    /// IPv4 addresses use the first 4 bytes (network order)
+    pub laddr: [u8; 16],
+    pub raddr: [u8; 16],
+    pub lport: u16,
+    pub rport: u16,
+    pub kind: u8,
+    /// AF_INET (2) or AF_INET6 (10)
+    pub family: u8,
+    pub hook: u8,
+    pub flags: u8,
+    pub scaling_ratio: u8,
+    pub prev_scaling_ratio: u8,
+    pub rcv_wscale: u8,
+    /// TCP state (`TCP_ESTABLISHED` = 1, ...)
+    pub state: u8,
+    pub window_clamp: u32,
+    pub prev_window_clamp: u32,
+    pub rcv_ssthresh: u32,
+    pub prev_rcv_ssthresh: u32,
+    pub rcv_wnd: u32,
+    pub sk_rcvbuf: u32,
+    pub prev_sk_rcvbuf: u32,
+    pub rcvq_space: u32,
+    pub prev_rcvq_space: u32,
+    pub rcv_mss: u32,
+    pub advmss: u32,
+    /// payload length the ratio rule uses (TCP header already pulled)
+    pub skb_len: u32,
+    pub skb_truesize: u32,
+    pub ifindex: u32,
+    pub gso_size: u16,
+    pub gso_segs: u16,
+    /// `tcp_select_initial_window(__space, mss)` (with `flag::INIT_PARAMS`)
+    pub init_space: u32,
+    pub init_mss: u32,
+}
+
+/// Key of the in-kernel per-packet histogram of `skb->len * 256 / truesize`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HistKey {
+    pub netns: u32,
+    pub ifindex: u32,
+    /// the ratio the packet would set, capped at `HIST_RATIO_MAX`
+    pub ratio: u32,
+}
+
+/// Ratios at or above 256 mean the driver under-reports truesize; they are kept up to this cap.
+pub const HIST_RATIO_MAX: u32 = 1023;
+
+/// A listener (or port) owned by the traced PID, in its network namespace.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PortKey {
+    pub netns: u32,
+    pub port: u16,
+    pub _pad: u16,
+}
+
+/// A connection's 4-tuple, to carry `tcp_select_initial_window` arguments to the socket.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TupleKey {
+    pub netns: u32,
+    pub lport: u16,
+    pub rport: u16,
+    pub laddr: [u8; 16],
+    pub raddr: [u8; 16],
+}
+
+/// What `tcp_select_initial_window` was given and chose.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InitParams {
+    pub space: u32,
+    pub mss: u32,
+    pub rcv_wnd: u32,
+    pub window_clamp: u32,
+}
+
+/// TCP states (include/net/tcp_states.h).
+pub mod tcp_state {
+    pub const ESTABLISHED: u8 = 1;
+    pub const SYN_SENT: u8 = 2;
+    pub const CLOSE: u8 = 7;
+    pub const LISTEN: u8 = 10;
+}
+
+/// `SOCK_RCVBUF_LOCK` in `sk_userlocks`.
+pub const SOCK_RCVBUF_LOCK: u8 = 2;
+
+/// Names of the maps and globals in the object, shared so a rename breaks the build, not the run.
+pub mod names {
+    pub const EVENTS: &str = "EVENTS";
+    pub const COUNTERS: &str = "COUNTERS";
+    pub const PKT_HIST: &str = "PKT_HIST";
+    pub const OWNED_INODES: &str = "OWNED_INODES";
+    pub const OWNED_PORTS: &str = "OWNED_PORTS";
+    pub const OFFSETS: &str = "OFFSETS";
+    pub const CONFIG: &str = "CONFIG";
+}
+
+#[cfg(feature = "user")]
+mod user {
+    use super::*;
+    unsafe impl aya::Pod for Offsets {}
+    unsafe impl aya::Pod for Config {}
+    unsafe impl aya::Pod for Event {}
+    unsafe impl aya::Pod for HistKey {}
+    unsafe impl aya::Pod for PortKey {}
+}

@@ -1,0 +1,39 @@
+//! Ring-buffer output and the per-CPU counters that make every loss visible.
+use aya_ebpf::{
+    macros::map,
+    maps::{ring_buf::RingBufEntry, PerCpuArray, RingBuf},
+};
+use tcpwin_common::{counter, Event};
+
+/// 1 MiB by default; userspace may resize it (`--ringbuf-kib`).
+#[map(name = "EVENTS")]
+static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 20, 0);
+
+#[map(name = "COUNTERS")]
+static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+
+#[inline(always)]
+pub fn count(idx: u32) {
+    if let Some(p) = COUNTERS.get_ptr_mut(idx) {
+        unsafe { *p += 1 };
+    }
+}
+
+/// Reserves an event slot (counted as due; a full ring buffer is counted as a drop, never silent).
+/// The caller writes every field in place (no stack copy: the BPF stack is 512 bytes) and calls
+/// [`submit`].
+#[inline(always)]
+pub fn reserve() -> Option<RingBufEntry<Event>> {
+    count(counter::EVENTS_DUE);
+    let entry = EVENTS.reserve::<Event>(0);
+    if entry.is_none() {
+        count(counter::EVENTS_DROPPED);
+    }
+    entry
+}
+
+#[inline(always)]
+pub fn submit(entry: RingBufEntry<Event>) {
+    entry.submit(0);
+    count(counter::EVENTS_SENT);
+}

@@ -1,0 +1,285 @@
+//! tcpwin-trace kernel side: one thin entry point per hook and backend, each calling `track`.
+//!
+//! Backends (userspace picks one, see tcpwin-userspace/src/attach.rs):
+//! - function hooks: fentry/fexit, or kprobe/kretprobe, on `tcp_measure_rcv_mss` (or
+//!   `tcp_event_data_recv` where it is inlined), `tcp_rcv_space_adjust`, `tcp_select_initial_window`;
+//! - tracepoints: `tcp:tcp_probe`, `tcp:tcp_rcv_space_adjust`, `tcp:tcp_rcvbuf_grow`.
+//!
+//! `sock:inet_sock_set_state` and `tcp:tcp_destroy_sock` (tp_btf) serve every backend.
+#![no_std]
+#![no_main]
+
+mod emit;
+mod read;
+mod track;
+
+use aya_ebpf::{
+    helpers::{bpf_get_socket_cookie, bpf_probe_read_kernel},
+    macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map},
+    maps::PerCpuArray,
+    programs::{BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext},
+};
+use tcpwin_common::{hook, tcp_state, InitParams};
+use track::{observe, Pkt};
+
+#[inline(always)]
+fn cookie(sk: u64) -> u64 {
+    unsafe { bpf_get_socket_cookie(sk as *mut _) }
+}
+
+// ---------------------------------------------------------------- shared tracepoints
+
+#[btf_tracepoint(function = "inet_sock_set_state")]
+pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    let new_state: i32 = ctx.arg(2);
+    let new_state = new_state as u8;
+    // SCTP, MPTCP and others use this tracepoint too: only a TCP socket is a tcp_sock.
+    if read::at::<u16>(sk, read::off!(sk_protocol)) != read::IPPROTO_TCP {
+        emit::count(hook::TP_SET_STATE as u32);
+        return 0;
+    }
+    match new_state {
+        // connect() and listen(): process context, the current task owns the socket
+        tcp_state::SYN_SENT | tcp_state::LISTEN => {
+            emit::count(hook::TP_SET_STATE as u32);
+            track::process_context(sk, new_state)
+        }
+        tcp_state::ESTABLISHED => {
+            emit::count(hook::TP_SET_STATE as u32);
+            track::established(sk, hook::TP_SET_STATE, cookie(sk))
+        }
+        _ => observe(sk, hook::TP_SET_STATE, cookie(sk), Pkt::None),
+    }
+    0
+}
+
+#[btf_tracepoint(function = "tcp_destroy_sock")]
+pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    track::destroyed(sk, hook::TP_DESTROY_SOCK);
+    0
+}
+
+// ---------------------------------------------------------------- tracepoint backend
+
+/// Entry of `tcp_rcv_established`, before the packet is processed.
+#[btf_tracepoint(function = "tcp_probe")]
+pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    let skb: u64 = ctx.arg(1);
+    let shape = read::skb_shape(skb, false);
+    observe(sk, hook::TP_TCP_PROBE, cookie(sk), Pkt::Before(shape));
+    0
+}
+
+/// Entry of `tcp_rcv_space_adjust`, in `recvmsg` (process context).
+#[btf_tracepoint(function = "tcp_rcv_space_adjust")]
+pub fn tp_tcp_rcv_space_adjust(ctx: BtfTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    track::process_context(sk, 0);
+    observe(sk, hook::TP_RCV_SPACE_ADJUST, cookie(sk), Pkt::None);
+    0
+}
+
+#[btf_tracepoint(function = "tcp_rcvbuf_grow")]
+pub fn tp_tcp_rcvbuf_grow(ctx: BtfTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    observe(sk, hook::TP_RCVBUF_GROW, cookie(sk), Pkt::None);
+    0
+}
+
+// ---------------------------------------------------------------- fentry / fexit backend
+
+/// After `tcp_measure_rcv_mss(sk, skb)`: the ratio is updated, this packet is the cause.
+#[fexit(function = "tcp_measure_rcv_mss")]
+pub fn fexit_tcp_measure_rcv_mss(ctx: FExitContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    let skb: u64 = ctx.arg(1);
+    let shape = read::skb_shape(skb, true);
+    observe(sk, hook::FN_MEASURE_RCV_MSS, cookie(sk), Pkt::After(shape));
+    0
+}
+
+/// Fallback where `tcp_measure_rcv_mss` is inlined into `tcp_event_data_recv`.
+#[fexit(function = "tcp_event_data_recv")]
+pub fn fexit_tcp_event_data_recv(ctx: FExitContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    let skb: u64 = ctx.arg(1);
+    let shape = read::skb_shape(skb, true);
+    observe(sk, hook::FN_EVENT_DATA_RECV, cookie(sk), Pkt::After(shape));
+    0
+}
+
+#[fentry(function = "tcp_rcv_space_adjust")]
+pub fn fentry_tcp_rcv_space_adjust(ctx: FEntryContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    track::process_context(sk, 0);
+    observe(sk, hook::FN_RCV_SPACE_ADJUST_ENTRY, cookie(sk), Pkt::None);
+    0
+}
+
+#[fexit(function = "tcp_rcv_space_adjust")]
+pub fn fexit_tcp_rcv_space_adjust(ctx: FExitContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    observe(sk, hook::FN_RCV_SPACE_ADJUST_EXIT, cookie(sk), Pkt::None);
+    0
+}
+
+/// The request socket whose initial window is being chosen on this CPU (passive side).
+#[map(name = "OPENREQ")]
+static OPENREQ: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn set_openreq(req: u64) {
+    if let Some(p) = OPENREQ.get_ptr_mut(0) {
+        unsafe { *p = req };
+    }
+}
+
+/// The connection `tcp_select_initial_window` works for: the socket itself when connecting, the
+/// request socket stashed by `tcp_openreq_init_rwin` when `sk` is a listener.
+#[inline(always)]
+fn initial_window_conn(sk: u64) -> u64 {
+    let state: u8 = read::at(sk, read::off!(skc_state));
+    if state != tcp_state::LISTEN {
+        return sk;
+    }
+    let req = OPENREQ.get(0).copied().unwrap_or(0);
+    set_openreq(0);
+    req
+}
+
+#[inline(always)]
+fn select_initial_window_done(sk: u64, space: u32, mss: u32, rcv_wnd: u64, clamp: u64) {
+    emit::count(hook::FN_SELECT_INITIAL_WINDOW as u32);
+    let conn = initial_window_conn(sk);
+    if conn == 0 {
+        return;
+    }
+    let params = InitParams {
+        space,
+        mss,
+        rcv_wnd: unsafe { bpf_probe_read_kernel(rcv_wnd as *const u32).unwrap_or(0) },
+        window_clamp: unsafe { bpf_probe_read_kernel(clamp as *const u32).unwrap_or(0) },
+    };
+    track::initial_window(conn, params);
+}
+
+#[fentry(function = "tcp_openreq_init_rwin")]
+pub fn fentry_tcp_openreq_init_rwin(ctx: FEntryContext) -> i32 {
+    emit::count(hook::FN_OPENREQ_INIT_RWIN as u32);
+    set_openreq(ctx.arg(0));
+    0
+}
+
+/// `tcp_select_initial_window(sk, __space, mss, *rcv_wnd, *window_clamp, wscale_ok,
+/// *rcv_wscale, init_rcv_wnd)`: the outputs are read through the pointers at exit.
+#[fexit(function = "tcp_select_initial_window")]
+pub fn fexit_tcp_select_initial_window(ctx: FExitContext) -> i32 {
+    let space: i32 = ctx.arg(1);
+    let mss: u32 = ctx.arg(2);
+    select_initial_window_done(ctx.arg(0), space as u32, mss, ctx.arg(3), ctx.arg(4));
+    0
+}
+
+// ---------------------------------------------------------------- kprobe / kretprobe backend
+
+/// Arguments saved at kprobe entry for the kretprobe (one call in flight per CPU: these functions
+/// run with the socket locked and do not sleep).
+#[derive(Clone, Copy, Default)]
+pub struct Saved {
+    a0: u64,
+    a1: u64,
+    a2: u64,
+    a3: u64,
+    a4: u64,
+}
+
+/// Index per function: 0 measure_rcv_mss / event_data_recv, 1 rcv_space_adjust, 2 initial window.
+#[map(name = "KSAVED")]
+static KSAVED: PerCpuArray<Saved> = PerCpuArray::with_max_entries(3, 0);
+
+#[inline(always)]
+fn save(slot: u32, ctx: &ProbeContext) {
+    if let Some(p) = KSAVED.get_ptr_mut(slot) {
+        unsafe {
+            *p = Saved {
+                a0: ctx.arg(0).unwrap_or(0),
+                a1: ctx.arg(1).unwrap_or(0),
+                a2: ctx.arg(2).unwrap_or(0),
+                a3: ctx.arg(3).unwrap_or(0),
+                a4: ctx.arg(4).unwrap_or(0),
+            }
+        };
+    }
+}
+
+#[inline(always)]
+fn take(slot: u32) -> Saved {
+    match KSAVED.get_ptr_mut(slot) {
+        Some(p) => unsafe { core::mem::take(&mut *p) },
+        None => Saved::default(),
+    }
+}
+
+#[kprobe]
+pub fn kprobe_tcp_measure_rcv_mss(ctx: ProbeContext) -> u32 {
+    save(0, &ctx);
+    0
+}
+
+/// Serves both `tcp_measure_rcv_mss` and the `tcp_event_data_recv` fallback (same arguments).
+#[kretprobe]
+pub fn kretprobe_tcp_measure_rcv_mss(_ctx: RetProbeContext) -> u32 {
+    let s = take(0);
+    let shape = read::skb_shape(s.a1, true);
+    observe(s.a0, hook::FN_MEASURE_RCV_MSS, 0, Pkt::After(shape));
+    0
+}
+
+#[kprobe]
+pub fn kprobe_tcp_rcv_space_adjust(ctx: ProbeContext) -> u32 {
+    let sk: u64 = ctx.arg(0).unwrap_or(0);
+    save(1, &ctx);
+    track::process_context(sk, 0);
+    observe(sk, hook::FN_RCV_SPACE_ADJUST_ENTRY, 0, Pkt::None);
+    0
+}
+
+#[kretprobe]
+pub fn kretprobe_tcp_rcv_space_adjust(_ctx: RetProbeContext) -> u32 {
+    let s = take(1);
+    observe(s.a0, hook::FN_RCV_SPACE_ADJUST_EXIT, 0, Pkt::None);
+    0
+}
+
+#[kprobe]
+pub fn kprobe_tcp_openreq_init_rwin(ctx: ProbeContext) -> u32 {
+    emit::count(hook::FN_OPENREQ_INIT_RWIN as u32);
+    set_openreq(ctx.arg(0).unwrap_or(0));
+    0
+}
+
+#[kprobe]
+pub fn kprobe_tcp_select_initial_window(ctx: ProbeContext) -> u32 {
+    save(2, &ctx);
+    0
+}
+
+#[kretprobe]
+pub fn kretprobe_tcp_select_initial_window(_ctx: RetProbeContext) -> u32 {
+    let s = take(2);
+    select_initial_window_done(s.a0, s.a1 as u32, s.a2 as u32, s.a3, s.a4);
+    0
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

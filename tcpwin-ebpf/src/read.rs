@@ -1,0 +1,201 @@
+//! The one place that reads kernel memory: every member at the offset userspace resolved from BTF.
+//! A member marked `ABSENT` is never read; its value is the type's default.
+use aya_ebpf::helpers::bpf_probe_read_kernel;
+use tcpwin_common::{Offsets, ABSENT};
+
+/// Written by userspace (`EbpfLoader::override_global`) before load; the verifier sees constants.
+#[unsafe(no_mangle)]
+pub(crate) static OFFSETS: Offsets = Offsets::absent();
+
+/// One offset, read through a volatile load so the compiler cannot fold the placeholder value.
+macro_rules! off {
+    ($field:ident) => {
+        unsafe { core::ptr::read_volatile(core::ptr::addr_of!($crate::read::OFFSETS.$field)) }
+    };
+}
+pub(crate) use off;
+
+/// Reads a `T` at `base + off`; absent members and failed reads give `T::default()`.
+#[inline(always)]
+pub fn at<T: Copy + Default>(base: u64, off: u32) -> T {
+    if off == ABSENT || base == 0 {
+        return T::default();
+    }
+    unsafe { bpf_probe_read_kernel((base + off as u64) as *const T).unwrap_or_default() }
+}
+
+/// Reads a bitfield of `bits` bits starting `bit` bits after `base`.
+#[inline(always)]
+pub fn bits(base: u64, bit: u32, width: u32) -> u32 {
+    if bit == ABSENT || width == 0 || width > 8 {
+        return 0;
+    }
+    let word: u32 = at(base, bit / 8);
+    (word >> (bit % 8)) & ((1u32 << width) - 1)
+}
+
+/// What a socket's receive-window machinery looks like right now.
+#[derive(Clone, Copy, Default)]
+pub struct Snapshot {
+    pub ratio: u8,
+    pub userlocks: u8,
+    pub state: u8,
+    pub window_clamp: u32,
+    pub rcv_ssthresh: u32,
+    pub sk_rcvbuf: u32,
+    pub rcvq_space: u32,
+    pub rcv_wnd: u32,
+    pub rcv_mss: u32,
+    pub advmss: u32,
+}
+
+#[inline(always)]
+pub fn snapshot(sk: u64) -> Snapshot {
+    let rcv_mss: u16 = at(sk, off!(icsk_rcv_mss));
+    let rcvbuf: i32 = at(sk, off!(sk_rcvbuf));
+    Snapshot {
+        ratio: at(sk, off!(tp_scaling_ratio)),
+        userlocks: at(sk, off!(sk_userlocks)),
+        state: at(sk, off!(skc_state)),
+        window_clamp: at(sk, off!(tp_window_clamp)),
+        rcv_ssthresh: at(sk, off!(tp_rcv_ssthresh)),
+        sk_rcvbuf: rcvbuf as u32,
+        rcvq_space: at(sk, off!(tp_rcvq_space)),
+        rcv_wnd: at(sk, off!(tp_rcv_wnd)),
+        rcv_mss: rcv_mss as u32,
+        advmss: at::<u16>(sk, off!(tp_advmss)) as u32,
+    }
+}
+
+/// A connection's identity. `sk` may also be a `request_sock`: both start with `sock_common`.
+#[derive(Clone, Copy, Default)]
+pub struct Tuple {
+    pub family: u8,
+    pub netns: u32,
+    pub lport: u16,
+    pub rport: u16,
+    pub laddr: [u8; 16],
+    pub raddr: [u8; 16],
+}
+
+pub const AF_INET: u16 = 2;
+pub const AF_INET6: u16 = 10;
+pub const IPPROTO_TCP: u16 = 6;
+
+#[inline(always)]
+pub fn netns(sk: u64) -> u32 {
+    let net: u64 = at(sk, off!(skc_net));
+    at(net, off!(net_ns_inum))
+}
+
+#[inline(always)]
+pub fn tuple(sk: u64) -> Tuple {
+    let family: u16 = at(sk, off!(skc_family));
+    let mut t = Tuple {
+        family: family as u8,
+        netns: netns(sk),
+        lport: at(sk, off!(skc_num)),
+        rport: u16::from_be(at(sk, off!(skc_dport))),
+        ..Tuple::default()
+    };
+    if family == AF_INET6 {
+        t.laddr = at(sk, off!(skc_v6_rcv_saddr));
+        t.raddr = at(sk, off!(skc_v6_daddr));
+    } else {
+        let l: [u8; 4] = at(sk, off!(skc_rcv_saddr));
+        let r: [u8; 4] = at(sk, off!(skc_daddr));
+        t.laddr[..4].copy_from_slice(&l);
+        t.raddr[..4].copy_from_slice(&r);
+    }
+    t
+}
+
+#[inline(always)]
+pub fn lport(sk: u64) -> u16 {
+    at(sk, off!(skc_num))
+}
+
+#[inline(always)]
+pub fn rport(sk: u64) -> u16 {
+    u16::from_be(at(sk, off!(skc_dport)))
+}
+
+/// The inode number of the socket's file (what `/proc/PID/fd` shows as `socket:[N]`), 0 when the
+/// socket has no file yet (accepted by the kernel, not yet by the process) or any more.
+#[inline(always)]
+pub fn inode(sk: u64) -> u64 {
+    let sock: u64 = at(sk, off!(sk_socket));
+    if sock == 0 {
+        return 0;
+    }
+    at(sock + off!(socket_to_inode) as u64, off!(inode_i_ino))
+}
+
+/// The cookie the kernel assigned, 0 if none yet (programs that may call
+/// `bpf_get_socket_cookie` use that instead: it assigns one).
+#[inline(always)]
+pub fn raw_cookie(sk: u64) -> u64 {
+    at(sk, off!(skc_cookie))
+}
+
+#[inline(always)]
+pub fn wscale(sk: u64) -> (u8, bool) {
+    let w = bits(sk, off!(tp_rcv_wscale_bit), off!(tp_rcv_wscale_bits));
+    let ok = bits(sk, off!(tp_wscale_ok_bit), 1);
+    (w as u8, ok != 0)
+}
+
+/// The shape of a packet, as `tcp_measure_rcv_mss` sees it.
+#[derive(Clone, Copy, Default)]
+pub struct SkbShape {
+    /// payload bytes (TCP header excluded)
+    pub len: u32,
+    pub truesize: u32,
+    pub ifindex: u32,
+    pub gso_size: u16,
+    pub gso_segs: u16,
+}
+
+/// Reads a packet. `header_pulled`: false at `tcp:tcp_probe` (skb->data still points at the TCP
+/// header, whose length is subtracted), true inside `tcp_measure_rcv_mss` / `tcp_event_data_recv`.
+#[inline(always)]
+pub fn skb_shape(skb: u64, header_pulled: bool) -> SkbShape {
+    let mut len: u32 = at(skb, off!(skb_len));
+    if !header_pulled {
+        let data: u64 = at(skb, off!(skb_data));
+        let doff_byte: u8 = at(data, 12);
+        let hdr = ((doff_byte >> 4) as u32) * 4;
+        len = len.saturating_sub(hdr);
+    }
+    let head: u64 = at(skb, off!(skb_head));
+    let end: u32 = at(skb, off!(skb_end));
+    let shinfo = if head == 0 { 0 } else { head + end as u64 };
+    SkbShape {
+        len,
+        truesize: at(skb, off!(skb_truesize)),
+        ifindex: at::<i32>(skb, off!(skb_iif)) as u32,
+        gso_size: at(shinfo, off!(shinfo_gso_size)),
+        gso_segs: at(shinfo, off!(shinfo_gso_segs)),
+    }
+}
+
+/// Writes the connection's identity straight into an event.
+#[inline(always)]
+pub fn tuple_into(sk: u64, ev: &mut tcpwin_common::Event) {
+    let family: u16 = at(sk, off!(skc_family));
+    ev.family = family as u8;
+    ev.netns = netns(sk);
+    ev.lport = lport(sk);
+    ev.rport = rport(sk);
+    if family == AF_INET6 {
+        ev.laddr = at(sk, off!(skc_v6_rcv_saddr));
+        ev.raddr = at(sk, off!(skc_v6_daddr));
+    } else {
+        ev.laddr = [0; 16];
+        ev.raddr = [0; 16];
+        let l: u32 = at(sk, off!(skc_rcv_saddr));
+        let r: u32 = at(sk, off!(skc_daddr));
+        ev.laddr[..4].copy_from_slice(&l.to_ne_bytes());
+        ev.raddr[..4].copy_from_slice(&r.to_ne_bytes());
+    }
+}

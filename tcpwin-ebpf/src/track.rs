@@ -1,0 +1,431 @@
+//! Per-socket last-reported state (bounded LRU), socket filters (port, PID ownership), change
+//! detection and the per-CPU packet-shape histogram. Every hook ends up in `observe`.
+use aya_ebpf::{
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    macros::map,
+    maps::{HashMap, LruHashMap, PerCpuHashMap},
+};
+use tcpwin_common::{
+    counter, flag, kind, tcp_state, Config, Event, HistKey, InitParams, PortKey, TupleKey,
+    HIST_RATIO_MAX, SOCK_RCVBUF_LOCK,
+};
+
+use crate::{
+    emit::{count, reserve, submit},
+    read::{self, off, SkbShape, Snapshot},
+};
+
+#[unsafe(no_mangle)]
+static CONFIG: Config = Config {
+    target_tgid: 0,
+    filter_pid: 0,
+    _pad: 0,
+    port: 0,
+};
+
+macro_rules! cfg {
+    ($field:ident) => {
+        unsafe { core::ptr::read_volatile(core::ptr::addr_of!(CONFIG.$field)) }
+    };
+}
+
+/// What was last reported for a socket, plus the last data packet it received.
+#[derive(Clone, Copy, Default)]
+pub struct SockState {
+    pub cookie: u64,
+    pub window_clamp: u32,
+    pub rcv_ssthresh: u32,
+    pub sk_rcvbuf: u32,
+    pub rcvq_space: u32,
+    pub ratio: u8,
+    pub owned: u8,
+    pub has_pid: u8,
+    pub has_skb: u8,
+    pub pid: u32,
+    pub comm: [u8; 16],
+    pub skb: SkbShape,
+}
+
+/// Keyed by the socket's address: every backend has it (kprobes cannot ask for the cookie);
+/// `tcp:tcp_destroy_sock` removes the entry, so an address reused by a new socket starts clean.
+#[map(name = "SOCKS")]
+static SOCKS: LruHashMap<u64, SockState> = LruHashMap::with_max_entries(65536, 0);
+
+/// Socket inodes of the traced PID (userspace keeps this fresh from /proc/PID/fd).
+#[map(name = "OWNED_INODES")]
+static OWNED_INODES: HashMap<u64, u8> = HashMap::with_max_entries(65536, 0);
+
+/// Listening ports of the traced PID: their not-yet-accepted children are the PID's too.
+#[map(name = "OWNED_PORTS")]
+static OWNED_PORTS: HashMap<PortKey, u32> = HashMap::with_max_entries(4096, 0);
+
+/// `tcp_select_initial_window` arguments waiting for their socket to reach ESTABLISHED.
+#[map(name = "PENDING_INIT")]
+static PENDING_INIT: LruHashMap<TupleKey, InitParams> = LruHashMap::with_max_entries(4096, 0);
+
+/// Per-packet `len * 256 / truesize`, per ingress interface: aggregated here, read by userspace.
+#[map(name = "PKT_HIST")]
+static PKT_HIST: PerCpuHashMap<HistKey, u64> = PerCpuHashMap::with_max_entries(8192, 0);
+
+/// Whether a socket passes the port filter and, with `--pid`, belongs to the traced process:
+/// its file is one of the PID's (inode), or it is the child of one of the PID's listeners. The
+/// receive path runs in softirq, so the current task says nothing about ownership.
+#[inline(always)]
+fn wanted(sk: u64, state: Option<&SockState>) -> bool {
+    let port = cfg!(port);
+    if port != 0 && read::lport(sk) != port && read::rport(sk) != port {
+        return false;
+    }
+    if cfg!(filter_pid) == 0 {
+        return true;
+    }
+    if let Some(st) = state {
+        if st.owned != 0 {
+            return true;
+        }
+    }
+    let ino = read::inode(sk);
+    if ino != 0 && unsafe { OWNED_INODES.get(&ino) }.is_some() {
+        return true;
+    }
+    let key = PortKey {
+        netns: read::netns(sk),
+        port: read::lport(sk),
+        _pad: 0,
+    };
+    unsafe { OWNED_PORTS.get(&key) }.is_some()
+}
+
+/// In process context (connect, listen, recvmsg) the current task is the socket's user.
+#[inline(always)]
+pub fn current_is_target() -> bool {
+    cfg!(filter_pid) != 0 && (bpf_get_current_pid_tgid() >> 32) as u32 == cfg!(target_tgid)
+}
+
+/// Called where the current task is known to own the socket (connect, listen, recvmsg).
+#[inline(always)]
+pub fn process_context(sk: u64, new_state: u8) {
+    if cfg!(filter_pid) != 0 && current_is_target() {
+        if new_state == tcp_state::LISTEN {
+            let key = PortKey {
+                netns: read::netns(sk),
+                port: read::lport(sk),
+                _pad: 0,
+            };
+            let _ = OWNED_PORTS.insert(&key, &cfg!(target_tgid), 0);
+        }
+        if let Some(st) = SOCKS.get_ptr_mut(&sk) {
+            unsafe { (*st).owned = 1 };
+        } else {
+            let st = SockState {
+                owned: 1,
+                ratio: read::snapshot(sk).ratio,
+                ..SockState::default()
+            };
+            if SOCKS.insert(&sk, &st, 0).is_err() {
+                count(counter::STATE_FULL);
+            }
+        }
+    }
+    if let Some(st) = SOCKS.get_ptr_mut(&sk) {
+        let pid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        unsafe {
+            (*st).pid = pid;
+            (*st).has_pid = 1;
+            if let Ok(comm) = bpf_get_current_comm() {
+                (*st).comm = comm;
+            }
+        }
+    }
+}
+
+/// How a hook's packet relates to the state it observes.
+#[derive(Clone, Copy)]
+pub enum Pkt {
+    None,
+    /// not processed yet (`tcp:tcp_probe`): a change seen now was caused by the previous packet
+    Before(SkbShape),
+    /// just processed (`tcp_measure_rcv_mss` exit): a change seen now was caused by this packet
+    After(SkbShape),
+}
+
+#[inline(always)]
+fn histogram(netns: u32, skb: &SkbShape) {
+    if skb.len == 0 || skb.truesize == 0 {
+        return;
+    }
+    count(counter::PACKETS);
+    let mut ratio = ((skb.len as u64) << 8) / skb.truesize as u64;
+    if ratio > HIST_RATIO_MAX as u64 {
+        ratio = HIST_RATIO_MAX as u64;
+    }
+    let key = HistKey {
+        netns,
+        ifindex: skb.ifindex,
+        ratio: ratio as u32,
+    };
+    match PKT_HIST.get_ptr_mut(&key) {
+        Some(p) => unsafe { *p += 1 },
+        None => {
+            if PKT_HIST.insert(&key, &1, 0).is_err() {
+                count(counter::HIST_FULL);
+            }
+        }
+    }
+}
+
+/// The core of every hook: compare the socket with what was last reported, report what changed.
+/// `cookie` is 0 where the program type cannot ask for it.
+#[inline(always)]
+pub fn observe(sk: u64, hook: u8, cookie: u64, pkt: Pkt) {
+    count(hook as u32);
+    if sk == 0 {
+        return;
+    }
+    let st_ptr = SOCKS.get_ptr_mut(&sk);
+    let st_ref = st_ptr.map(|p| unsafe { &*p });
+    if !wanted(sk, st_ref) {
+        count(counter::FILTERED);
+        return;
+    }
+    let snap = read::snapshot(sk);
+    let cookie = if cookie != 0 { cookie } else { read::raw_cookie(sk) };
+    let shape = match pkt {
+        Pkt::Before(s) | Pkt::After(s) => Some(s),
+        Pkt::None => None,
+    };
+    let netns = read::netns(sk);
+    if let Some(s) = &shape {
+        histogram(netns, s);
+    }
+
+    let Some(st_ptr) = st_ptr else {
+        // First sight of a socket that existed before the trace: report what it looks like.
+        let mut st = SockState {
+            cookie,
+            owned: cfg!(filter_pid),
+            ..SockState::default()
+        };
+        remember(&mut st, &snap);
+        if let Some(s) = shape {
+            if s.len != 0 {
+                st.skb = s;
+                st.has_skb = 1;
+            }
+        }
+        if SOCKS.insert(&sk, &st, 0).is_err() {
+            count(counter::STATE_FULL);
+        }
+        report(sk, kind::SEEN, hook, cookie, &snap, None, None, None);
+        return;
+    };
+    let st = unsafe { &mut *st_ptr };
+    if cfg!(filter_pid) != 0 {
+        st.owned = 1;
+    }
+    if st.cookie == 0 {
+        st.cookie = cookie;
+    }
+    let ratio_changed = snap.ratio != st.ratio;
+    let space_changed = snap.window_clamp != st.window_clamp
+        || snap.rcv_ssthresh != st.rcv_ssthresh
+        || snap.sk_rcvbuf != st.sk_rcvbuf
+        || snap.rcvq_space != st.rcvq_space;
+    if ratio_changed || space_changed {
+        let cause = match pkt {
+            Pkt::After(s) if ratio_changed => Some(s),
+            _ if ratio_changed && st.has_skb != 0 => Some(st.skb),
+            _ => None,
+        };
+        let k = if ratio_changed { kind::RATIO } else { kind::SPACE };
+        report(sk, k, hook, st.cookie, &snap, Some(st), cause.as_ref(), None);
+        remember(st, &snap);
+    }
+    if let Some(s) = shape {
+        if s.len != 0 {
+            st.skb = s;
+            st.has_skb = 1;
+        }
+    }
+}
+
+#[inline(always)]
+fn remember(st: &mut SockState, snap: &Snapshot) {
+    st.ratio = snap.ratio;
+    st.window_clamp = snap.window_clamp;
+    st.rcv_ssthresh = snap.rcv_ssthresh;
+    st.sk_rcvbuf = snap.sk_rcvbuf;
+    st.rcvq_space = snap.rcvq_space;
+}
+
+/// The connection reached ESTABLISHED: report its initial window and start tracking it afresh.
+#[inline(always)]
+pub fn established(sk: u64, hook: u8, cookie: u64) {
+    let old = SOCKS.get_ptr_mut(&sk).map(|p| unsafe { &*p });
+    if !wanted(sk, old) {
+        count(counter::FILTERED);
+        return;
+    }
+    let snap = read::snapshot(sk);
+    let mut st = SockState {
+        cookie,
+        owned: cfg!(filter_pid),
+        ..SockState::default()
+    };
+    if let Some(o) = old {
+        st.pid = o.pid;
+        st.comm = o.comm;
+        st.has_pid = o.has_pid;
+    }
+    remember(&mut st, &snap);
+    if SOCKS.insert(&sk, &st, 0).is_err() {
+        count(counter::STATE_FULL);
+    }
+    let t = read::tuple(sk);
+    let key = TupleKey {
+        netns: t.netns,
+        lport: t.lport,
+        rport: t.rport,
+        laddr: t.laddr,
+        raddr: t.raddr,
+    };
+    let init = unsafe { PENDING_INIT.get(&key) }.copied();
+    if init.is_some() {
+        let _ = PENDING_INIT.remove(&key);
+    }
+    report(sk, kind::INIT, hook, cookie, &snap, Some(&st), None, init.as_ref());
+}
+
+/// `tcp_select_initial_window` ran for the connection `conn` (the socket, or on the passive side
+/// the request socket): keep what it was given and chose until the socket is ESTABLISHED.
+#[inline(always)]
+pub fn initial_window(conn: u64, params: InitParams) {
+    let t = read::tuple(conn);
+    let key = TupleKey {
+        netns: t.netns,
+        lport: t.lport,
+        rport: t.rport,
+        laddr: t.laddr,
+        raddr: t.raddr,
+    };
+    let _ = PENDING_INIT.insert(&key, &params, 0);
+}
+
+/// The socket is being destroyed: report its final values and forget it.
+#[inline(always)]
+pub fn destroyed(sk: u64, hook: u8) {
+    count(hook as u32);
+    let Some(p) = SOCKS.get_ptr_mut(&sk) else {
+        return;
+    };
+    let st = unsafe { &*p };
+    if wanted(sk, Some(st)) {
+        let snap = read::snapshot(sk);
+        report(sk, kind::CLOSE, hook, st.cookie, &snap, Some(st), None, None);
+    }
+    let _ = SOCKS.remove(&sk);
+}
+
+/// Writes one event straight into the ring buffer. Every field is written on every path: the slot
+/// is not zeroed first (a zeroed `Event` on the stack would not fit beside the rest).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn report(
+    sk: u64,
+    k: u8,
+    hook: u8,
+    cookie: u64,
+    snap: &Snapshot,
+    prev: Option<&SockState>,
+    cause: Option<&SkbShape>,
+    init: Option<&InitParams>,
+) {
+    let Some(mut entry) = reserve() else {
+        return;
+    };
+    let ev: *mut Event = entry.as_mut_ptr();
+    let (wscale, wscale_ok) = read::wscale(sk);
+    let ratio_present = off!(tp_scaling_ratio) != tcpwin_common::ABSENT;
+    let mut f = 0;
+    if ratio_present {
+        f |= flag::RATIO_PRESENT;
+    }
+    if snap.userlocks & SOCK_RCVBUF_LOCK != 0 {
+        f |= flag::RCVBUF_LOCKED;
+    }
+    if wscale_ok {
+        f |= flag::WSCALE_OK;
+    }
+    if cookie != 0 {
+        f |= flag::COOKIE;
+    }
+    unsafe {
+        (*ev).ts_ns = bpf_ktime_get_ns();
+        (*ev).cookie = cookie;
+        read::tuple_into(sk, &mut *ev);
+        (*ev).kind = k;
+        (*ev).hook = hook;
+        (*ev).state = snap.state;
+        (*ev).scaling_ratio = snap.ratio;
+        (*ev).rcv_wscale = wscale;
+        (*ev).window_clamp = snap.window_clamp;
+        (*ev).rcv_ssthresh = snap.rcv_ssthresh;
+        (*ev).rcv_wnd = snap.rcv_wnd;
+        (*ev).sk_rcvbuf = snap.sk_rcvbuf;
+        (*ev).rcvq_space = snap.rcvq_space;
+        (*ev).rcv_mss = snap.rcv_mss;
+        (*ev).advmss = snap.advmss;
+        (*ev).prev_scaling_ratio = 0;
+        (*ev).prev_window_clamp = 0;
+        (*ev).prev_rcv_ssthresh = 0;
+        (*ev).prev_sk_rcvbuf = 0;
+        (*ev).prev_rcvq_space = 0;
+        (*ev).pid = 0;
+        (*ev).comm = [0; 16];
+        if let Some(p) = prev {
+            if k == kind::RATIO || k == kind::SPACE || k == kind::CLOSE {
+                f |= flag::PREV;
+                (*ev).prev_scaling_ratio = p.ratio;
+                (*ev).prev_window_clamp = p.window_clamp;
+                (*ev).prev_rcv_ssthresh = p.rcv_ssthresh;
+                (*ev).prev_sk_rcvbuf = p.sk_rcvbuf;
+                (*ev).prev_rcvq_space = p.rcvq_space;
+            }
+            if p.has_pid != 0 {
+                f |= flag::PID;
+                (*ev).pid = p.pid;
+                (*ev).comm = p.comm;
+            }
+        }
+        match cause {
+            Some(s) => {
+                f |= flag::SKB;
+                (*ev).skb_len = s.len;
+                (*ev).skb_truesize = s.truesize;
+                (*ev).ifindex = s.ifindex;
+                (*ev).gso_size = s.gso_size;
+                (*ev).gso_segs = s.gso_segs;
+            }
+            None => {
+                (*ev).skb_len = 0;
+                (*ev).skb_truesize = 0;
+                (*ev).ifindex = 0;
+                (*ev).gso_size = 0;
+                (*ev).gso_segs = 0;
+            }
+        }
+        match init {
+            Some(i) => {
+                f |= flag::INIT_PARAMS;
+                (*ev).init_space = i.space;
+                (*ev).init_mss = i.mss;
+            }
+            None => {
+                (*ev).init_space = 0;
+                (*ev).init_mss = 0;
+            }
+        }
+        (*ev).flags = f;
+    }
+    submit(entry);
+}

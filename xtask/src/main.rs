@@ -1,0 +1,139 @@
+//! Developer tasks: `cargo xtask setup | build-ebpf | build | test | demo`.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+mod toolchain;
+
+#[derive(Parser)]
+#[command(about = "tcpwin-trace developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install the kernel-side toolchain (Debian rustc-web, prebuilt bpfel core, LLVM, bpf-linker).
+    Setup,
+    /// Build the eBPF object (installs the toolchain first when running as root).
+    BuildEbpf {
+        /// Debug profile (still optimised: the BPF stack is 512 bytes)
+        #[arg(long)]
+        debug: bool,
+    },
+    /// Build the eBPF object and the release `tcpwin-trace` binary.
+    Build,
+    /// Everything CI checks: setup, build, fmt, clippy, unit and end-to-end tests (root).
+    Test {
+        /// Extra arguments for `cargo test`, after `--`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Build, then trace a transfer the tool generates itself between two network namespaces.
+    Demo,
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("xtask: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Setup => toolchain::setup(),
+        Cmd::BuildEbpf { debug } => build_ebpf(!debug).map(|_| ()),
+        Cmd::Build => build(),
+        Cmd::Test { args } => test(&args),
+        Cmd::Demo => demo(),
+    }
+}
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+/// Runs a command, failing with its name and status.
+pub fn run_cmd(cmd: &mut Command) -> Result<()> {
+    let desc = format!("{cmd:?}");
+    let status = cmd.status().with_context(|| format!("cannot start {desc}"))?;
+    if !status.success() {
+        bail!("{desc} failed: {status}");
+    }
+    Ok(())
+}
+
+/// Builds the kernel side and returns the object's path.
+fn build_ebpf(release: bool) -> Result<PathBuf> {
+    let tc = toolchain::ensure()?;
+    let dir = root().join("tcpwin-ebpf");
+    let profile = if release { "release" } else { "dev" };
+    let mut cmd = tc.cargo_command();
+    cmd.current_dir(&dir)
+        .args(["build", "--target", "bpfel-unknown-none", "--profile", profile]);
+    run_cmd(&mut cmd).context("building the eBPF object")?;
+    let out = dir
+        .join("target/bpfel-unknown-none")
+        .join(if release { "release" } else { "debug" })
+        .join("tcpwin");
+    if !out.exists() {
+        bail!("the eBPF build succeeded but {} is missing", out.display());
+    }
+    println!("eBPF object: {}", out.display());
+    Ok(out)
+}
+
+fn build() -> Result<()> {
+    let obj = build_ebpf(true)?;
+    run_cmd(
+        Command::new(env!("CARGO"))
+            .current_dir(root())
+            .env("TCPWIN_EBPF_OBJ", &obj)
+            .args(["build", "--release", "-p", "tcpwin-userspace"]),
+    )
+}
+
+fn test(extra: &[String]) -> Result<()> {
+    build()?;
+    let cargo = env!("CARGO");
+    run_cmd(
+        Command::new(cargo)
+            .current_dir(root())
+            .args(["fmt", "--all", "--", "--check"]),
+    )
+    .context("cargo fmt found unformatted code: run `cargo fmt --all`")?;
+    run_cmd(Command::new(cargo).current_dir(root()).args([
+        "clippy",
+        "--release",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    // End-to-end tests create namespaces with fixed prefixes and load BPF programs: one at a time.
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root())
+        .env("TCPWIN_REQUIRE_EBPF", "1")
+        .args(["test", "--release", "--workspace", "--", "--test-threads=1"])
+        .args(extra);
+    run_cmd(&mut cmd)
+}
+
+fn demo() -> Result<()> {
+    build()?;
+    run_cmd(
+        Command::new(root().join("target/release/tcpwin-trace"))
+            .args(["demo"])
+            .current_dir(root()),
+    )
+}
