@@ -296,6 +296,12 @@ pub mod tcp_state {
     pub const SYN_SENT: u8 = 2;
     pub const CLOSE: u8 = 7;
     pub const LISTEN: u8 = 10;
+
+    /// ESTABLISHED and the closing states that still receive or hold data; not LISTEN, SYN_*,
+    /// TIME_WAIT or CLOSE, where the window fields are not (or no longer) meaningful.
+    pub const fn carries_data(state: u8) -> bool {
+        matches!(state, 1 | 4 | 5 | 8 | 9 | 11)
+    }
 }
 
 /// `SOCK_RCVBUF_LOCK` in `sk_userlocks`.

@@ -32,8 +32,9 @@ fn cookie(sk: u64) -> u64 {
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
     let sk: u64 = ctx.arg(0);
+    let old_state: i32 = ctx.arg(1);
     let new_state: i32 = ctx.arg(2);
-    let new_state = new_state as u8;
+    let (old_state, new_state) = (old_state as u8, new_state as u8);
     // SCTP, MPTCP and others use this tracepoint too: only a TCP socket is a tcp_sock.
     if read::at::<u16>(sk, read::off!(sk_protocol)) != read::IPPROTO_TCP {
         emit::count(hook::TP_SET_STATE as u32);
@@ -49,7 +50,11 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
             emit::count(hook::TP_SET_STATE as u32);
             track::established(sk, hook::TP_SET_STATE, cookie(sk))
         }
-        _ => observe(sk, hook::TP_SET_STATE, cookie(sk), Pkt::None),
+        // leaving a state that carries data (closing): a last look at the window
+        _ if tcp_state::carries_data(old_state) => {
+            observe(sk, hook::TP_SET_STATE, cookie(sk), Pkt::None)
+        }
+        _ => emit::count(hook::TP_SET_STATE as u32),
     }
     0
 }

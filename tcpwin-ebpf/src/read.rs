@@ -1,6 +1,6 @@
 //! The one place that reads kernel memory: every member at the offset userspace resolved from BTF.
 //! A member marked `ABSENT` is never read; its value is the type's default.
-use aya_ebpf::helpers::bpf_probe_read_kernel;
+use aya_ebpf::helpers::generated::bpf_probe_read_kernel;
 use tcpwin_common::{Offsets, ABSENT};
 
 /// Written by userspace (`EbpfLoader::override_global`) before load; the verifier sees constants.
@@ -15,13 +15,25 @@ macro_rules! off {
 }
 pub(crate) use off;
 
-/// Reads a `T` at `base + off`; absent members and failed reads give `T::default()`.
+/// Reads a `T` at `base + off`; absent members and failed reads give zero.
+///
+/// Branch-free on purpose: the helper zeroes the destination when the read faults, so the result
+/// is not inspected (one branch per read would multiply the verifier's states). The `ABSENT`
+/// test is on a `.rodata` constant, which the verifier resolves at load time.
 #[inline(always)]
 pub fn at<T: Copy + Default>(base: u64, off: u32) -> T {
-    if off == ABSENT || base == 0 {
-        return T::default();
+    let mut v = T::default();
+    if off == ABSENT {
+        return v;
     }
-    unsafe { bpf_probe_read_kernel((base + off as u64) as *const T).unwrap_or_default() }
+    unsafe {
+        bpf_probe_read_kernel(
+            &mut v as *mut T as *mut _,
+            core::mem::size_of::<T>() as u32,
+            (base + off as u64) as *const _,
+        )
+    };
+    v
 }
 
 /// Reads a bitfield of `bits` bits starting `bit` bits after `base`.
@@ -70,7 +82,6 @@ pub fn snapshot(sk: u64) -> Snapshot {
 /// A connection's identity. `sk` may also be a `request_sock`: both start with `sock_common`.
 #[derive(Clone, Copy, Default)]
 pub struct Tuple {
-    pub family: u8,
     pub netns: u32,
     pub lport: u16,
     pub rport: u16,
@@ -78,7 +89,6 @@ pub struct Tuple {
     pub raddr: [u8; 16],
 }
 
-pub const AF_INET: u16 = 2;
 pub const AF_INET6: u16 = 10;
 pub const IPPROTO_TCP: u16 = 6;
 
@@ -92,7 +102,6 @@ pub fn netns(sk: u64) -> u32 {
 pub fn tuple(sk: u64) -> Tuple {
     let family: u16 = at(sk, off!(skc_family));
     let mut t = Tuple {
-        family: family as u8,
         netns: netns(sk),
         lport: at(sk, off!(skc_num)),
         rport: u16::from_be(at(sk, off!(skc_dport))),

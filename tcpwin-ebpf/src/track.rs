@@ -113,6 +113,7 @@ pub fn process_context(sk: u64, new_state: u8) {
                 _pad: 0,
             };
             let _ = OWNED_PORTS.insert(&key, &cfg!(target_tgid), 0);
+            return;
         }
         if let Some(st) = SOCKS.get_ptr_mut(&sk) {
             unsafe { (*st).owned = 1 };
@@ -200,7 +201,11 @@ pub fn observe(sk: u64, hook: u8, cookie: u64, pkt: Pkt) {
     }
 
     let Some(st_ptr) = st_ptr else {
-        // First sight of a socket that existed before the trace: report what it looks like.
+        // First sight of a socket that existed before the trace: report what it looks like,
+        // unless it is not (or no longer) a connection with a receive window.
+        if !tcp_state::carries_data(snap.state) {
+            return;
+        }
         let mut st = SockState {
             cookie,
             owned: cfg!(filter_pid),
@@ -318,11 +323,11 @@ pub fn destroyed(sk: u64, hook: u8) {
     let Some(p) = SOCKS.get_ptr_mut(&sk) else {
         return;
     };
+    // Tracked means it passed the filters (the port is already released here, so the port
+    // filter could not be checked again; userspace restores the tuple from earlier events).
     let st = unsafe { &*p };
-    if wanted(sk, Some(st)) {
-        let snap = read::snapshot(sk);
-        report(sk, kind::CLOSE, hook, st.cookie, &snap, Some(st), None, None);
-    }
+    let snap = read::snapshot(sk);
+    report(sk, kind::CLOSE, hook, st.cookie, &snap, Some(st), None, None);
     let _ = SOCKS.remove(&sk);
 }
 

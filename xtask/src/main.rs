@@ -65,7 +65,9 @@ pub fn root() -> PathBuf {
 /// Runs a command, failing with its name and status.
 pub fn run_cmd(cmd: &mut Command) -> Result<()> {
     let desc = format!("{cmd:?}");
-    let status = cmd.status().with_context(|| format!("cannot start {desc}"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {desc}"))?;
     if !status.success() {
         bail!("{desc} failed: {status}");
     }
@@ -78,8 +80,13 @@ fn build_ebpf(release: bool) -> Result<PathBuf> {
     let dir = root().join("tcpwin-ebpf");
     let profile = if release { "release" } else { "dev" };
     let mut cmd = tc.cargo_command();
-    cmd.current_dir(&dir)
-        .args(["build", "--target", "bpfel-unknown-none", "--profile", profile]);
+    cmd.current_dir(&dir).args([
+        "build",
+        "--target",
+        "bpfel-unknown-none",
+        "--profile",
+        profile,
+    ]);
     run_cmd(&mut cmd).context("building the eBPF object")?;
     let out = dir
         .join("target/bpfel-unknown-none")

@@ -136,7 +136,8 @@ pub fn ensure() -> Result<Toolchain> {
         }
         return Ok(Toolchain::Nightly { cargo_bin });
     }
-    let ready = std::path::Path::new(DEBIAN_CARGO).exists() && debian_core_present() && bpf_linker_ok();
+    let ready =
+        std::path::Path::new(DEBIAN_CARGO).exists() && debian_core_present() && bpf_linker_ok();
     if !ready {
         if nightly_with_rust_src() && bpf_linker_ok() {
             return Ok(Toolchain::Nightly { cargo_bin });
@@ -206,6 +207,8 @@ pub fn setup() -> Result<()> {
     if !debian_core_present() {
         bail!("{DEBIAN_CORE_DIR} has no libcore: is libstd-rust-web-dev-bpf installed?");
     }
-    println!("xtask: eBPF toolchain ready (rustc-web, LLVM {major}, bpf-linker {BPF_LINKER_VERSION})");
+    println!(
+        "xtask: eBPF toolchain ready (rustc-web, LLVM {major}, bpf-linker {BPF_LINKER_VERSION})"
+    );
     Ok(())
 }

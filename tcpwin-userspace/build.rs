@@ -1,0 +1,24 @@
+//! Embeds the kernel side. The object comes from `cargo xtask build-ebpf`; without it the build
+//! stops here and says so.
+use std::path::PathBuf;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=TCPWIN_EBPF_OBJ");
+    let default = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tcpwin-ebpf/target/bpfel-unknown-none/release/tcpwin");
+    let obj = std::env::var_os("TCPWIN_EBPF_OBJ")
+        .map(PathBuf::from)
+        .unwrap_or(default);
+    println!("cargo:rerun-if-changed={}", obj.display());
+    if !obj.exists() {
+        eprintln!();
+        eprintln!("error: the eBPF object {} is missing.", obj.display());
+        eprintln!("       Build it first with `cargo xtask build-ebpf` (or `cargo xtask build`),");
+        eprintln!("       or point TCPWIN_EBPF_OBJ at an object you built.");
+        std::process::exit(1);
+    }
+    let obj = obj
+        .canonicalize()
+        .expect("canonical path of an existing file");
+    println!("cargo:rustc-env=TCPWIN_EBPF_OBJ_PATH={}", obj.display());
+}

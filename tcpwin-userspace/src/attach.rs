@@ -1,0 +1,431 @@
+//! Backend probing and selection: function hooks (fentry/fexit, then kprobe/kretprobe) or
+//! tracepoints, with per-hook fallbacks. Each program is loaded on its own, so a hook the kernel
+//! lacks (an inlined function, a tracepoint that came later) never stops the others.
+use anyhow::{bail, Result};
+use aya::{
+    programs::{BtfTracePoint, FEntry, FExit, KProbe, ProgramError},
+    Btf, Ebpf,
+};
+
+use crate::cli::Backend;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    TpBtf,
+    FEntry,
+    FExit,
+    KProbe,
+    KRetProbe,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::TpBtf => "tp_btf",
+            Method::FEntry => "fentry",
+            Method::FExit => "fexit",
+            Method::KProbe => "kprobe",
+            Method::KRetProbe => "kretprobe",
+        }
+    }
+}
+
+/// One program attached to one kernel target.
+#[derive(Clone, Copy, Debug)]
+pub struct Hook {
+    pub prog: &'static str,
+    pub method: Method,
+    pub target: &'static str,
+}
+
+const fn h(prog: &'static str, method: Method, target: &'static str) -> Hook {
+    Hook {
+        prog,
+        method,
+        target,
+    }
+}
+
+/// A job the tracer needs done, with alternatives in order of preference. All hooks of an
+/// alternative attach together (entry + exit pairs).
+struct Need {
+    what: &'static str,
+    required: bool,
+    alternatives: &'static [&'static [Hook]],
+}
+
+use Method::*;
+
+/// Used by every backend: the initial window at ESTABLISHED, listeners and connects of the PID,
+/// and forgetting destroyed sockets.
+const COMMON: &[Need] = &[
+    Need {
+        what: "state changes",
+        required: true,
+        alternatives: &[&[h("inet_sock_set_state", TpBtf, "inet_sock_set_state")]],
+    },
+    Need {
+        what: "socket teardown",
+        required: true,
+        alternatives: &[&[h("tcp_destroy_sock", TpBtf, "tcp_destroy_sock")]],
+    },
+];
+
+const FENTRY: &[Need] = &[
+    Need {
+        what: "ratio updates",
+        required: true,
+        alternatives: &[
+            &[h("fexit_tcp_measure_rcv_mss", FExit, "tcp_measure_rcv_mss")],
+            // tcp_measure_rcv_mss is static and inlined on some kernels (6.1)
+            &[h("fexit_tcp_event_data_recv", FExit, "tcp_event_data_recv")],
+        ],
+    },
+    Need {
+        what: "autotuning",
+        required: true,
+        alternatives: &[&[
+            h(
+                "fentry_tcp_rcv_space_adjust",
+                FEntry,
+                "tcp_rcv_space_adjust",
+            ),
+            h("fexit_tcp_rcv_space_adjust", FExit, "tcp_rcv_space_adjust"),
+        ]],
+    },
+    Need {
+        what: "initial window arguments",
+        required: false,
+        alternatives: &[
+            &[
+                h(
+                    "fentry_tcp_openreq_init_rwin",
+                    FEntry,
+                    "tcp_openreq_init_rwin",
+                ),
+                h(
+                    "fexit_tcp_select_initial_window",
+                    FExit,
+                    "tcp_select_initial_window",
+                ),
+            ],
+            // fentry refuses functions with more than 6 arguments on older kernels (6.1)
+            &[
+                h(
+                    "kprobe_tcp_openreq_init_rwin",
+                    KProbe,
+                    "tcp_openreq_init_rwin",
+                ),
+                h(
+                    "kprobe_tcp_select_initial_window",
+                    KProbe,
+                    "tcp_select_initial_window",
+                ),
+                h(
+                    "kretprobe_tcp_select_initial_window",
+                    KRetProbe,
+                    "tcp_select_initial_window",
+                ),
+            ],
+        ],
+    },
+];
+
+const KPROBE: &[Need] = &[
+    Need {
+        what: "ratio updates",
+        required: true,
+        alternatives: &[
+            &[
+                h("kprobe_tcp_measure_rcv_mss", KProbe, "tcp_measure_rcv_mss"),
+                h(
+                    "kretprobe_tcp_measure_rcv_mss",
+                    KRetProbe,
+                    "tcp_measure_rcv_mss",
+                ),
+            ],
+            &[
+                h("kprobe_tcp_measure_rcv_mss", KProbe, "tcp_event_data_recv"),
+                h(
+                    "kretprobe_tcp_measure_rcv_mss",
+                    KRetProbe,
+                    "tcp_event_data_recv",
+                ),
+            ],
+        ],
+    },
+    Need {
+        what: "autotuning",
+        required: true,
+        alternatives: &[&[
+            h(
+                "kprobe_tcp_rcv_space_adjust",
+                KProbe,
+                "tcp_rcv_space_adjust",
+            ),
+            h(
+                "kretprobe_tcp_rcv_space_adjust",
+                KRetProbe,
+                "tcp_rcv_space_adjust",
+            ),
+        ]],
+    },
+    Need {
+        what: "initial window arguments",
+        required: false,
+        alternatives: &[&[
+            h(
+                "kprobe_tcp_openreq_init_rwin",
+                KProbe,
+                "tcp_openreq_init_rwin",
+            ),
+            h(
+                "kprobe_tcp_select_initial_window",
+                KProbe,
+                "tcp_select_initial_window",
+            ),
+            h(
+                "kretprobe_tcp_select_initial_window",
+                KRetProbe,
+                "tcp_select_initial_window",
+            ),
+        ]],
+    },
+];
+
+const TRACEPOINT: &[Need] = &[
+    Need {
+        what: "packets (ratio updates)",
+        required: true,
+        alternatives: &[&[h("tcp_probe", TpBtf, "tcp_probe")]],
+    },
+    Need {
+        what: "autotuning",
+        required: true,
+        alternatives: &[&[h("tp_tcp_rcv_space_adjust", TpBtf, "tcp_rcv_space_adjust")]],
+    },
+    Need {
+        what: "buffer growth (6.16+)",
+        required: false,
+        alternatives: &[&[h("tp_tcp_rcvbuf_grow", TpBtf, "tcp_rcvbuf_grow")]],
+    },
+];
+
+/// What got attached, and why the rest did not.
+#[derive(Debug, Default)]
+pub struct Attached {
+    pub backend: &'static str,
+    pub hooks: Vec<Hook>,
+    /// backends tried before this one and why they failed
+    pub rejected: Vec<(&'static str, String)>,
+    /// optional jobs left undone, fallbacks taken
+    pub notes: Vec<String>,
+}
+
+impl Attached {
+    /// `tcp_measure_rcv_mss:fexit,...`
+    pub fn hook_list(&self) -> String {
+        let mut v: Vec<String> = self
+            .hooks
+            .iter()
+            .map(|h| format!("{}:{}", h.target, h.method.name()))
+            .collect();
+        v.dedup();
+        v.join(",")
+    }
+}
+
+/// The kernel's words for a failed load/attach: errno and the verifier's last lines.
+pub fn reason(e: &ProgramError) -> String {
+    match e {
+        ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } => {
+            let log = verifier_log.to_string();
+            let tail: Vec<&str> = log
+                .lines()
+                .rev()
+                .filter(|l| !l.is_empty())
+                .take(2)
+                .collect();
+            let hint = match io_error.raw_os_error() {
+                Some(libc::EPERM) => {
+                    " (the kernel refuses this program type: lockdown, or no CAP_BPF/CAP_PERFMON)"
+                }
+                Some(524) | Some(libc::EOPNOTSUPP) => {
+                    " (not supported by this kernel for this function)"
+                }
+                Some(libc::ESRCH) | Some(libc::ENOENT) => {
+                    " (no such function: inlined or not built)"
+                }
+                _ => "",
+            };
+            if tail.is_empty() {
+                format!("{io_error}{hint}")
+            } else {
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!("{io_error}{hint}; verifier: {}", tail.join(" / "))
+            }
+        }
+        other => {
+            let mut s = other.to_string();
+            let mut src = std::error::Error::source(other);
+            while let Some(e) = src {
+                s.push_str(": ");
+                s.push_str(&e.to_string());
+                src = e.source();
+            }
+            s
+        }
+    }
+}
+
+fn attach_one(bpf: &mut Ebpf, btf: &Btf, hook: &Hook) -> Result<(), String> {
+    let prog = bpf
+        .program_mut(hook.prog)
+        .ok_or_else(|| format!("program {} missing from the eBPF object", hook.prog))?;
+    let r: Result<(), ProgramError> = (|| {
+        match hook.method {
+            TpBtf => {
+                let p: &mut BtfTracePoint = prog.try_into()?;
+                if p.fd().is_err() {
+                    p.load(hook.target, btf)?;
+                }
+                p.attach()?;
+            }
+            FEntry => {
+                let p: &mut FEntry = prog.try_into()?;
+                if p.fd().is_err() {
+                    p.load(hook.target, btf)?;
+                }
+                p.attach()?;
+            }
+            FExit => {
+                let p: &mut FExit = prog.try_into()?;
+                if p.fd().is_err() {
+                    p.load(hook.target, btf)?;
+                }
+                p.attach()?;
+            }
+            KProbe | KRetProbe => {
+                let p: &mut KProbe = prog.try_into()?;
+                if p.fd().is_err() {
+                    p.load()?;
+                }
+                p.attach(hook.target, 0)?;
+            }
+        }
+        Ok(())
+    })();
+    r.map_err(|e| format!("{} {}: {}", hook.method.name(), hook.target, reason(&e)))
+}
+
+/// Unloads (and so detaches) the programs of a failed attempt.
+pub fn release(bpf: &mut Ebpf, hooks: &[Hook]) {
+    for h in hooks {
+        if let Some(prog) = bpf.program_mut(h.prog) {
+            let _ = match h.method {
+                TpBtf => <&mut BtfTracePoint>::try_from(prog).map(|p| p.unload()),
+                FEntry => <&mut FEntry>::try_from(prog).map(|p| p.unload()),
+                FExit => <&mut FExit>::try_from(prog).map(|p| p.unload()),
+                KProbe | KRetProbe => <&mut KProbe>::try_from(prog).map(|p| p.unload()),
+            };
+        }
+    }
+}
+
+/// Attaches every job of one backend; on a required job that cannot be done, releases what it
+/// attached and returns why.
+fn attach_set(bpf: &mut Ebpf, btf: &Btf, needs: &[Need], out: &mut Attached) -> Result<(), String> {
+    let mut done: Vec<Hook> = Vec::new();
+    for need in needs {
+        let mut errors = Vec::new();
+        let mut ok = false;
+        for (i, alt) in need.alternatives.iter().enumerate() {
+            let mut attached_here = Vec::new();
+            let mut err = None;
+            for hook in alt.iter() {
+                match attach_one(bpf, btf, hook) {
+                    Ok(()) => attached_here.push(*hook),
+                    Err(e) => {
+                        err = Some(e);
+                        break;
+                    }
+                }
+            }
+            match err {
+                None => {
+                    if i > 0 {
+                        out.notes.push(format!(
+                            "{}: fell back to {} ({})",
+                            need.what,
+                            alt.iter()
+                                .map(|h| format!("{}:{}", h.target, h.method.name()))
+                                .collect::<Vec<_>>()
+                                .join("+"),
+                            errors.join("; ")
+                        ));
+                    }
+                    done.extend(attached_here);
+                    ok = true;
+                    break;
+                }
+                Some(e) => {
+                    release(bpf, &attached_here);
+                    errors.push(e);
+                }
+            }
+        }
+        if !ok {
+            if need.required {
+                release(bpf, &done);
+                return Err(format!("{}: {}", need.what, errors.join("; ")));
+            }
+            out.notes
+                .push(format!("{} not traced: {}", need.what, errors.join("; ")));
+        }
+    }
+    out.hooks.extend(done);
+    Ok(())
+}
+
+/// Attaches the common hooks and the chosen (or first working) backend.
+pub fn attach(bpf: &mut Ebpf, btf: &Btf, wanted: Backend) -> Result<Attached> {
+    let mut out = Attached::default();
+    if let Err(e) = attach_set(bpf, btf, COMMON, &mut out) {
+        bail!("cannot attach the tracepoints every backend needs ({e}); tcpwin-trace needs BTF tracepoints (Linux 5.5+)");
+    }
+    let order: &[(Backend, &[Need])] = match wanted {
+        Backend::Auto => &[
+            (Backend::Fentry, FENTRY),
+            (Backend::Kprobe, KPROBE),
+            (Backend::Tracepoint, TRACEPOINT),
+        ],
+        Backend::Fentry => &[(Backend::Fentry, FENTRY)],
+        Backend::Kprobe => &[(Backend::Kprobe, KPROBE)],
+        Backend::Tracepoint => &[(Backend::Tracepoint, TRACEPOINT)],
+    };
+    for (backend, needs) in order {
+        match attach_set(bpf, btf, needs, &mut out) {
+            Ok(()) => {
+                out.backend = backend.name();
+                return Ok(out);
+            }
+            Err(e) => out.rejected.push((backend.name(), e)),
+        }
+    }
+    let why: Vec<String> = out
+        .rejected
+        .iter()
+        .map(|(b, e)| format!("{b}: {e}"))
+        .collect();
+    if wanted == Backend::Auto {
+        bail!("no backend could attach: {}", why.join(" | "));
+    }
+    bail!(
+        "--backend {} cannot attach on this kernel: {} (try --backend auto)",
+        wanted.name(),
+        why.join(" | ")
+    )
+}

@@ -1,0 +1,171 @@
+//! Command line: clap definitions and the checks clap cannot express.
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tcpwin-trace",
+    version,
+    about = "Trace the TCP receive-window machinery per socket: scaling_ratio, window_clamp, rcv_ssthresh, initial window",
+    after_help = "Examples:\n  sudo tcpwin-trace --pid 1234          watch one process's sockets (listeners' children included)\n  sudo tcpwin-trace --port 5201 --json  JSON lines for one port\n  sudo tcpwin-trace demo                self-contained demo in two network namespaces"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub trace: TraceArgs,
+    #[command(subcommand)]
+    pub cmd: Option<Cmd>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Only sockets owned by this process (its fds, and children of its listeners)
+    #[arg(short, long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Only connections with this local or remote port
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    /// Which kernel hooks to use; auto tries fentry, then kprobe, then tracepoint
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    pub backend: Backend,
+    /// Stop after this many seconds (default: until Ctrl-C / SIGTERM)
+    #[arg(short, long, value_name = "SECS", value_parser = parse_duration)]
+    pub duration: Option<f64>,
+    /// JSON lines on stdout (one object per event, then a summary object)
+    #[arg(long)]
+    pub json: bool,
+    /// No live lines, only the summary
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Ring buffer size in KiB (a power of two, at least 4)
+    #[arg(long, default_value_t = 1024, value_name = "KIB")]
+    pub ringbuf_kib: u32,
+    /// Kernel BTF to resolve struct layouts from
+    #[arg(long, default_value = crate::btf::VMLINUX, value_name = "PATH")]
+    pub btf: PathBuf,
+    /// Load this eBPF object instead of the one built into the binary
+    #[arg(long, value_name = "PATH")]
+    pub obj: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Self-contained demo: two network namespaces, a transfer with GRO on and off, traced
+    Demo,
+    /// Built-in traffic endpoints (used by the demo and the tests)
+    #[command(subcommand, hide = true)]
+    Transfer(crate::transfer::TransferCmd),
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Auto,
+    Fentry,
+    Kprobe,
+    Tracepoint,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Fentry => "fentry",
+            Backend::Kprobe => "kprobe",
+            Backend::Tracepoint => "tracepoint",
+        }
+    }
+}
+
+fn parse_duration(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err("the duration must be a positive number of seconds".into());
+    }
+    // A year is enough; beyond that tokio's timer and Instant arithmetic overflow.
+    if v > 365.0 * 86400.0 {
+        return Err("the duration must be at most one year (31536000 seconds)".into());
+    }
+    Ok(v)
+}
+
+impl TraceArgs {
+    pub fn validate(&self) -> Result<()> {
+        let kib = self.ringbuf_kib;
+        if kib < 4 || !kib.is_power_of_two() || kib > 1 << 20 {
+            bail!("--ringbuf-kib {kib}: the ring buffer size must be a power of two between 4 and 1048576 KiB");
+        }
+        if let Some(pid) = self.pid {
+            if pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                bail!("--pid {pid}: no such process (check `ps -p {pid}`)");
+            }
+        }
+        if let Some(obj) = &self.obj {
+            if !obj.exists() {
+                bail!(
+                    "--obj {}: no such file (build it with `cargo xtask build-ebpf`)",
+                    obj.display()
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> std::result::Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("tcpwin-trace").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn accepts_the_documented_forms() {
+        let c = parse(&["--pid", "1", "--port", "5201", "--json", "-d", "2.5"]).unwrap();
+        assert_eq!(c.trace.pid, Some(1));
+        assert_eq!(c.trace.port, Some(5201));
+        assert_eq!(c.trace.duration, Some(2.5));
+        assert!(c.trace.json);
+        assert_eq!(c.trace.backend, Backend::Auto);
+        let c = parse(&["--backend", "tracepoint"]).unwrap();
+        assert_eq!(c.trace.backend, Backend::Tracepoint);
+        assert!(matches!(parse(&["demo"]).unwrap().cmd, Some(Cmd::Demo)));
+    }
+
+    #[test]
+    fn rejects_bad_input_with_a_reason() {
+        let e = parse(&["--pid", "abc"]).unwrap_err().to_string();
+        assert!(e.contains("invalid value 'abc'"), "{e}");
+        let e = parse(&["--duration=-1"]).unwrap_err().to_string();
+        assert!(e.contains("positive"), "{e}");
+        let e = parse(&["--duration", "1e12"]).unwrap_err().to_string();
+        assert!(e.contains("at most one year"), "{e}");
+        let e = parse(&["--port", "0"]).unwrap_err().to_string();
+        assert!(e.contains("0"), "{e}");
+        let e = parse(&["--backend", "uprobe"]).unwrap_err().to_string();
+        assert!(e.contains("fentry"), "{e}");
+        assert!(parse(&["--bogus"]).is_err());
+    }
+
+    #[test]
+    fn validate_catches_what_clap_cannot() {
+        let mut c = parse(&["--ringbuf-kib", "100"]).unwrap().trace;
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("power of two"));
+        c.ringbuf_kib = 64;
+        c.pid = Some(u32::MAX - 1);
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("no such process"));
+        c.pid = Some(std::process::id());
+        c.validate().unwrap();
+    }
+}

@@ -1,0 +1,210 @@
+//! Experiments in namespaces: run the tracer as a child process and the built-in receiver/sender
+//! inside a `netns::Pair`. Shared by the demo and the end-to-end tests.
+use std::{
+    io::{BufRead, BufReader, Read},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use crate::netns::Pair;
+
+/// A `tcpwin-trace` child whose stderr is watched for readiness.
+pub struct Tracer {
+    pub child: Child,
+    stderr_lines: mpsc::Receiver<String>,
+    pub stderr: Vec<String>,
+}
+
+impl Tracer {
+    /// Starts `exe args...` and waits (up to `timeout`) until it says it is tracing.
+    pub fn start(exe: &Path, args: &[&str], stdout: Stdio, timeout: Duration) -> Result<Tracer> {
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdout(stdout)
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start {}", exe.display()))?;
+        let (tx, rx) = mpsc::channel();
+        let err = child.stderr.take().expect("piped stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut t = Tracer {
+            child,
+            stderr_lines: rx,
+            stderr: Vec::new(),
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match t.stderr_lines.recv_timeout(left) {
+                Ok(line) => {
+                    let ready = line.starts_with("tcpwin-trace: tracing");
+                    t.stderr.push(line);
+                    if ready {
+                        return Ok(t);
+                    }
+                }
+                Err(_) => {
+                    let _ = t.child.kill();
+                    let _ = t.child.wait();
+                    t.collect_stderr();
+                    bail!("tcpwin-trace did not start: {}", t.stderr.join("\n"));
+                }
+            }
+        }
+    }
+
+    fn collect_stderr(&mut self) {
+        while let Ok(l) = self.stderr_lines.recv_timeout(Duration::from_millis(200)) {
+            self.stderr.push(l);
+        }
+    }
+
+    /// SIGINT, then wait for exit (killing it after `timeout`); returns stdout if piped.
+    pub fn stop(
+        mut self,
+        timeout: Duration,
+    ) -> Result<(std::process::ExitStatus, String, Vec<String>)> {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let mut out = String::new();
+        if let Some(mut so) = self.child.stdout.take() {
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = so.read_to_string(&mut s);
+                let _ = tx.send(s);
+            });
+            out = match rx.recv_timeout(timeout) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = self.child.kill();
+                    rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
+                }
+            };
+        }
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(s) = self.child.try_wait()? {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break self.child.wait()?;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.collect_stderr();
+        Ok((status, out, std::mem::take(&mut self.stderr)))
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// One transfer through the pair: the receiver runs in `b`, the sender in `a`. Returns the
+/// receiver's ground-truth lines (one JSON object per connection).
+pub struct Transfer<'a> {
+    pub exe: PathBuf,
+    pub pair: &'a Pair,
+    pub port: u16,
+    pub bytes: u64,
+    pub conns: u32,
+    pub ipv6: bool,
+    pub rcvbuf: Option<u32>,
+    pub timeout: Duration,
+}
+
+impl Transfer<'_> {
+    pub fn start_receiver(&self) -> Result<(Child, BufReader<std::process::ChildStdout>)> {
+        let listen = if self.ipv6 {
+            format!("[{}]:{}", self.pair.ip6_b, self.port)
+        } else {
+            format!("{}:{}", self.pair.ip_b, self.port)
+        };
+        let mut cmd = Pair::exec(&self.pair.b, &self.exe.to_string_lossy());
+        cmd.args(["transfer", "recv", "--listen", &listen])
+            .args(["--conns", &self.conns.to_string()])
+            .stdout(Stdio::piped());
+        if let Some(b) = self.rcvbuf {
+            cmd.args(["--rcvbuf", &b.to_string()]);
+        }
+        let mut child = cmd.spawn().context("starting the receiver")?;
+        let mut out = BufReader::new(child.stdout.take().expect("piped"));
+        let mut line = String::new();
+        out.read_line(&mut line)?;
+        if !line.contains("ready") {
+            let _ = child.kill();
+            bail!("receiver did not start: {line}");
+        }
+        Ok((child, out))
+    }
+
+    pub fn run_sender(&self) -> Result<()> {
+        let connect = if self.ipv6 {
+            format!("[{}]:{}", self.pair.ip6_b, self.port)
+        } else {
+            format!("{}:{}", self.pair.ip_b, self.port)
+        };
+        let mut child = Pair::exec(&self.pair.a, &self.exe.to_string_lossy())
+            .args(["transfer", "send", "--connect", &connect])
+            .args(["--bytes", &self.bytes.to_string()])
+            .args(["--conns", &self.conns.to_string()])
+            .spawn()
+            .context("starting the sender")?;
+        wait_bounded(&mut child, self.timeout, "sender")
+    }
+
+    /// Runs the whole transfer and returns the receiver's ground truth per connection.
+    pub fn run(&self) -> Result<Vec<Value>> {
+        let (mut rx, mut out) = self.start_receiver()?;
+        let sent = self.run_sender();
+        if let Err(e) = sent {
+            let _ = rx.kill();
+            let _ = rx.wait();
+            return Err(e);
+        }
+        let mut truths = Vec::new();
+        let mut text = String::new();
+        out.read_to_string(&mut text)?;
+        wait_bounded(&mut rx, self.timeout, "receiver")?;
+        for l in text.lines() {
+            truths.push(serde_json::from_str(l).with_context(|| format!("receiver said: {l}"))?);
+        }
+        Ok(truths)
+    }
+}
+
+pub fn wait_bounded(child: &mut Child, timeout: Duration, what: &str) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(s) = child.try_wait()? {
+            if !s.success() {
+                bail!("{what} failed: {s}");
+            }
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("{what} did not finish within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,107 @@
+//! Which sockets belong to a PID: its socket fds (inodes) and its listeners (netns + port), read
+//! from /proc and kept fresh while it runs. The kernel side also marks sockets the PID connects
+//! or listens on itself (process context), so new sockets are caught before the next refresh.
+use std::{collections::HashSet, fs, path::Path};
+
+use anyhow::{bail, Context, Result};
+
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Ownership {
+    pub netns: u32,
+    pub inodes: HashSet<u64>,
+    /// local ports of the PID's listening sockets (in `netns`)
+    pub listen_ports: HashSet<u16>,
+}
+
+/// `net:[4026531840]` -> 4026531840 (also `socket:[N]`).
+fn bracketed(link: &str, prefix: &str) -> Option<u64> {
+    link.strip_prefix(prefix)?
+        .strip_prefix('[')?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
+}
+
+pub fn netns_of(pid: u32) -> Result<u32> {
+    let link = fs::read_link(format!("/proc/{pid}/ns/net"))
+        .with_context(|| format!("cannot read /proc/{pid}/ns/net (is the process gone?)"))?;
+    bracketed(&link.to_string_lossy(), "net:")
+        .map(|v| v as u32)
+        .context("unexpected /proc/PID/ns/net link")
+}
+
+/// Listening sockets (state 0A) in a `/proc/net/tcp{,6}`-format table: (inode, port).
+pub fn parse_listeners(table: &str) -> Vec<(u64, u16)> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 10 || f[3] != "0A" {
+                return None;
+            }
+            let port = u16::from_str_radix(f[1].rsplit(':').next()?, 16).ok()?;
+            Some((f[9].parse().ok()?, port))
+        })
+        .collect()
+}
+
+pub fn scan(pid: u32) -> Result<Ownership> {
+    let fd_dir = format!("/proc/{pid}/fd");
+    if !Path::new(&format!("/proc/{pid}")).exists() {
+        bail!("process {pid} does not exist (any more)");
+    }
+    let mut own = Ownership {
+        netns: netns_of(pid)?,
+        ..Default::default()
+    };
+    let entries = fs::read_dir(&fd_dir).with_context(|| {
+        format!("cannot list {fd_dir}: reading another process's fds needs root (CAP_SYS_PTRACE)")
+    })?;
+    for e in entries.flatten() {
+        if let Ok(link) = fs::read_link(e.path()) {
+            if let Some(ino) = bracketed(&link.to_string_lossy(), "socket:") {
+                own.inodes.insert(ino);
+            }
+        }
+    }
+    for table in ["tcp", "tcp6"] {
+        if let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{table}")) {
+            for (ino, port) in parse_listeners(&text) {
+                if own.inodes.contains(&ino) {
+                    own.listen_ports.insert(port);
+                }
+            }
+        }
+    }
+    Ok(own)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn parses_proc_net_tcp() {
+        let t = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1451 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 1 0000000000000000 100 0 0 10 0\n   1: 0100007F:1451 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 12346 1 0000000000000000 100 0 0 10 0\n";
+        assert_eq!(parse_listeners(t), vec![(12345, 0x1451)]);
+    }
+
+    /// Ground truth: a listener this test opens must show up with its port.
+    #[test]
+    fn finds_own_listener() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let own = scan(std::process::id()).unwrap();
+        assert!(own.listen_ports.contains(&port), "{own:?}");
+        assert!(!own.inodes.is_empty());
+        assert_eq!(own.netns, netns_of(1).unwrap_or(own.netns));
+    }
+
+    #[test]
+    fn missing_process_is_a_clear_error() {
+        let e = scan(u32::MAX - 7).unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+    }
+}

@@ -1,0 +1,161 @@
+//! Built-in traffic: a receiver that reports the kernel's own view of each connection at the end
+//! (getsockopt `TCP_WINDOW_CLAMP`, `TCP_INFO`, `SO_COOKIE`), and a sender. Used by the demo and
+//! the tests; these numbers are the ground truth the tracer is checked against.
+use std::{
+    io::{Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
+    os::fd::AsRawFd,
+    time::Duration,
+};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TransferCmd {
+    /// Accept connections, read each to EOF, print one JSON line per connection
+    Recv {
+        #[arg(long)]
+        listen: SocketAddr,
+        /// connections to accept before exiting
+        #[arg(long, default_value_t = 1)]
+        conns: u32,
+        /// setsockopt(SO_RCVBUF) on the listener (locks autotuning off)
+        #[arg(long)]
+        rcvbuf: Option<u32>,
+        /// stay alive this many ms after the last connection (so tracers can see it)
+        #[arg(long, default_value_t = 0)]
+        linger_ms: u64,
+    },
+    /// Connect and send bytes, then close
+    Send {
+        #[arg(long)]
+        connect: SocketAddr,
+        #[arg(long, default_value_t = 64 << 20)]
+        bytes: u64,
+        #[arg(long, default_value_t = 1)]
+        conns: u32,
+    },
+}
+
+fn getsockopt<T: Copy>(fd: i32, level: i32, name: i32) -> Result<T> {
+    // SAFETY: only used with plain C types for which all-zero is valid.
+    let mut v: T = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: v is a valid T-sized buffer and len says so.
+    let rc = unsafe { libc::getsockopt(fd, level, name, &mut v as *mut T as *mut _, &mut len) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("getsockopt({level}, {name})"));
+    }
+    Ok(v)
+}
+
+/// The kernel's view of a connection, from the socket's owner.
+pub fn ground_truth(s: &TcpStream) -> Result<serde_json::Value> {
+    let fd = s.as_raw_fd();
+    let info: libc::tcp_info = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO)?;
+    let clamp: i32 = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP)?;
+    let cookie: u64 = getsockopt(fd, libc::SOL_SOCKET, libc::SO_COOKIE)?;
+    let rcvbuf: i32 = getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)?;
+    Ok(json!({
+        "cookie": cookie,
+        "window_clamp": clamp,
+        "rcv_ssthresh": info.tcpi_rcv_ssthresh,
+        "rcv_space": info.tcpi_rcv_space,
+        "rcv_mss": info.tcpi_rcv_mss,
+        "advmss": info.tcpi_advmss,
+        // `tcpi_snd_wscale : 4, tcpi_rcv_wscale : 4`: the receive scale is the high nibble
+        "rcv_wscale": info.tcpi_snd_rcv_wscale >> 4,
+        "so_rcvbuf": rcvbuf,
+        "local": s.local_addr()?.to_string(),
+        "peer": s.peer_addr()?.to_string(),
+    }))
+}
+
+fn set_rcvbuf(fd: i32, bytes: u32) -> Result<()> {
+    let v = bytes as i32;
+    // SAFETY: plain int option.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &v as *const i32 as *const _,
+            4,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("setsockopt(SO_RCVBUF)");
+    }
+    Ok(())
+}
+
+pub fn run(cmd: TransferCmd) -> Result<()> {
+    match cmd {
+        TransferCmd::Recv {
+            listen,
+            conns,
+            rcvbuf,
+            linger_ms,
+        } => {
+            let l = TcpListener::bind(listen).with_context(|| format!("bind {listen}"))?;
+            if let Some(b) = rcvbuf {
+                set_rcvbuf(l.as_raw_fd(), b)?;
+            }
+            println!("{}", json!({"ready": l.local_addr()?.to_string()}));
+            std::io::stdout().flush()?;
+            let mut buf = vec![0u8; 256 << 10];
+            for _ in 0..conns {
+                let (mut s, _) = l.accept()?;
+                let mut total = 0u64;
+                loop {
+                    let n = s.read(&mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    total += n as u64;
+                }
+                let mut truth = ground_truth(&s)?;
+                truth["bytes"] = json!(total);
+                println!("{truth}");
+                std::io::stdout().flush()?;
+            }
+            std::thread::sleep(Duration::from_millis(linger_ms));
+            Ok(())
+        }
+        TransferCmd::Send {
+            connect,
+            bytes,
+            conns,
+        } => {
+            let buf = vec![0x5au8; 256 << 10];
+            for _ in 0..conns {
+                let mut s = connect_retry(connect)?;
+                let mut left = bytes;
+                while left > 0 {
+                    let n = left.min(buf.len() as u64) as usize;
+                    s.write_all(&buf[..n])?;
+                    left -= n as u64;
+                }
+                s.shutdown(std::net::Shutdown::Write)?;
+                // wait for the receiver's close so the whole exchange is over
+                let mut sink = [0u8; 64];
+                let _ = s.read(&mut sink);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn connect_retry(addr: SocketAddr) -> Result<TcpStream> {
+    let mut last = None;
+    for _ in 0..50 {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(last.expect("at least one attempt")).with_context(|| format!("connect {addr}"))
+}
