@@ -190,7 +190,11 @@ pub fn observe(sk: u64, hook: u8, cookie: u64, pkt: Pkt) {
         return;
     }
     let snap = read::snapshot(sk);
-    let cookie = if cookie != 0 { cookie } else { read::raw_cookie(sk) };
+    let cookie = if cookie != 0 {
+        cookie
+    } else {
+        read::raw_cookie(sk)
+    };
     let shape = match pkt {
         Pkt::Before(s) | Pkt::After(s) => Some(s),
         Pkt::None => None,
@@ -242,8 +246,21 @@ pub fn observe(sk: u64, hook: u8, cookie: u64, pkt: Pkt) {
             _ if ratio_changed && st.has_skb != 0 => Some(st.skb),
             _ => None,
         };
-        let k = if ratio_changed { kind::RATIO } else { kind::SPACE };
-        report(sk, k, hook, st.cookie, &snap, Some(st), cause.as_ref(), None);
+        let k = if ratio_changed {
+            kind::RATIO
+        } else {
+            kind::SPACE
+        };
+        report(
+            sk,
+            k,
+            hook,
+            st.cookie,
+            &snap,
+            Some(st),
+            cause.as_ref(),
+            None,
+        );
         remember(st, &snap);
     }
     if let Some(s) = shape {
@@ -298,7 +315,16 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
     if init.is_some() {
         let _ = PENDING_INIT.remove(&key);
     }
-    report(sk, kind::INIT, hook, cookie, &snap, Some(&st), None, init.as_ref());
+    report(
+        sk,
+        kind::INIT,
+        hook,
+        cookie,
+        &snap,
+        Some(&st),
+        None,
+        init.as_ref(),
+    );
 }
 
 /// `tcp_select_initial_window` ran for the connection `conn` (the socket, or on the passive side
@@ -327,7 +353,16 @@ pub fn destroyed(sk: u64, hook: u8) {
     // filter could not be checked again; userspace restores the tuple from earlier events).
     let st = unsafe { &*p };
     let snap = read::snapshot(sk);
-    report(sk, kind::CLOSE, hook, st.cookie, &snap, Some(st), None, None);
+    report(
+        sk,
+        kind::CLOSE,
+        hook,
+        st.cookie,
+        &snap,
+        Some(st),
+        None,
+        None,
+    );
     let _ = SOCKS.remove(&sk);
 }
 

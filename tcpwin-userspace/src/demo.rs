@@ -30,12 +30,15 @@ pub fn run() -> Result<()> {
         Stdio::inherit(),
         Duration::from_secs(60),
     )?;
-    for (label, tso, gro) in [
+    for (n, (label, tso, gro)) in [
         ("all offloads off (1448-byte packets)", false, false),
         ("receiver GRO on (aggregated packets)", false, true),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         pair.set_offloads(tso, gro)?;
-        println!("\ndemo: transfer 1: {label}");
+        println!("\ndemo: transfer {}: {label}", n + 1);
         let truths = Transfer {
             exe: exe.clone(),
             pair: &pair,

@@ -14,6 +14,9 @@ pub enum Scale {
 pub struct Hist {
     h: Histogram<u64>,
     scale: Scale,
+    /// exact extremes (the histogram itself keeps 3 significant digits)
+    min: u64,
+    max: u64,
 }
 
 impl Hist {
@@ -22,10 +25,14 @@ impl Hist {
             // 3 significant digits up to 2^40: exact for ratios and for any window in bytes to 0.1%
             h: Histogram::new_with_bounds(1, 1 << 40, 3).expect("static bounds are valid"),
             scale,
+            min: u64::MAX,
+            max: 0,
         }
     }
 
     pub fn record_n(&mut self, v: u64, n: u64) {
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
         self.h.saturating_record_n(v.max(1), n);
     }
 
@@ -68,8 +75,12 @@ impl Hist {
         out
     }
 
+    /// The quantile to the histogram's precision (3 significant digits), clamped to the exact
+    /// extremes.
     pub fn quantile(&self, q: f64) -> u64 {
-        self.h.value_at_quantile(q)
+        self.h
+            .lowest_equivalent(self.h.value_at_quantile(q))
+            .clamp(self.min, self.max)
     }
 
     /// Text like bpftrace: a row per bucket between the first and last non-empty one.
@@ -103,12 +114,13 @@ impl Hist {
             s.push_str(&format!("{range:<20} {n:>8} |{bar:<52}|\n"));
         }
         s.push_str(&format!(
-            "  count {}  p50 {}  p90 {}  p99 {}  max {}\n",
+            "  count {}  min {}  p50 ~{}  p90 ~{}  p99 ~{}  max {}\n",
             self.count(),
+            self.min,
             self.quantile(0.5),
             self.quantile(0.9),
             self.quantile(0.99),
-            self.h.max()
+            self.max
         ));
         s
     }
@@ -119,7 +131,8 @@ impl Hist {
             "p50": self.quantile(0.5),
             "p90": self.quantile(0.9),
             "p99": self.quantile(0.99),
-            "max": self.h.max(),
+            "min": if self.count() == 0 { 0 } else { self.min },
+            "max": self.max,
             "buckets": self.buckets().iter().map(|(lo, hi, n)| json!([lo, hi, n])).collect::<Vec<_>>(),
         })
     }

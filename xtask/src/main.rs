@@ -119,6 +119,16 @@ fn test(extra: &[String]) -> Result<()> {
     )
     .context("cargo fmt found unformatted code: run `cargo fmt --all`")?;
     run_cmd(Command::new(cargo).current_dir(root()).args([
+        "fmt",
+        "--manifest-path",
+        "tcpwin-ebpf/Cargo.toml",
+        "--",
+        "--check",
+    ]))
+    .context(
+        "the eBPF crate is unformatted: run `cargo fmt --manifest-path tcpwin-ebpf/Cargo.toml`",
+    )?;
+    run_cmd(Command::new(cargo).current_dir(root()).args([
         "clippy",
         "--release",
         "--workspace",

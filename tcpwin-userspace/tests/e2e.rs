@@ -1,0 +1,292 @@
+//! End-to-end: the tracer against transfers it does not generate itself, in two network
+//! namespaces joined by veth (created and always removed by each test). Every number compared
+//! comes from the kernel through another door: getsockopt(TCP_WINDOW_CLAMP), TCP_INFO and
+//! SO_COOKIE read by the receiving process, the sysctls the test pinned, and the kernel's own
+//! formulas. These tests need root and a kernel that accepts BPF tracing programs: they fail,
+//! never skip, when that is missing.
+use std::{path::PathBuf, process::Stdio, time::Duration};
+
+use serde_json::Value;
+use tcpwin_userspace::{
+    lab::{wait_bounded, Tracer, Transfer},
+    netns::Pair,
+};
+
+const PINNED: u64 = 1 << 20;
+
+fn exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("END-TO-END eBPF TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
+    }
+}
+
+fn pair(tag: &str, mtu: u32) -> Pair {
+    require_root();
+    Pair::create(&format!("tcpwt-{tag}-{}", std::process::id()), mtu).expect("creating namespaces")
+}
+
+fn start_tracer(args: &[&str]) -> Tracer {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    Tracer::start(&exe(), &all, Stdio::piped(), Duration::from_secs(60)).expect("tracer starts")
+}
+
+/// Stops the tracer and returns (events, summary).
+fn finish(t: Tracer) -> (Vec<Value>, Value) {
+    let (status, out, stderr) = t.stop(Duration::from_secs(30)).expect("tracer stops");
+    assert!(
+        status.success(),
+        "tracer failed: {status}\n{}",
+        stderr.join("\n")
+    );
+    let mut lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let summary = lines.pop().expect("a summary line");
+    assert_eq!(summary["event"], "summary", "last line: {summary}");
+    assert_eq!(
+        summary["events_lost"],
+        0,
+        "events lost: {summary}\n{}",
+        stderr.join("\n")
+    );
+    (lines, summary)
+}
+
+fn of_cookie(events: &[Value], cookie: &Value) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| &e["cookie"] == cookie)
+        .cloned()
+        .collect()
+}
+
+fn transfer<'a>(pair: &'a Pair, port: u16, conns: u32, ipv6: bool) -> Transfer<'a> {
+    Transfer {
+        exe: exe(),
+        pair,
+        port,
+        bytes: 16 << 20,
+        conns,
+        ipv6,
+        rcvbuf: None,
+        timeout: Duration::from_secs(60),
+    }
+}
+
+/// The last values the tracer reported for each receiving socket equal what its owner reads.
+fn assert_final_values_match(events: &[Value], truths: &[Value]) {
+    assert!(!truths.is_empty());
+    for t in truths {
+        let mine = of_cookie(events, &t["cookie"]);
+        assert!(!mine.is_empty(), "no events for receiver socket {t}");
+        assert!(
+            mine.iter().any(|e| e["event"] == "init"),
+            "no init event for {t}: {mine:?}"
+        );
+        assert!(
+            mine.iter().any(|e| e["event"] == "ratio"),
+            "no ratio event for {t}"
+        );
+        let last = mine.last().unwrap();
+        assert_eq!(
+            last["window_clamp"], t["window_clamp"],
+            "window_clamp: {last} vs getsockopt {t}"
+        );
+        assert_eq!(
+            last["rcv_ssthresh"], t["rcv_ssthresh"],
+            "rcv_ssthresh: {last} vs tcp_info {t}"
+        );
+        assert_eq!(
+            last["rcvq_space"], t["rcv_space"],
+            "rcvq_space: {last} vs tcp_info {t}"
+        );
+        let init = mine.iter().find(|e| e["event"] == "init").unwrap();
+        assert_eq!(
+            init["rcv_wscale"], t["rcv_wscale"],
+            "rcv_wscale: {init} vs tcp_info {t}"
+        );
+    }
+}
+
+const EVENT_KEYS: [&str; 20] = [
+    "event",
+    "ts_ns",
+    "cookie",
+    "netns",
+    "pid",
+    "comm",
+    "family",
+    "laddr",
+    "lport",
+    "raddr",
+    "rport",
+    "scaling_ratio",
+    "window_clamp",
+    "rcv_ssthresh",
+    "rcv_wnd",
+    "sk_rcvbuf",
+    "rcvbuf_locked",
+    "rcv_mss",
+    "advmss",
+    "hook",
+];
+
+#[test]
+fn final_values_match_getsockopt_and_json_is_complete() {
+    let p = pair("final", 1500);
+    let port = 5311;
+    let tracer = start_tracer(&["--port", &port.to_string()]);
+    let truths = transfer(&p, port, 3, false).run().expect("transfer");
+    std::thread::sleep(Duration::from_millis(300));
+    let (events, summary) = finish(tracer);
+    assert_eq!(truths.len(), 3);
+    assert_final_values_match(&events, &truths);
+    for e in &events {
+        for k in EVENT_KEYS {
+            assert!(e.get(k).is_some(), "key {k} missing in {e}");
+        }
+        assert!(
+            e["lport"] == port || e["rport"] == port,
+            "port filter leaked: {e}"
+        );
+        if e["event"] == "ratio" {
+            for k in ["prev_scaling_ratio", "skb_len", "skb_truesize"] {
+                assert!(e.get(k).is_some(), "key {k} missing in {e}");
+            }
+        }
+        if e["event"] == "init" {
+            assert!(e.get("rcv_wscale").is_some());
+        }
+    }
+    let hist = &summary["histograms"];
+    assert!(
+        hist["packet_ratio"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .any(|k| k.contains("veth-b")),
+        "{hist}"
+    );
+    assert!(
+        hist["scaling_ratio"]["count"].as_u64().unwrap() >= 3,
+        "{hist}"
+    );
+}
+
+#[test]
+fn ipv6_final_values_match_getsockopt() {
+    let p = pair("v6", 1500);
+    let port = 5312;
+    let tracer = start_tracer(&["--port", &port.to_string()]);
+    let truths = transfer(&p, port, 1, true).run().expect("transfer");
+    std::thread::sleep(Duration::from_millis(300));
+    let (events, _) = finish(tracer);
+    assert_final_values_match(&events, &truths);
+    let mine = of_cookie(&events, &truths[0]["cookie"]);
+    assert!(mine.iter().all(|e| e["family"] == "ipv6"), "{mine:?}");
+    assert_eq!(mine[0]["laddr"], "fd00:248::2");
+}
+
+/// With the receive buffer pinned at 1 MiB: window_clamp == 1 MiB * ratio >> 8 (the kernel's
+/// tcp_win_from_space), and the ratio is the reported packet's (len << 8) / truesize (the rule in
+/// tcp_measure_rcv_mss). GRO on gives bigger packets and a higher ratio than everything off.
+#[test]
+fn pinned_buffer_ratio_identities_gro_off_and_on() {
+    let p = pair("pin", 1500);
+    p.pin_receiver_buffer(PINNED as u32).unwrap();
+    let port = 5313;
+    let mut settled = Vec::new();
+    for gro in [false, true] {
+        p.set_offloads(false, gro).unwrap();
+        let tracer = start_tracer(&["--port", &port.to_string()]);
+        let truths = transfer(&p, port, 1, false).run().expect("transfer");
+        std::thread::sleep(Duration::from_millis(300));
+        let (events, _) = finish(tracer);
+        let t = &truths[0];
+        let mine = of_cookie(&events, &t["cookie"]);
+        let ratios: Vec<&Value> = mine.iter().filter(|e| e["event"] == "ratio").collect();
+        assert!(!ratios.is_empty(), "gro={gro}: no ratio event: {mine:?}");
+        for r in &ratios {
+            let ratio = r["scaling_ratio"].as_u64().unwrap();
+            assert_eq!(r["sk_rcvbuf"].as_u64().unwrap(), PINNED, "{r}");
+            assert_eq!(
+                r["window_clamp"].as_u64().unwrap(),
+                (PINNED * ratio) >> 8,
+                "gro={gro}: {r}"
+            );
+            let (len, truesize) = (
+                r["skb_len"].as_u64().unwrap(),
+                r["skb_truesize"].as_u64().unwrap(),
+            );
+            assert_eq!((len << 8) / truesize, ratio, "gro={gro}: {r}");
+        }
+        // independent: the receiver's own TCP_WINDOW_CLAMP follows the same formula with the
+        // ratio the tracer saw last
+        let last_ratio = ratios.last().unwrap()["scaling_ratio"].as_u64().unwrap();
+        assert_eq!(
+            t["window_clamp"].as_u64().unwrap(),
+            (PINNED * last_ratio) >> 8,
+            "{t}"
+        );
+        assert_eq!(t["so_rcvbuf"].as_u64().unwrap(), PINNED, "{t}");
+        settled.push(last_ratio);
+    }
+    assert!(
+        settled[1] > settled[0],
+        "GRO on should raise the ratio: off={} on={}",
+        settled[0],
+        settled[1]
+    );
+}
+
+/// `--pid` of one receiver reports all its sockets, from their first event, and none of a
+/// second receiver running at the same time.
+#[test]
+fn pid_filter_follows_socket_ownership() {
+    let p = pair("pid", 1500);
+    let (p1, p2) = (5314, 5315);
+    let t1 = transfer(&p, p1, 2, false);
+    let t2 = transfer(&p, p2, 2, false);
+    let (mut rx1, mut out1) = t1.start_receiver().unwrap();
+    let (mut rx2, mut out2) = t2.start_receiver().unwrap();
+    let pid1 = rx1.id().to_string();
+    let tracer = start_tracer(&["--pid", &pid1]);
+    t1.run_sender().unwrap();
+    t2.run_sender().unwrap();
+    let read_all = |out: &mut std::io::BufReader<std::process::ChildStdout>| {
+        let mut s = String::new();
+        std::io::Read::read_to_string(out, &mut s).unwrap();
+        s.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let truths1 = read_all(&mut out1);
+    let truths2 = read_all(&mut out2);
+    wait_bounded(&mut rx1, Duration::from_secs(30), "receiver 1").unwrap();
+    wait_bounded(&mut rx2, Duration::from_secs(30), "receiver 2").unwrap();
+    let (events, summary) = finish(tracer);
+    assert_eq!(truths1.len(), 2);
+    assert_eq!(truths2.len(), 2);
+    assert_final_values_match(&events, &truths1);
+    for t in &truths2 {
+        assert!(
+            of_cookie(&events, &t["cookie"]).is_empty(),
+            "second receiver leaked: {t}"
+        );
+    }
+    for e in &events {
+        assert_eq!(e["lport"], p1, "only the traced receiver's sockets: {e}");
+        assert_eq!(e["pid"].to_string(), pid1, "{e}");
+    }
+    assert!(
+        summary["counters"]["filtered_hits"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+}
