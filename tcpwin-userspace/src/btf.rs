@@ -39,11 +39,16 @@ pub struct Resolver {
 impl Resolver {
     pub fn from_file(path: &Path) -> Result<Self> {
         if !path.exists() {
-            bail!(
-                "{} does not exist: this kernel has no BTF (CONFIG_DEBUG_INFO_BTF=y is needed, Linux 5.5+); \
-                 tcpwin-trace resolves kernel struct layouts from it",
-                path.display()
-            );
+            if path == Path::new(VMLINUX) {
+                bail!(
+                    "{VMLINUX} does not exist: this kernel has no BTF (CONFIG_DEBUG_INFO_BTF=y is needed, Linux 5.5+); \
+                     tcpwin-trace resolves kernel struct layouts from it"
+                );
+            }
+            bail!("--btf {}: no such file", path.display());
+        }
+        if let Err(e) = std::fs::File::open(path) {
+            bail!("cannot read BTF from {}: {e}", path.display());
         }
         let btf = Btf::from_file(path)
             .with_context(|| format!("cannot parse BTF from {}", path.display()))?;

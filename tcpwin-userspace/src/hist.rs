@@ -78,6 +78,9 @@ impl Hist {
     /// The quantile to the histogram's precision (3 significant digits), clamped to the exact
     /// extremes.
     pub fn quantile(&self, q: f64) -> u64 {
+        if self.count() == 0 {
+            return 0;
+        }
         self.h
             .lowest_equivalent(self.h.value_at_quantile(q))
             .clamp(self.min, self.max)
@@ -190,6 +193,9 @@ mod tests {
 
     #[test]
     fn empty_histogram_says_so() {
-        assert!(Hist::new(Scale::Log2).render("x").contains("no samples"));
+        let h = Hist::new(Scale::Log2);
+        assert!(h.render("x").contains("no samples"));
+        assert_eq!(h.quantile(0.5), 0);
+        assert_eq!(h.to_json()["count"], 0);
     }
 }

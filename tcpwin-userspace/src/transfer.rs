@@ -35,6 +35,12 @@ pub enum TransferCmd {
         bytes: u64,
         #[arg(long, default_value_t = 1)]
         conns: u32,
+        /// wait this long before the first connect (so a tracer can attach to this PID)
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
+        /// print the kernel's view of each connection (JSON) before closing it
+        #[arg(long)]
+        report: bool,
     },
 }
 
@@ -68,8 +74,8 @@ pub fn ground_truth(s: &TcpStream) -> Result<serde_json::Value> {
         // `tcpi_snd_wscale : 4, tcpi_rcv_wscale : 4`: the receive scale is the high nibble
         "rcv_wscale": info.tcpi_snd_rcv_wscale >> 4,
         "so_rcvbuf": rcvbuf,
-        "local": s.local_addr()?.to_string(),
-        "peer": s.peer_addr()?.to_string(),
+        "local": s.local_addr().ok().map(|a| a.to_string()),
+        "peer": s.peer_addr().ok().map(|a| a.to_string()),
     }))
 }
 
@@ -128,8 +134,11 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             connect,
             bytes,
             conns,
+            delay_ms,
+            report,
         } => {
             let buf = vec![0x5au8; 256 << 10];
+            std::thread::sleep(Duration::from_millis(delay_ms));
             for _ in 0..conns {
                 let mut s = connect_retry(connect)?;
                 let mut left = bytes;
@@ -142,6 +151,11 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
                 // wait for the receiver's close so the whole exchange is over
                 let mut sink = [0u8; 64];
                 let _ = s.read(&mut sink);
+                if report {
+                    // after the peer's FIN the socket is closed: TCP_INFO still answers
+                    println!("{}", ground_truth(&s)?);
+                    std::io::stdout().flush()?;
+                }
             }
             Ok(())
         }

@@ -290,3 +290,61 @@ fn pid_filter_follows_socket_ownership() {
         "{summary}"
     );
 }
+
+/// `--pid` of a process that connects after the trace started: its connection is caught in the
+/// kernel at connect() (process context), before any /proc refresh, and reported from `init` on.
+#[test]
+fn pid_filter_catches_a_connection_opened_and_used_at_once() {
+    let p = pair("conn", 1500);
+    let port = 5316;
+    let t = transfer(&p, port, 1, false);
+    let (mut rx, mut rx_out) = t.start_receiver().unwrap();
+    let mut sender = Pair::exec(&p.a, &exe().to_string_lossy())
+        .args([
+            "transfer",
+            "send",
+            "--connect",
+            &format!("{}:{port}", p.ip_b),
+        ])
+        .args([
+            "--bytes",
+            &(8u64 << 20).to_string(),
+            "--delay-ms",
+            "1500",
+            "--report",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = sender.id().to_string();
+    let tracer = start_tracer(&["--pid", &pid]);
+    let mut out = String::new();
+    std::io::Read::read_to_string(sender.stdout.as_mut().unwrap(), &mut out).unwrap();
+    wait_bounded(&mut sender, Duration::from_secs(60), "sender").unwrap();
+    let mut rx_text = String::new();
+    std::io::Read::read_to_string(&mut rx_out, &mut rx_text).unwrap();
+    wait_bounded(&mut rx, Duration::from_secs(30), "receiver").unwrap();
+    let (events, _) = finish(tracer);
+    let truth: Value = serde_json::from_str(out.trim()).expect("sender report");
+    let mine = of_cookie(&events, &truth["cookie"]);
+    assert_eq!(
+        mine.first().map(|e| e["event"].clone()),
+        Some("init".into()),
+        "{events:?}"
+    );
+    let last = mine.last().unwrap();
+    assert_eq!(
+        last["window_clamp"], truth["window_clamp"],
+        "{last} vs {truth}"
+    );
+    assert_eq!(
+        last["rcv_ssthresh"], truth["rcv_ssthresh"],
+        "{last} vs {truth}"
+    );
+    let receiver: Value = serde_json::from_str(rx_text.trim()).unwrap();
+    assert!(
+        of_cookie(&events, &receiver["cookie"]).is_empty(),
+        "receiver is not the traced PID"
+    );
+    assert!(events.iter().all(|e| e["rport"] == port), "{events:?}");
+}

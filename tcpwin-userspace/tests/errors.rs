@@ -1,0 +1,83 @@
+//! Bad input and missing privileges end with one clear sentence and a non-zero exit, never a panic.
+use std::process::Command;
+
+fn run(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpwin-trace"))
+        .args(args)
+        .output()
+        .expect("run tcpwin-trace");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "panic: {err}");
+    (out.status.success(), err)
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let (ok, err) = run(args);
+    assert!(!ok, "{args:?} should fail");
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected `{needle}` in: {err}"
+    );
+}
+
+#[test]
+fn bad_flags() {
+    fails_with(&["--pid", "abc"], "invalid value 'abc'");
+    fails_with(&["--duration", "1e12"], "at most one year");
+    fails_with(&["--duration", "0"], "positive");
+    fails_with(&["--ringbuf-kib", "3"], "power of two");
+    fails_with(&["--backend", "ebpf"], "possible values");
+    fails_with(&["--port", "70000"], "70000");
+}
+
+#[test]
+fn missing_things() {
+    fails_with(&["--pid", "4000000"], "no such process");
+    fails_with(
+        &["--btf", "/nonexistent/vmlinux", "-d", "1"],
+        "no such file",
+    );
+    fails_with(&["--btf", "/etc/hostname", "-d", "1"], "cannot parse BTF");
+    fails_with(
+        &["--obj", "/nonexistent.o", "-d", "1"],
+        "cargo xtask build-ebpf",
+    );
+}
+
+/// A forced backend that this kernel refuses names the hook and the kernel's reason; where the
+/// kernel accepts it the run succeeds.
+#[test]
+fn forced_backend_explains_refusal() {
+    for backend in ["fentry", "kprobe"] {
+        let (ok, err) = run(&["--backend", backend, "-d", "0.5", "-q"]);
+        if !ok {
+            assert!(
+                err.contains(&format!("--backend {backend} cannot attach")),
+                "{err}"
+            );
+            assert!(err.contains("tcp_measure_rcv_mss"), "{err}");
+            assert!(err.contains("os error"), "the kernel's reason: {err}");
+        } else {
+            assert!(err.contains(&format!("backend {backend}")), "{err}");
+        }
+    }
+}
+
+#[test]
+fn unprivileged_user_is_told_to_use_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root to drop privileges"
+    );
+    let out = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_tcpwin-trace"))
+        .args(["-d", "1"])
+        .output()
+        .expect("setpriv (util-linux)");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("run it as root"), "{err}");
+}
