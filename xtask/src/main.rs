@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 mod toolchain;
+mod vm;
 
 #[derive(Parser)]
 #[command(about = "tcpwin-trace developer tasks")]
@@ -36,6 +37,12 @@ enum Cmd {
     },
     /// Build, then trace a transfer the tool generates itself between two network namespaces.
     Demo,
+    /// Boot Debian kernels under qemu and prove every backend there (function hooks included).
+    VmTest {
+        /// Kernel series to boot (6.1 bookworm, 6.12 trixie, 7.2 sid)
+        #[arg(long, default_value = "6.1,6.12,7.2")]
+        kernels: String,
+    },
 }
 
 fn main() {
@@ -52,6 +59,10 @@ fn run() -> Result<()> {
         Cmd::Build => build(),
         Cmd::Test { args } => test(&args),
         Cmd::Demo => demo(),
+        Cmd::VmTest { kernels } => {
+            build_ebpf(true)?;
+            vm::vm_test(&kernels)
+        }
     }
 }
 

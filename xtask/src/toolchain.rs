@@ -154,7 +154,7 @@ pub fn ensure() -> Result<Toolchain> {
     Ok(Toolchain::Debian { cargo_bin })
 }
 
-fn apt_install(pkgs: &[&str]) -> Result<()> {
+pub fn apt_install(pkgs: &[&str]) -> Result<()> {
     let missing: Vec<&str> = pkgs
         .iter()
         .copied()
