@@ -53,9 +53,27 @@ pub struct TraceArgs {
 pub enum Cmd {
     /// Self-contained demo: two network namespaces, a transfer with GRO on and off, traced
     Demo,
+    /// The GRO / MTU / buffer experiment in namespaces of its own, measured with the tracer
+    Lab(LabArgs),
     /// Built-in traffic endpoints (used by the demo and the tests)
     #[command(subcommand, hide = true)]
     Transfer(crate::transfer::TransferCmd),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LabArgs {
+    /// A small subset that shows the main contrasts (the default)
+    #[arg(long, conflicts_with = "full")]
+    pub quick: bool,
+    /// Every combination: MTU 1500/9000 x GRO x TSO x buffer (pinned 1 MiB, auto, SO_RCVBUF 64 KiB)
+    #[arg(long)]
+    pub full: bool,
+    /// One JSON object per row
+    #[arg(long)]
+    pub json: bool,
+    /// Bytes per transfer
+    #[arg(long, default_value_t = 16 << 20)]
+    pub bytes: u64,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 use clap::Parser;
 use tcpwin_userspace::{
     cli::{Cli, Cmd},
-    demo, session, transfer,
+    demo, lab, session, transfer,
 };
 
 fn main() {
@@ -9,6 +9,11 @@ fn main() {
     let result = match cli.cmd {
         Some(Cmd::Transfer(t)) => transfer::run(t),
         Some(Cmd::Demo) => demo::run(),
+        Some(Cmd::Lab(a)) => lab::experiment::run(lab::experiment::LabOpts {
+            full: a.full,
+            json: a.json,
+            bytes: a.bytes,
+        }),
         None => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -79,6 +79,31 @@ pub fn ground_truth(s: &TcpStream) -> Result<serde_json::Value> {
     }))
 }
 
+/// `tcpi_snd_wnd` (Linux 5.4+): the window the peer advertised, as this sender sees it. libc's
+/// `tcp_info` stops before it, so it is read at its uapi offset; a kernel whose `tcp_info` is too
+/// short to hold it answers None.
+pub fn snd_wnd(fd: i32) -> Option<u32> {
+    const TCPI_SND_WND: usize = 228;
+    let mut buf = [0u8; 512];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is writable for len bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            buf.as_mut_ptr() as *mut _,
+            &mut len,
+        )
+    };
+    if rc != 0 || (len as usize) < TCPI_SND_WND + 4 {
+        return None;
+    }
+    Some(u32::from_ne_bytes(
+        buf[TCPI_SND_WND..TCPI_SND_WND + 4].try_into().ok()?,
+    ))
+}
+
 fn set_rcvbuf(fd: i32, bytes: u32) -> Result<()> {
     let v = bytes as i32;
     // SAFETY: plain int option.
@@ -142,18 +167,28 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             for _ in 0..conns {
                 let mut s = connect_retry(connect)?;
                 let mut left = bytes;
+                let started = std::time::Instant::now();
+                let mut snd_wnd_peak = 0u32;
                 while left > 0 {
                     let n = left.min(buf.len() as u64) as usize;
                     s.write_all(&buf[..n])?;
                     left -= n as u64;
+                    if report {
+                        snd_wnd_peak = snd_wnd_peak.max(snd_wnd(s.as_raw_fd()).unwrap_or(0));
+                    }
                 }
+                let elapsed = started.elapsed().as_secs_f64();
                 s.shutdown(std::net::Shutdown::Write)?;
                 // wait for the receiver's close so the whole exchange is over
                 let mut sink = [0u8; 64];
                 let _ = s.read(&mut sink);
                 if report {
                     // after the peer's FIN the socket is closed: TCP_INFO still answers
-                    println!("{}", ground_truth(&s)?);
+                    let mut truth = ground_truth(&s)?;
+                    truth["snd_wnd_peak"] = json!(snd_wnd_peak);
+                    truth["throughput_bps"] =
+                        json!((bytes as f64 * 8.0 / elapsed.max(1e-9)) as u64);
+                    println!("{truth}");
                     std::io::stdout().flush()?;
                 }
             }

@@ -20,7 +20,9 @@ use serde_json::Value;
 
 use crate::{root, run_cmd, toolchain};
 
-const BACKENDS: [&str; 4] = ["auto", "fentry", "kprobe", "tracepoint"];
+/// kprobe last: on 6.1 under TCG a tracer started after a forced-kprobe run (kretprobes on the
+/// receive path) waited minutes in the kernel before it could load (see README).
+const BACKENDS: [&str; 4] = ["auto", "fentry", "tracepoint", "kprobe"];
 
 /// Debian suite holding each kernel series, and how its package is named.
 fn suite_for(series: &str) -> Result<(&'static str, String)> {

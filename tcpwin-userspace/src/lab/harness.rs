@@ -18,6 +18,8 @@ pub struct Tracer {
     pub child: Child,
     stderr_lines: mpsc::Receiver<String>,
     pub stderr: Vec<String>,
+    /// stdout, read continuously so a chatty tracer never blocks on a full pipe
+    stdout: Option<mpsc::Receiver<String>>,
 }
 
 impl Tracer {
@@ -38,10 +40,20 @@ impl Tracer {
                 }
             }
         });
+        let stdout = child.stdout.take().map(|mut so| {
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = so.read_to_string(&mut s);
+                let _ = tx.send(s);
+            });
+            rx
+        });
         let mut t = Tracer {
             child,
             stderr_lines: rx,
             stderr: Vec::new(),
+            stdout,
         };
         let deadline = Instant::now() + timeout;
         loop {
@@ -78,13 +90,7 @@ impl Tracer {
         // SAFETY: plain kill(2) on our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let mut out = String::new();
-        if let Some(mut so) = self.child.stdout.take() {
-            let (tx, rx) = mpsc::channel();
-            std::thread::spawn(move || {
-                let mut s = String::new();
-                let _ = so.read_to_string(&mut s);
-                let _ = tx.send(s);
-            });
+        if let Some(rx) = self.stdout.take() {
             out = match rx.recv_timeout(timeout) {
                 Ok(s) => s,
                 Err(_) => {
@@ -157,6 +163,12 @@ impl Transfer<'_> {
     }
 
     pub fn run_sender(&self) -> Result<()> {
+        self.sender(false).map(|_| ())
+    }
+
+    /// Runs the sender; with `report`, returns its own view of each connection (`snd_wnd_peak`,
+    /// `throughput_bps`, getsockopt values).
+    pub fn sender(&self, report: bool) -> Result<Vec<Value>> {
         let connect = if self.ipv6 {
             format!("[{}]:{}", self.pair.ip6_b, self.port)
         } else {
@@ -166,15 +178,29 @@ impl Transfer<'_> {
             .args(["transfer", "send", "--connect", &connect])
             .args(["--bytes", &self.bytes.to_string()])
             .args(["--conns", &self.conns.to_string()])
+            .args(if report { &["--report"][..] } else { &[][..] })
+            .stdout(Stdio::piped())
             .spawn()
             .context("starting the sender")?;
-        wait_bounded(&mut child, self.timeout, "sender")
+        let mut text = String::new();
+        if let Some(mut so) = child.stdout.take() {
+            so.read_to_string(&mut text)?;
+        }
+        wait_bounded(&mut child, self.timeout, "sender")?;
+        text.lines()
+            .map(|l| serde_json::from_str(l).with_context(|| format!("sender said: {l}")))
+            .collect()
     }
 
     /// Runs the whole transfer and returns the receiver's ground truth per connection.
     pub fn run(&self) -> Result<Vec<Value>> {
+        self.run_both(false).map(|(rx, _)| rx)
+    }
+
+    /// Runs the whole transfer: (receiver's ground truth, sender's reports if asked).
+    pub fn run_both(&self, sender_report: bool) -> Result<(Vec<Value>, Vec<Value>)> {
         let (mut rx, mut out) = self.start_receiver()?;
-        let sent = self.run_sender();
+        let sent = self.sender(sender_report);
         if let Err(e) = sent {
             let _ = rx.kill();
             let _ = rx.wait();
@@ -187,7 +213,7 @@ impl Transfer<'_> {
         for l in text.lines() {
             truths.push(serde_json::from_str(l).with_context(|| format!("receiver said: {l}"))?);
         }
-        Ok(truths)
+        Ok((truths, sent.expect("checked above")))
     }
 }
 

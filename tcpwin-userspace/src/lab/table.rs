@@ -1,0 +1,176 @@
+//! Lab results as text tables or JSON lines.
+use serde_json::{json, Value};
+
+use super::experiment::{on, Condition};
+
+pub struct Row {
+    pub cond: Condition,
+    pub scaling_ratio: Option<u64>,
+    /// the packet that set the settled ratio (`tcp_measure_rcv_mss`'s len and truesize)
+    pub first_skb_len: Option<u64>,
+    pub first_skb_truesize: Option<u64>,
+    pub window_clamp: Option<u64>,
+    pub sk_rcvbuf: Option<u64>,
+    pub snd_wnd_peak: Option<u64>,
+    pub throughput_bps: Option<u64>,
+    pub init_rcv_wnd: Option<u64>,
+    /// the receiver's own TCP_WINDOW_CLAMP, for cross-checking
+    pub getsockopt_window_clamp: Option<u64>,
+}
+
+pub struct HandshakeRow {
+    pub mtu: u32,
+    pub rcvbuf: u64,
+    pub advmss: Option<u64>,
+    pub syn_ack_window: Option<u64>,
+}
+
+pub struct SysctlRow {
+    pub adv_win_scale: i32,
+    pub syn_ack_window: Option<u64>,
+    pub window_clamp: Option<u64>,
+}
+
+pub struct LabResult {
+    pub kernel: String,
+    pub rows: Vec<Row>,
+    pub handshake: Vec<HandshakeRow>,
+    pub sysctl: Vec<SysctlRow>,
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
+
+impl Row {
+    pub fn share(&self) -> Option<f64> {
+        match (self.window_clamp, self.sk_rcvbuf) {
+            (Some(w), Some(b)) if b > 0 => Some(w as f64 / b as f64),
+            _ => None,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "table": "matrix",
+            "mtu": self.cond.mtu,
+            "gro": self.cond.gro,
+            "tso": self.cond.tso,
+            "buffer": self.cond.buffer.name(),
+            "scaling_ratio": self.scaling_ratio,
+            "first_skb_len": self.first_skb_len,
+            "first_skb_truesize": self.first_skb_truesize,
+            "window_clamp": self.window_clamp,
+            "sk_rcvbuf": self.sk_rcvbuf,
+            "window_share": self.share(),
+            "snd_wnd_peak": self.snd_wnd_peak,
+            "throughput_bps": self.throughput_bps,
+            "init_rcv_wnd": self.init_rcv_wnd,
+            "getsockopt_window_clamp": self.getsockopt_window_clamp,
+        })
+    }
+}
+
+impl LabResult {
+    pub fn print_json(&self) {
+        for r in &self.rows {
+            println!("{}", r.to_json());
+        }
+        for h in &self.handshake {
+            println!(
+                "{}",
+                json!({"table": "handshake", "mtu": h.mtu, "rcvbuf": h.rcvbuf, "advmss": h.advmss,
+                       "syn_ack_window": h.syn_ack_window})
+            );
+        }
+        for s in &self.sysctl {
+            println!(
+                "{}",
+                json!({"table": "tcp_adv_win_scale", "tcp_adv_win_scale": s.adv_win_scale,
+                       "syn_ack_window": s.syn_ack_window, "window_clamp": s.window_clamp})
+            );
+        }
+    }
+
+    pub fn print_text(&self) {
+        println!(
+            "\ntcpwin-trace lab on Linux {}: same receiver, different packet shapes",
+            self.kernel
+        );
+        println!(
+            "{:>5} {:>4} {:>4} {:<14} {:>5} {:>16} {:>12} {:>10} {:>7} {:>12} {:>11} {:>12}",
+            "MTU",
+            "GRO",
+            "TSO",
+            "buffer",
+            "ratio",
+            "skb len/truesize",
+            "window_clamp",
+            "sk_rcvbuf",
+            "win/buf",
+            "snd_wnd peak",
+            "Mbit/s",
+            "init rcv_wnd"
+        );
+        for r in &self.rows {
+            let skb = match (r.first_skb_len, r.first_skb_truesize) {
+                (Some(l), Some(t)) => format!("{l}/{t}"),
+                _ => "-".into(),
+            };
+            println!(
+                "{:>5} {:>4} {:>4} {:<14} {:>5} {:>16} {:>12} {:>10} {:>7} {:>12} {:>11} {:>12}",
+                r.cond.mtu,
+                on(r.cond.gro),
+                on(r.cond.tso),
+                r.cond.buffer.name(),
+                opt(r.scaling_ratio),
+                skb,
+                opt(r.window_clamp),
+                opt(r.sk_rcvbuf),
+                r.share()
+                    .map(|s| format!("{:.1}%", s * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                opt(r.snd_wnd_peak),
+                r.throughput_bps
+                    .map(|b| format!("{:.0}", b as f64 / 1e6))
+                    .unwrap_or_else(|| "-".into()),
+                opt(r.init_rcv_wnd),
+            );
+        }
+        println!("(throughput is for information only: it varies 2-3x between runs)");
+        println!("\nSYN-ACK initial window for a 64 KiB receive buffer (window rounded down to a multiple of the MSS):");
+        println!(
+            "{:>5} {:>8} {:>7} {:>15}",
+            "MTU", "rcvbuf", "advmss", "SYN-ACK window"
+        );
+        for h in &self.handshake {
+            println!(
+                "{:>5} {:>8} {:>7} {:>15}",
+                h.mtu,
+                h.rcvbuf,
+                opt(h.advmss),
+                opt(h.syn_ack_window)
+            );
+        }
+        println!("\ntcp_adv_win_scale sweep (64 KiB buffer, MTU 1500): does the sysctl change the window?");
+        println!(
+            "{:>17} {:>15} {:>13}",
+            "tcp_adv_win_scale", "SYN-ACK window", "window_clamp"
+        );
+        for s in &self.sysctl {
+            println!(
+                "{:>17} {:>15} {:>13}",
+                s.adv_win_scale,
+                opt(s.syn_ack_window),
+                opt(s.window_clamp)
+            );
+        }
+        let distinct: std::collections::BTreeSet<Option<u64>> =
+            self.sysctl.iter().map(|s| s.syn_ack_window).collect();
+        if distinct.len() == 1 {
+            println!("-> the same window for every value: tcp_adv_win_scale is not used by this kernel (obsolete since 6.6)");
+        } else {
+            println!("-> the window follows tcp_adv_win_scale on this kernel");
+        }
+    }
+}
