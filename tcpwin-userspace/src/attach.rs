@@ -276,6 +276,9 @@ pub fn reason(e: &ProgramError) -> String {
                 s.push_str(&e.to_string());
                 src = e.source();
             }
+            if s.contains("os error 524") {
+                s.push_str(" (ENOTSUPP: this kernel cannot attach a trampoline to this function, e.g. more than 6 arguments before 6.x)");
+            }
             if s.contains("devices/kprobe/type") {
                 s.push_str(" (this kernel has no kprobe support: CONFIG_KPROBE_EVENTS is off)");
             }

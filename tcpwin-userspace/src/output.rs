@@ -16,7 +16,7 @@ pub struct Summary {
     pub counters: Vec<(&'static str, u64)>,
     pub received: u64,
     pub decode_errors: u64,
-    pub sockets: usize,
+    pub sockets: u64,
     pub packet_ratio: Vec<(String, Hist)>,
     pub scaling_ratio: Hist,
     pub window_clamp: Hist,

@@ -365,7 +365,8 @@ pub async fn run(args: TraceArgs) -> Result<()> {
     drain(ring.get_mut(), &mut out, &mut socks, &mut stats)?;
 
     let c = read_counters(&bpf)?;
-    let mut summary = Summary {
+    let finals = socks.finish();
+    let summary = Summary {
         backend: attached.backend,
         hooks: attached.hook_list(),
         duration_s: started.elapsed().as_secs_f64(),
@@ -382,22 +383,15 @@ pub async fn run(args: TraceArgs) -> Result<()> {
         ],
         received: stats.received,
         decode_errors: stats.decode_errors,
-        sockets: socks.len(),
+        sockets: finals.sockets,
         packet_ratio: read_packet_hist(&bpf)?,
-        scaling_ratio: Hist::new(Scale::Linear(8)),
-        window_clamp: Hist::new(Scale::Log2),
-        rcv_ssthresh: Hist::new(Scale::Log2),
+        scaling_ratio: finals.scaling_ratio,
+        window_clamp: finals.window_clamp,
+        rcv_ssthresh: finals.rcv_ssthresh,
         scaling_ratio_present: layout.has_scaling_ratio(),
         lost: c[counter::EVENTS_DROPPED as usize]
             + c[counter::EVENTS_SENT as usize].saturating_sub(stats.received),
     };
-    for s in socks.iter() {
-        if let Some(r) = s.ratio {
-            summary.scaling_ratio.record(r as u64);
-        }
-        summary.window_clamp.record(s.window_clamp as u64);
-        summary.rcv_ssthresh.record(s.rcv_ssthresh as u64);
-    }
     if args.json {
         writeln!(out.w, "{}", summary.to_json())?;
     } else {

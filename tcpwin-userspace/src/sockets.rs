@@ -1,13 +1,18 @@
-//! Per-socket timeline in userspace: the last values each socket reported, for the summary.
-use std::collections::HashMap;
+//! Per-socket timeline in userspace: the last values of each live socket, and the final values of
+//! every socket seen, as histograms. A socket's entry goes when it closes, so memory follows the
+//! number of live sockets, not how many came and went.
+use std::{collections::HashMap, net::IpAddr};
 
-use crate::record::Record;
+use crate::{
+    hist::{Hist, Scale},
+    record::Record,
+};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Last {
-    pub laddr: std::net::IpAddr,
+    pub laddr: IpAddr,
     pub lport: u16,
-    pub raddr: std::net::IpAddr,
+    pub raddr: IpAddr,
     pub rport: u16,
     pub ratio: Option<u8>,
     pub window_clamp: u32,
@@ -15,27 +20,64 @@ pub struct Last {
     pub events: u64,
 }
 
-#[derive(Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Cookie(u64),
+    Tuple(u32, IpAddr, u16, IpAddr, u16),
+}
+
+/// Final values per socket.
+pub struct Finals {
+    pub sockets: u64,
+    pub scaling_ratio: Hist,
+    pub window_clamp: Hist,
+    pub rcv_ssthresh: Hist,
+}
+
 pub struct Sockets {
-    by_key: HashMap<String, Last>,
+    live: HashMap<Key, Last>,
+    finals: Finals,
+}
+
+impl Default for Sockets {
+    fn default() -> Self {
+        Sockets {
+            live: HashMap::new(),
+            finals: Finals {
+                sockets: 0,
+                scaling_ratio: Hist::new(Scale::Linear(8)),
+                window_clamp: Hist::new(Scale::Log2),
+                rcv_ssthresh: Hist::new(Scale::Log2),
+            },
+        }
+    }
 }
 
 /// The cookie when known, else the connection's addresses.
-fn key(r: &Record) -> String {
+fn key(r: &Record) -> Key {
     match r.cookie() {
-        Some(c) => format!("c{c}"),
-        None => format!(
-            "{}:{}:{}:{}:{}",
-            r.ev.netns, r.laddr, r.ev.lport, r.raddr, r.ev.rport
-        ),
+        Some(c) => Key::Cookie(c),
+        None => Key::Tuple(r.ev.netns, r.laddr, r.ev.lport, r.raddr, r.ev.rport),
+    }
+}
+
+impl Finals {
+    fn record(&mut self, l: &Last) {
+        self.sockets += 1;
+        if let Some(r) = l.ratio {
+            self.scaling_ratio.record(r as u64);
+        }
+        self.window_clamp.record(l.window_clamp as u64);
+        self.rcv_ssthresh.record(l.rcv_ssthresh as u64);
     }
 }
 
 impl Sockets {
     /// Records an event. A `close` arrives after the kernel released the local port: its
-    /// addresses are restored from the socket's earlier events.
+    /// addresses are restored from the socket's earlier events, and the socket is retired.
     pub fn update(&mut self, r: &mut Record) {
-        let e = self.by_key.entry(key(r)).or_insert_with(|| Last {
+        let k = key(r);
+        let e = self.live.entry(k.clone()).or_insert_with(|| Last {
             laddr: r.laddr,
             lport: r.ev.lport,
             raddr: r.raddr,
@@ -55,18 +97,24 @@ impl Sockets {
         e.window_clamp = r.ev.window_clamp;
         e.rcv_ssthresh = r.ev.rcv_ssthresh;
         e.events += 1;
+        if r.kind == "close" {
+            if let Some(done) = self.live.remove(&k) {
+                self.finals.record(&done);
+            }
+        }
     }
 
-    pub fn len(&self) -> usize {
-        self.by_key.len()
+    /// Live sockets (not closed yet).
+    pub fn live(&self) -> usize {
+        self.live.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Last> {
-        self.by_key.values()
+    /// Ends the trace: sockets still open count with their last values.
+    pub fn finish(mut self) -> Finals {
+        for l in std::mem::take(&mut self.live).values() {
+            self.finals.record(l);
+        }
+        self.finals
     }
 }
 
@@ -76,10 +124,14 @@ mod tests {
     use tcpwin_common::{flag, kind, Event};
 
     fn rec(k: u8, lport: u16) -> Record {
+        rec_cookie(k, lport, 7)
+    }
+
+    fn rec_cookie(k: u8, lport: u16, cookie: u64) -> Record {
         let ev = Event {
             kind: k,
             family: libc::AF_INET as u8,
-            cookie: 7,
+            cookie,
             flags: flag::COOKIE | flag::RATIO_PRESENT,
             lport,
             rport: 40000,
@@ -97,14 +149,26 @@ mod tests {
     fn close_gets_the_tuple_back() {
         let mut s = Sockets::default();
         s.update(&mut rec(kind::INIT, 5201));
+        assert_eq!(s.live(), 1);
         let mut close = rec(kind::CLOSE, 0);
         s.update(&mut close);
         assert_eq!(close.ev.lport, 5201);
-        assert_eq!(s.len(), 1);
-        let last = s.iter().next().unwrap();
-        assert_eq!(
-            (last.ratio, last.window_clamp, last.events),
-            (Some(200), 1000, 2)
-        );
+        // a closed socket no longer takes memory; its final values are in the histograms
+        assert_eq!(s.live(), 0);
+        let f = s.finish();
+        assert_eq!(f.sockets, 1);
+        assert_eq!(f.scaling_ratio.quantile(0.5), 200);
+        assert_eq!(f.window_clamp.count(), 1);
+    }
+
+    #[test]
+    fn memory_follows_live_sockets() {
+        let mut s = Sockets::default();
+        for c in 0..10_000u64 {
+            s.update(&mut rec_cookie(kind::INIT, 5201, c));
+            s.update(&mut rec_cookie(kind::CLOSE, 0, c));
+        }
+        assert_eq!(s.live(), 0);
+        assert_eq!(s.finish().sockets, 10_000);
     }
 }
