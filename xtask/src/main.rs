@@ -29,8 +29,12 @@ enum Cmd {
     },
     /// Build the eBPF object and the release `tcpwin-trace` binary.
     Build,
-    /// Everything CI checks: setup, build, fmt, clippy, unit and end-to-end tests (root).
+    /// Everything CI checks: setup, build, fmt, clippy, unit and end-to-end tests (root), then
+    /// the qemu kernel matrix.
     Test {
+        /// Skip the qemu kernel matrix (vm-test)
+        #[arg(long)]
+        no_vm: bool,
         /// Extra arguments for `cargo test`, after `--`.
         #[arg(last = true)]
         args: Vec<String>,
@@ -40,7 +44,7 @@ enum Cmd {
     /// Boot Debian kernels under qemu and prove every backend there (function hooks included).
     VmTest {
         /// Kernel series to boot (6.1 bookworm, 6.12 trixie, 7.2 sid)
-        #[arg(long, default_value = "6.1,6.12,7.2")]
+        #[arg(long, default_value = vm::DEFAULT_KERNELS)]
         kernels: String,
     },
 }
@@ -57,7 +61,14 @@ fn run() -> Result<()> {
         Cmd::Setup => toolchain::setup(),
         Cmd::BuildEbpf { debug } => build_ebpf(!debug).map(|_| ()),
         Cmd::Build => build(),
-        Cmd::Test { args } => test(&args),
+        Cmd::Test { args, no_vm } => {
+            test(&args)?;
+            if no_vm {
+                println!("xtask: vm-test skipped (--no-vm)");
+                return Ok(());
+            }
+            vm::vm_test(vm::DEFAULT_KERNELS)
+        }
         Cmd::Demo => demo(),
         Cmd::VmTest { kernels } => {
             build_ebpf(true)?;

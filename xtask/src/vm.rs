@@ -22,6 +22,8 @@ use crate::{root, run_cmd, toolchain};
 
 /// kprobe last: on 6.1 under TCG a tracer started after a forced-kprobe run (kretprobes on the
 /// receive path) waited minutes in the kernel before it could load (see README).
+pub const DEFAULT_KERNELS: &str = "6.1,6.12,7.2";
+
 const BACKENDS: [&str; 4] = ["auto", "fentry", "tracepoint", "kprobe"];
 
 /// Debian suite holding each kernel series, and how its package is named.
@@ -454,7 +456,7 @@ pub fn vm_test(kernels: &str) -> Result<()> {
     let tracer = build_static_tracer()?;
     let initrd = initramfs(&tracer)?;
     let mut apt = None;
-    let mut failed = false;
+    let (mut passed, mut failed_n) = (0, 0);
     for series in kernels.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (release, vmlinuz) = kernel(series, &mut apt)?;
         let mut out = String::new();
@@ -524,10 +526,15 @@ pub fn vm_test(kernels: &str) -> Result<()> {
                 println!("  {l}");
             }
         }
-        failed |= !problems.is_empty();
+        if problems.is_empty() {
+            passed += 1;
+        } else {
+            failed_n += 1;
+        }
         let _ = fs::write(cache().join(format!("console-{series}.log")), &out);
     }
-    if failed {
+    println!("vm-test: {passed} passed, {failed_n} failed");
+    if failed_n > 0 {
         bail!("vm-test failed (console logs in {})", cache().display());
     }
     Ok(())
