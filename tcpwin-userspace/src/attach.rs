@@ -378,7 +378,8 @@ fn attach_set(bpf: &mut Ebpf, btf: &Btf, needs: &[Need], out: &mut Attached) -> 
                     break;
                 }
                 Some(e) => {
-                    release(bpf, &attached_here);
+                    // the hook that failed may be loaded (attach refused): unload it too
+                    release(bpf, &alt[..attached_here.len() + 1]);
                     errors.push(e);
                 }
             }

@@ -55,6 +55,9 @@ pub enum Cmd {
     Demo,
     /// The GRO / MTU / buffer experiment in namespaces of its own, measured with the tracer
     Lab(LabArgs),
+    /// Cost of tracing on veth bulk transfers, paired runs (use `cargo xtask bench`)
+    #[command(hide = true)]
+    Bench(crate::bench::BenchArgs),
     /// Built-in traffic endpoints (used by the demo and the tests)
     #[command(subcommand, hide = true)]
     Transfer(crate::transfer::TransferCmd),

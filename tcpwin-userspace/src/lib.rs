@@ -1,5 +1,6 @@
 //! tcpwin-trace: the userspace side. `main.rs` only parses the command line and runs a session.
 pub mod attach;
+pub mod bench;
 pub mod btf;
 pub mod cli;
 pub mod demo;

@@ -1,5 +1,6 @@
 use clap::Parser;
 use tcpwin_userspace::{
+    bench,
     cli::{Cli, Cmd},
     demo, lab, session, transfer,
 };
@@ -9,6 +10,7 @@ fn main() {
     let result = match cli.cmd {
         Some(Cmd::Transfer(t)) => transfer::run(t),
         Some(Cmd::Demo) => demo::run(),
+        Some(Cmd::Bench(a)) => bench::run(a),
         Some(Cmd::Lab(a)) => lab::experiment::run(lab::experiment::LabOpts {
             full: a.full,
             json: a.json,

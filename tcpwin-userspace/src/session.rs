@@ -301,6 +301,9 @@ pub async fn run(args: TraceArgs) -> Result<()> {
     let mut bpf = load(&args, &layout, &btf)?;
     let attached = attach::attach(&mut bpf, &btf, args.backend)?;
 
+    // Before saying "tracing": a signal from then on must reach the clean shutdown path.
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
     let mut owner = args.pid.map(|pid| OwnerSync {
         pid,
         inodes: HashSet::new(),
@@ -326,8 +329,6 @@ pub async fn run(args: TraceArgs) -> Result<()> {
     let mut stats = Stats::default();
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
     let mut refresh = tokio::time::interval(Duration::from_millis(100));
     let sleep = async {
         match deadline {

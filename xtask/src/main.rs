@@ -41,6 +41,12 @@ enum Cmd {
     },
     /// Build, then trace a transfer the tool generates itself between two network namespaces.
     Demo,
+    /// Measure what tracing costs (paired veth transfers; prints ratios). Extra args go to
+    /// `tcpwin-trace bench` (--runs N, --bytes B, --json, --no-peers).
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Boot Debian kernels under qemu and prove every backend there (function hooks included).
     VmTest {
         /// Kernel series to boot (6.1 bookworm, 6.12 trixie, 7.2 sid)
@@ -70,6 +76,15 @@ fn run() -> Result<()> {
             vm::vm_test(vm::DEFAULT_KERNELS)
         }
         Cmd::Demo => demo(),
+        Cmd::Bench { args } => {
+            build()?;
+            toolchain::apt_install(&["bpftrace", "bpftool"])?;
+            run_cmd(
+                Command::new(root().join("target/release/tcpwin-trace"))
+                    .arg("bench")
+                    .args(&args),
+            )
+        }
         Cmd::VmTest { kernels } => {
             build_ebpf(true)?;
             vm::vm_test(&kernels)

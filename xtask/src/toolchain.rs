@@ -14,12 +14,14 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 const DEBIAN_RUSTC: &str = "/usr/bin/rustc";
 const DEBIAN_CARGO: &str = "/usr/bin/cargo";
 const DEBIAN_CORE_DIR: &str = "/usr/lib/rustlib/bpfel-unknown-none/lib";
-const APT_PACKAGES: [&str; 5] = [
+const APT_PACKAGES: [&str; 6] = [
     "rustc-web",
     "cargo-web",
     "libstd-rust-web-dev-bpf",
     "iproute2",
     "ethtool",
+    // the kernel's own listing of BPF programs, for the reliability tests
+    "bpftool",
 ];
 
 pub enum Toolchain {

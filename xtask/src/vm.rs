@@ -20,8 +20,6 @@ use serde_json::Value;
 
 use crate::{root, run_cmd, toolchain};
 
-/// kprobe last: on 6.1 under TCG a tracer started after a forced-kprobe run (kretprobes on the
-/// receive path) waited minutes in the kernel before it could load (see README).
 pub const DEFAULT_KERNELS: &str = "6.1,6.12,7.2";
 
 const BACKENDS: [&str; 4] = ["auto", "fentry", "tracepoint", "kprobe"];
@@ -274,8 +272,32 @@ fn initramfs(tracer: &Path) -> Result<PathBuf> {
     Ok(out)
 }
 
+/// Boots until the guest test starts (a rare early-boot Oops under TCG is retried, up to 3 boots);
+/// a test that started and then hung is a result, not retried.
+fn boot_with_retries(
+    vmlinuz: &Path,
+    initrd: &Path,
+    release: &str,
+    backend: &str,
+) -> Result<String> {
+    let mut out = String::new();
+    for attempt in 1..=3 {
+        out = boot(vmlinuz, initrd, backend, Duration::from_secs(240))?;
+        if out.contains("@@DONE") || out.contains("@@BEGIN") {
+            return Ok(out);
+        }
+        let log = cache().join(format!("console-{release}-{backend}-{attempt}.log"));
+        let _ = fs::write(&log, &out);
+        eprintln!(
+            "vm-test: {release}: boot attempt {attempt} died before the test (console in {}); retrying",
+            log.display()
+        );
+    }
+    Ok(out)
+}
+
 /// Boots once; returns the console output.
-fn boot(vmlinuz: &Path, initrd: &Path, timeout: Duration) -> Result<String> {
+fn boot(vmlinuz: &Path, initrd: &Path, backends: &str, timeout: Duration) -> Result<String> {
     let mut child = Command::new("qemu-system-x86_64")
         .args(["-accel", "tcg", "-cpu", "max", "-m", "1G", "-smp", "1"])
         .arg("-kernel")
@@ -284,10 +306,7 @@ fn boot(vmlinuz: &Path, initrd: &Path, timeout: Duration) -> Result<String> {
         .arg(initrd)
         .args([
             "-append",
-            &format!(
-                "console=ttyS0 panic=-1 quiet tcpwin.backends={}",
-                BACKENDS.join(",")
-            ),
+            &format!("console=ttyS0 panic=-1 quiet tcpwin.backends={backends}"),
         ])
         .args(["-nographic", "-no-reboot"])
         .stdin(Stdio::null())
@@ -459,31 +478,17 @@ pub fn vm_test(kernels: &str) -> Result<()> {
     let (mut passed, mut failed_n) = (0, 0);
     for series in kernels.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (release, vmlinuz) = kernel(series, &mut apt)?;
+        // One boot per backend: under TCG a tracer started right after another one's exit could
+        // wait minutes in the guest kernel (probe teardown), so runs never share a kernel.
         let mut out = String::new();
-        for attempt in 1..=3 {
+        for b in BACKENDS {
             let t0 = Instant::now();
-            out = boot(&vmlinuz, &initrd, Duration::from_secs(300))?;
-            if out.contains("@@DONE") {
-                eprintln!(
-                    "vm-test: {release}: booted and ran in {:.0} s",
-                    t0.elapsed().as_secs_f64()
-                );
-                break;
-            }
-            // Only a boot that died before the test started is retried (a rare early-boot Oops
-            // under TCG); a test that started and hung is a result.
-            if out.contains("@@BEGIN") {
-                eprintln!(
-                    "vm-test: {release}: the guest test did not finish within the time limit"
-                );
-                break;
-            }
-            let log = cache().join(format!("console-{series}-{attempt}.log"));
-            let _ = fs::write(&log, &out);
+            let console = boot_with_retries(&vmlinuz, &initrd, &release, b)?;
             eprintln!(
-                "vm-test: {release}: boot attempt {attempt} did not finish (console in {}); retrying",
-                log.display()
+                "vm-test: {release}: backend {b} booted and ran in {:.0} s",
+                t0.elapsed().as_secs_f64()
             );
+            out.push_str(&console);
         }
         let runs = parse_console(&out);
         let mut problems = Vec::new();

@@ -1,0 +1,575 @@
+//! `tcpwin-trace bench` (run by `cargo xtask bench`): what tracing costs, measured on bulk
+//! transfers between two namespaces over veth, in paired runs (untraced, then each traced mode,
+//! alternating), with both ends pinned to one CPU. Prints ratios and medians, never asserts.
+//!
+//! Modes: `default` (tcpwin-trace, change-only events), `bpftrace` (Debian's bpftrace reading
+//! the same fields from the same tracepoints), `ss-poll` (`ss -tinm` every 100 ms). The tool has
+//! no per-packet raw mode: per-packet facts are aggregated in the kernel by design.
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+
+use crate::{
+    lab::{Tracer, Transfer},
+    netns::Pair,
+    session,
+};
+
+const PORT: u16 = 5402;
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Paired runs per mode
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Bytes per transfer
+    #[arg(long, default_value_t = 2 << 30)]
+    pub bytes: u64,
+    /// One JSON object per mode
+    #[arg(long)]
+    pub json: bool,
+    /// Skip the bpftrace and ss peers
+    #[arg(long)]
+    pub no_peers: bool,
+}
+
+/// Total CPU time of the machine (user+nice+system+irq+softirq), seconds.
+fn cpu_seconds() -> f64 {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> = s
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .map(|&i| f.get(i).copied().unwrap_or(0.0))
+        .sum::<f64>();
+    // SAFETY: sysconf has no preconditions.
+    busy / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+fn proc_cpu_seconds(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // fields after "(comm)": state=0 ... utime=11 stime=12
+    let (u, st) = (
+        f.get(11).copied().unwrap_or(0.0),
+        f.get(12).copied().unwrap_or(0.0),
+    );
+    // SAFETY: sysconf has no preconditions.
+    (u + st) / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|k| k * 1024)
+}
+
+/// IDs of every loaded BPF program (bpftool's listing).
+fn program_ids() -> std::collections::HashSet<u64> {
+    let Ok(out) = Command::new("bpftool")
+        .args(["prog", "show", "-j"])
+        .output()
+    else {
+        return Default::default();
+    };
+    let progs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    progs.iter().filter_map(|p| p["id"].as_u64()).collect()
+}
+
+/// (run_time_ns, run_cnt) summed over the given programs.
+fn bpf_stats(ids: &std::collections::HashSet<u64>) -> (u64, u64) {
+    let Ok(out) = Command::new("bpftool")
+        .args(["prog", "show", "-j"])
+        .output()
+    else {
+        return (0, 0);
+    };
+    let progs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    progs
+        .iter()
+        .filter(|p| p["id"].as_u64().is_some_and(|id| ids.contains(&id)))
+        .fold((0, 0), |(t, c), p| {
+            (
+                t + p["run_time_ns"].as_u64().unwrap_or(0),
+                c + p["run_cnt"].as_u64().unwrap_or(0),
+            )
+        })
+}
+
+/// Turns `kernel.bpf_stats_enabled` on and restores it when dropped.
+struct BpfStats(String);
+
+impl BpfStats {
+    fn enable() -> Result<BpfStats> {
+        let path = "/proc/sys/kernel/bpf_stats_enabled";
+        let old = std::fs::read_to_string(path).context("kernel.bpf_stats_enabled")?;
+        std::fs::write(path, "1")?;
+        Ok(BpfStats(old.trim().to_string()))
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", &self.0);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Mode {
+    Untraced,
+    Default,
+    Bpftrace,
+    SsPoll,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Untraced => "untraced",
+            Mode::Default => "default",
+            Mode::Bpftrace => "bpftrace",
+            Mode::SsPoll => "ss-poll",
+        }
+    }
+}
+
+#[derive(Default, Debug, Clone)]
+struct Sample {
+    throughput_bps: f64,
+    cpu_per_gb: f64,
+    bpf_ns: u64,
+    bpf_hits: u64,
+    transfer_cpu_s: f64,
+    drops: Option<u64>,
+    events_per_sec: Option<f64>,
+    changes_seen: Option<u64>,
+    tracer_cpu_share: Option<f64>,
+    tracer_rss: Option<u64>,
+}
+
+/// A running observer for one traced run.
+enum Observer {
+    None,
+    Tracer(Tracer),
+    Bpftrace(Child),
+    Ss {
+        stop: Arc<AtomicBool>,
+        handle: std::thread::JoinHandle<(u64, f64)>,
+    },
+}
+
+const BPFTRACE_SCRIPT: &str = r#"
+tracepoint:tcp:tcp_probe /args->sport == PORT || args->dport == PORT/ {
+  $tp = (struct tcp_sock *)args->skaddr;
+  $v = ((uint64)$tp->scaling_ratio << 56) | ((uint64)$tp->window_clamp << 24) ^ (uint64)$tp->rcv_ssthresh;
+  if (@last[args->sock_cookie] != $v) { @changes = count(); @last[args->sock_cookie] = $v; }
+}
+tracepoint:tcp:tcp_rcv_space_adjust /args->sport == PORT || args->dport == PORT/ {
+  $tp = (struct tcp_sock *)args->skaddr;
+  $v = ((uint64)$tp->scaling_ratio << 56) | ((uint64)$tp->window_clamp << 24) ^ (uint64)$tp->rcv_ssthresh;
+  if (@last[args->sock_cookie] != $v) { @changes = count(); @last[args->sock_cookie] = $v; }
+}
+END { clear(@last); }
+"#;
+
+fn ensure_tracefs() {
+    if !std::path::Path::new("/sys/kernel/tracing/events").exists() {
+        let _ = Command::new("mount")
+            .args(["-t", "tracefs", "tracefs", "/sys/kernel/tracing"])
+            .status();
+    }
+}
+
+fn start_bpftrace() -> Result<Child> {
+    ensure_tracefs();
+    let script = BPFTRACE_SCRIPT.replace("PORT", &PORT.to_string());
+    let mut child = Command::new("bpftrace")
+        .args(["-e", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("bpftrace (apt-get install bpftrace)")?;
+    // wait for "Attaching N probes..."
+    let so = child.stdout.take().expect("piped");
+    let mut r = BufReader::new(so);
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        line.clear();
+        if r.read_line(&mut line)? == 0 {
+            bail!("bpftrace exited before attaching");
+        }
+        if line.contains("Attaching") {
+            break;
+        }
+    }
+    // keep the rest of stdout for the changes count
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut r, &mut s);
+        let _ = tx.send(s);
+    });
+    BPFTRACE_OUT.with(|c| *c.borrow_mut() = Some(rx));
+    Ok(child)
+}
+
+thread_local! {
+    static BPFTRACE_OUT: std::cell::RefCell<Option<std::sync::mpsc::Receiver<String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Polls `ss -tinm` in the receiver's namespace every 100 ms; returns (changes of rcv_ssthresh
+/// seen, CPU seconds the polling cost).
+fn start_ss(ns: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, f64)> {
+    std::thread::spawn(move || {
+        let mut last: HashMap<String, String> = HashMap::new();
+        let (mut changes, mut cpu) = (0u64, 0.0f64);
+        while !stop.load(Ordering::SeqCst) {
+            let t0 = Instant::now();
+            let Ok(child) = Pair::exec(&ns, "ss")
+                .args(["-tinmH", "state", "established"])
+                .stdout(Stdio::piped())
+                .spawn()
+            else {
+                break;
+            };
+            let pid = child.id() as i32;
+            let out = child.wait_with_output_rusage(pid);
+            cpu += out.1;
+            let text = out.0;
+            let mut key = String::new();
+            for l in text.lines() {
+                if !l.starts_with(char::is_whitespace) {
+                    key = l
+                        .split_whitespace()
+                        .skip(2)
+                        .take(2)
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    continue;
+                }
+                if let Some(v) = l
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("rcv_ssthresh:"))
+                {
+                    if last.get(&key).map(String::as_str) != Some(v) {
+                        changes += 1;
+                        last.insert(key.clone(), v.to_string());
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100).saturating_sub(t0.elapsed()));
+        }
+        (changes, cpu)
+    })
+}
+
+trait RusageWait {
+    fn wait_with_output_rusage(self, pid: i32) -> (String, f64);
+}
+
+impl RusageWait for Child {
+    /// Reads stdout, then reaps the child with wait4 to learn its CPU time.
+    fn wait_with_output_rusage(mut self, pid: i32) -> (String, f64) {
+        let mut s = String::new();
+        if let Some(mut so) = self.stdout.take() {
+            let _ = std::io::Read::read_to_string(&mut so, &mut s);
+        }
+        let mut status = 0;
+        // SAFETY: zeroed rusage is valid; wait4 on our own child.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (s, secs(ru.ru_utime) + secs(ru.ru_stime))
+    }
+}
+
+fn start_observer(mode: Mode, pair: &Pair) -> Result<Observer> {
+    let exe = std::env::current_exe()?;
+    Ok(match mode {
+        Mode::Untraced => Observer::None,
+        Mode::Default => Observer::Tracer(Tracer::start(
+            &exe,
+            &["--port", &PORT.to_string(), "-q", "--json"],
+            Stdio::piped(),
+            Duration::from_secs(60),
+        )?),
+        Mode::Bpftrace => Observer::Bpftrace(start_bpftrace()?),
+        Mode::SsPoll => {
+            let stop = Arc::new(AtomicBool::new(false));
+            let handle = start_ss(pair.b.clone(), stop.clone());
+            Observer::Ss { stop, handle }
+        }
+    })
+}
+
+/// Pins the calling thread (and so the processes it spawns) to one CPU, or back to all.
+fn pin_this_thread(cpu: Option<usize>) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET stays within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let n = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize;
+        match cpu {
+            Some(c) => libc::CPU_SET(c.min(n - 1), &mut set),
+            None => (0..n).for_each(|c| libc::CPU_SET(c, &mut set)),
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v[v.len() / 2]
+}
+
+fn one_run(pair: &Pair, mode: Mode, bytes: u64) -> Result<Sample> {
+    let exe = std::env::current_exe()?;
+    // the observer's programs are the ones that appear when it starts
+    let ids_before = program_ids();
+    let obs = start_observer(mode, pair)?;
+    let ids: std::collections::HashSet<u64> =
+        program_ids().difference(&ids_before).copied().collect();
+    let obs_pid = match &obs {
+        Observer::Tracer(t) => Some(t.child.id()),
+        Observer::Bpftrace(c) => Some(c.id()),
+        _ => None,
+    };
+    let (bpf0, obs_cpu0) = match obs_pid {
+        Some(p) => (bpf_stats(&ids), proc_cpu_seconds(p)),
+        None => ((0, 0), 0.0),
+    };
+    // Sender and receiver (spawned from this thread) share one CPU; the observer does not.
+    pin_this_thread(Some(1));
+    let cpu0 = cpu_seconds();
+    let t0 = Instant::now();
+    let t = Transfer {
+        exe: exe.clone(),
+        pair,
+        port: PORT,
+        bytes,
+        conns: 1,
+        ipv6: false,
+        rcvbuf: None,
+        timeout: Duration::from_secs(300),
+    };
+    let done = t.run_both(true);
+    pin_this_thread(None);
+    let (_, tx) = done?;
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
+    let mut s = Sample {
+        throughput_bps: tx
+            .first()
+            .and_then(|v| v["throughput_bps"].as_f64())
+            .unwrap_or(0.0),
+        cpu_per_gb: cpu / (bytes as f64 / 1e9),
+        transfer_cpu_s: cpu,
+        ..Sample::default()
+    };
+    if let Some(p) = obs_pid {
+        let (ns1, cnt1) = bpf_stats(&ids);
+        s.bpf_ns = ns1.saturating_sub(bpf0.0);
+        s.bpf_hits = cnt1.saturating_sub(bpf0.1);
+        s.tracer_cpu_share = Some((proc_cpu_seconds(p) - obs_cpu0) / wall);
+        s.tracer_rss = peak_rss_bytes(p);
+    }
+    match obs {
+        Observer::None => {}
+        Observer::Tracer(t) => {
+            let (_, out, _) = t.stop(Duration::from_secs(30))?;
+            let sum = out
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|v| v["event"] == "summary")
+                .context("tracer summary")?;
+            let received = sum["events_received"].as_u64().unwrap_or(0);
+            s.drops = sum["counters"]["dropped"].as_u64();
+            s.events_per_sec = Some(received as f64 / wall);
+            s.changes_seen = Some(received);
+        }
+        Observer::Bpftrace(mut c) => {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+            let _ = c.wait();
+            let out = BPFTRACE_OUT
+                .with(|o| o.borrow_mut().take())
+                .and_then(|rx| rx.recv_timeout(Duration::from_secs(10)).ok())
+                .unwrap_or_default();
+            s.changes_seen = Some(
+                out.lines()
+                    .find_map(|l| l.strip_prefix("@changes: "))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0),
+            );
+        }
+        Observer::Ss { stop, handle } => {
+            stop.store(true, Ordering::SeqCst);
+            let (changes, cpu) = handle.join().unwrap_or((0, 0.0));
+            s.changes_seen = Some(changes);
+            s.tracer_cpu_share = Some(cpu / wall);
+        }
+    }
+    Ok(s)
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    session::check_privileges()?;
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let pair = Pair::create(&format!("tcpwin-bench-{}", std::process::id()), 1500)?;
+    let _stats = BpfStats::enable()?;
+    let mut modes = vec![Mode::Default];
+    if !args.no_peers {
+        if Command::new("bpftrace").arg("--version").output().is_ok() {
+            modes.push(Mode::Bpftrace);
+        } else {
+            eprintln!(
+                "bench: bpftrace not installed: its row is skipped (apt-get install bpftrace)"
+            );
+        }
+        modes.push(Mode::SsPoll);
+    }
+    let mut samples: HashMap<Mode, Vec<Sample>> = HashMap::new();
+    for i in 0..args.runs {
+        for &m in &modes {
+            for mode in [Mode::Untraced, m] {
+                let s = one_run(&pair, mode, args.bytes)
+                    .with_context(|| format!("run {i} mode {}", mode.name()))?;
+                if !args.json {
+                    eprintln!(
+                        "bench: run {} {:<9} {:>7.2} Gbit/s  {:.2} CPU-s/GB",
+                        i + 1,
+                        mode.name(),
+                        s.throughput_bps / 1e9,
+                        s.cpu_per_gb
+                    );
+                }
+                samples.entry(mode).or_default().push(s);
+            }
+        }
+    }
+    report(&samples, &modes, args.json);
+    Ok(())
+}
+
+fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) {
+    let base = &samples[&Mode::Untraced];
+    let base_tp = median(base.iter().map(|s| s.throughput_bps).collect());
+    let base_cpu = median(base.iter().map(|s| s.cpu_per_gb).collect());
+    let range = |v: Vec<f64>| {
+        let min = v.iter().cloned().fold(f64::INFINITY, f64::min);
+        let max = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        (median(v), min, max)
+    };
+    if !json_out {
+        println!(
+            "\n{:<9} {:>22} {:>22} {:>12} {:>10} {:>9} {:>6} {:>8} {:>11} {:>10}",
+            "mode",
+            "throughput ratio",
+            "CPU/GB ratio",
+            "BPF ns/hit",
+            "BPF share",
+            "events/s",
+            "drops",
+            "changes",
+            "tracer CPU",
+            "tracer RSS"
+        );
+    }
+    let raw = json!({"mode": "raw", "bpf_ns_per_hit": null, "bpf_cpu_share": null, "throughput_ratio": null,
+        "cpu_per_gb_ratio": null, "drops": null, "events_per_sec": null, "changes_seen": null,
+        "tracer_cpu_share": null, "tracer_rss_bytes": null,
+        "note": "no per-packet raw mode: per-packet facts are aggregated in the kernel"});
+    for &m in modes {
+        let v = &samples[&m];
+        let tp = range(v.iter().map(|s| s.throughput_bps / base_tp).collect());
+        let cpu = range(v.iter().map(|s| s.cpu_per_gb / base_cpu).collect());
+        let hits: u64 = v.iter().map(|s| s.bpf_hits).sum();
+        let ns: u64 = v.iter().map(|s| s.bpf_ns).sum();
+        let ns_per_hit = (hits > 0).then(|| ns as f64 / hits as f64);
+        let transfer_cpu: f64 = v.iter().map(|s| s.transfer_cpu_s).sum();
+        let bpf_share = (hits > 0).then(|| ns as f64 / 1e9 / transfer_cpu);
+        let drops = v.iter().map(|s| s.drops).sum::<Option<u64>>();
+        let eps = v
+            .iter()
+            .map(|s| s.events_per_sec)
+            .collect::<Option<Vec<_>>>()
+            .map(median);
+        let changes = v
+            .iter()
+            .map(|s| s.changes_seen)
+            .collect::<Option<Vec<_>>>()
+            .map(|c| median(c.iter().map(|&x| x as f64).collect()) as u64);
+        let tcpu = v
+            .iter()
+            .map(|s| s.tracer_cpu_share)
+            .collect::<Option<Vec<_>>>()
+            .map(median);
+        let rss = v.iter().filter_map(|s| s.tracer_rss).max();
+        if json_out {
+            println!(
+                "{}",
+                json!({"mode": m.name(), "bpf_ns_per_hit": ns_per_hit, "bpf_cpu_share": bpf_share,
+                    "throughput_ratio": tp.0, "throughput_ratio_min": tp.1, "throughput_ratio_max": tp.2,
+                    "cpu_per_gb_ratio": cpu.0, "cpu_per_gb_ratio_min": cpu.1, "cpu_per_gb_ratio_max": cpu.2,
+                    "drops": drops, "events_per_sec": eps, "changes_seen": changes,
+                    "tracer_cpu_share": tcpu, "tracer_rss_bytes": rss, "runs": v.len()})
+            );
+        } else {
+            let o = |x: Option<String>| x.unwrap_or_else(|| "-".into());
+            println!(
+                "{:<9} {:>22} {:>22} {:>12} {:>10} {:>9} {:>6} {:>8} {:>11} {:>10}",
+                m.name(),
+                format!("{:.3} ({:.3}-{:.3})", tp.0, tp.1, tp.2),
+                format!("{:.3} ({:.3}-{:.3})", cpu.0, cpu.1, cpu.2),
+                o(ns_per_hit.map(|v| format!("{v:.0}"))),
+                o(bpf_share.map(|v| format!("{:.2}%", v * 100.0))),
+                o(eps.map(|v| format!("{v:.0}"))),
+                o(drops.map(|v| v.to_string())),
+                o(changes.map(|v| v.to_string())),
+                o(tcpu.map(|v| format!("{:.2}%", v * 100.0))),
+                o(rss.map(|v| format!("{:.1} MiB", v as f64 / 1048576.0))),
+            );
+        }
+    }
+    if json_out {
+        println!("{raw}");
+    } else {
+        println!("raw       (none: per-packet facts are aggregated in the kernel, never streamed)");
+        println!(
+            "untraced: median {:.2} Gbit/s, {:.2} CPU-s/GB over {} runs",
+            base_tp / 1e9,
+            base_cpu,
+            base.len()
+        );
+    }
+}

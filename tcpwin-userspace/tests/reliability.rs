@@ -1,0 +1,325 @@
+//! A tracer that survives abuse: signals leave nothing attached, a flood is counted exactly,
+//! thousands of sockets keep memory flat, the traced PID's exit ends the trace, no tracefs needed.
+//! Needs root (fails, never skips, without it). The soak test runs TCPWIN_SOAK_SECS (default 60).
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    process::{Command, Stdio},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use tcpwin_userspace::lab::Tracer;
+
+const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("RELIABILITY TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
+    }
+}
+
+fn start(args: &[&str]) -> Tracer {
+    require_root();
+    Tracer::start(
+        std::path::Path::new(EXE),
+        args,
+        Stdio::piped(),
+        Duration::from_secs(60),
+    )
+    .expect("tracer starts")
+}
+
+/// The kernel's own listing of BPF programs (bpftool).
+fn programs() -> Vec<Value> {
+    let out = Command::new("bpftool")
+        .args(["prog", "show", "-j"])
+        .output()
+        .expect("bpftool (apt-get install bpftool; `cargo xtask setup` installs it)");
+    serde_json::from_slice(&out.stdout).expect("bpftool JSON")
+}
+
+/// IDs of loaded programs named like ours (a kernel without BTF names keeps 15 characters).
+fn our_programs() -> Vec<u64> {
+    const NAMES: [&str; 5] = [
+        "tcp_probe",
+        "inet_sock_set_state",
+        "tcp_destroy_sock",
+        "tp_tcp_rcv_space_adjust",
+        "tp_tcp_rcvbuf_grow",
+    ];
+    programs()
+        .iter()
+        .filter(|p| {
+            let n = p["name"].as_str().unwrap_or("");
+            n.len() >= 9
+                && (NAMES.iter().any(|full| full.starts_with(n))
+                    || ["fentry_", "fexit_", "kprobe_", "kretprobe_"]
+                        .iter()
+                        .any(|pre| n.starts_with(pre) && n.contains("tcp_")))
+        })
+        .filter_map(|p| p["id"].as_u64())
+        .collect()
+}
+
+/// Waits (the kernel frees programs asynchronously after the last fd closes) until none of ours
+/// is loaded; returns what is still there after 10 s.
+fn settle() -> Vec<u64> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = our_programs();
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Loopback server on `port` that reads each connection to EOF.
+fn sink_server(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    l.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        while !stop.load(Ordering::SeqCst) {
+            match l.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    while let Ok(n) = s.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    })
+}
+
+fn connections(port: u16, n: usize, bytes: usize) {
+    let data = vec![1u8; bytes];
+    for _ in 0..n {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        if bytes > 0 {
+            s.write_all(&data).unwrap();
+        }
+        drop(s);
+    }
+}
+
+fn summary_of(out: &str) -> Value {
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "summary")
+        .unwrap_or_else(|| panic!("no summary in: {out}"))
+}
+
+#[test]
+fn signals_leave_nothing_attached() {
+    require_root();
+    assert_eq!(
+        settle(),
+        Vec::<u64>::new(),
+        "another tracer is running: stop it first"
+    );
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGKILL] {
+        let t = start(&["-q"]);
+        assert!(
+            our_programs().len() >= 4,
+            "the tracer's programs are loaded"
+        );
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(t.child.id() as i32, sig) };
+        let (status, out, err) = t.stop(Duration::from_secs(20)).unwrap();
+        if sig != libc::SIGKILL {
+            assert!(status.success(), "signal {sig}: {status} {err:?}");
+            assert!(out.contains("tcpwin-trace summary"), "signal {sig}: {out}");
+        }
+        assert_eq!(
+            settle(),
+            Vec::<u64>::new(),
+            "signal {sig} left programs loaded"
+        );
+    }
+    // and a second tracer starts right after
+    let t = start(&["-q"]);
+    let (status, _, _) = t.stop(Duration::from_secs(20)).unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn traced_pid_exit_ends_the_trace() {
+    require_root();
+    let mut victim = Command::new("sleep").arg("1.5").spawn().unwrap();
+    let pid = victim.id().to_string();
+    let t = start(&["--pid", &pid, "--json"]);
+    victim.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut t = t;
+    while t.child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the trace did not end after the PID exited"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, out, err) = t.stop(Duration::from_secs(5)).unwrap();
+    assert!(status.success(), "{err:?}");
+    assert!(
+        err.iter()
+            .any(|l| l.contains(&format!("process {pid} exited"))),
+        "{err:?}"
+    );
+    assert_eq!(
+        summary_of(&out)["stop_reason"],
+        format!("process {pid} exited")
+    );
+}
+
+/// More events than a 4 KiB ring buffer holds: every loss is counted, and the counts add up.
+#[test]
+fn flood_losses_are_counted_exactly() {
+    let port = 5321;
+    let stop = Arc::new(AtomicBool::new(false));
+    let srv = sink_server(port, stop.clone());
+    let t = start(&["--port", &port.to_string(), "--ringbuf-kib", "4", "--json"]);
+    let workers: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || connections(port, 400, 200_000)))
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, out, err) = t.stop(Duration::from_secs(30)).unwrap();
+    stop.store(true, Ordering::SeqCst);
+    srv.join().unwrap();
+    assert!(
+        status.success(),
+        "the tracer keeps running through a flood: {err:?}"
+    );
+    let s = summary_of(&out);
+    let c = &s["counters"];
+    let (due, sent, dropped) = (
+        c["due"].as_u64().unwrap(),
+        c["sent"].as_u64().unwrap(),
+        c["dropped"].as_u64().unwrap(),
+    );
+    let received = s["events_received"].as_u64().unwrap();
+    let printed = out
+        .lines()
+        .filter(|l| l.starts_with('{') && !l.contains("\"summary\""))
+        .count() as u64;
+    assert!(
+        dropped > 0,
+        "the flood should overflow a 4 KiB ring buffer: {s}"
+    );
+    assert_eq!(due, sent + dropped, "{s}");
+    assert_eq!(
+        received, sent,
+        "every event handed to the ring buffer was read: {s}"
+    );
+    assert_eq!(printed, received, "every event read was printed");
+    assert_eq!(s["events_lost"].as_u64().unwrap(), dropped, "{s}");
+    assert!(
+        err.iter().any(|l| l.contains("events lost")),
+        "a loss is never silent: {err:?}"
+    );
+}
+
+/// 10,000 short connections: kernel maps are bounded (LRU) and the tracer's memory stays flat.
+#[test]
+fn ten_thousand_sockets_keep_memory_flat() {
+    let port = 5322;
+    let stop = Arc::new(AtomicBool::new(false));
+    let srv = sink_server(port, stop.clone());
+    let t = start(&["--port", &port.to_string(), "-q"]);
+    let pid = t.child.id();
+    connections(port, 1000, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    let warm = rss_kib(pid);
+    connections(port, 9000, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    let after = rss_kib(pid);
+    let (status, out, _) = t.stop(Duration::from_secs(30)).unwrap();
+    stop.store(true, Ordering::SeqCst);
+    srv.join().unwrap();
+    assert!(status.success());
+    assert!(
+        after < warm + 4 * 1024,
+        "RSS grew from {warm} KiB to {after} KiB over 9,000 connections"
+    );
+    assert!(
+        out.contains("sockets reported: 20000"),
+        "both ends of 10,000 connections: {out}"
+    );
+    assert!(out.contains("state_full=0"), "{out}");
+}
+
+/// The tracepoint backend needs no tracefs: with tracefs and debugfs hidden it still runs.
+#[test]
+fn runs_without_tracefs() {
+    require_root();
+    let script = format!(
+        "mount -t tmpfs none /sys/kernel/tracing && (mount -t tmpfs none /sys/kernel/debug 2>/dev/null; true) && {EXE} -d 1 -q --backend tracepoint"
+    );
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare (util-linux)");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.success(), "{err}");
+}
+
+/// A few minutes of mixed load (CI); `TCPWIN_SOAK_SECS=3600` for the documented hour.
+#[test]
+fn soak_memory_does_not_grow() {
+    let secs: u64 = std::env::var("TCPWIN_SOAK_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let port = 5323;
+    let stop = Arc::new(AtomicBool::new(false));
+    let srv = sink_server(port, stop.clone());
+    let t = start(&["--port", &port.to_string(), "-q"]);
+    let pid = t.child.id();
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut samples = Vec::new();
+    let mut next_sample = Instant::now();
+    while Instant::now() < end {
+        connections(port, 20, 0);
+        connections(port, 1, 4 << 20);
+        if Instant::now() >= next_sample {
+            samples.push(rss_kib(pid));
+            next_sample += Duration::from_secs(2);
+        }
+    }
+    let (status, out, _) = t.stop(Duration::from_secs(30)).unwrap();
+    stop.store(true, Ordering::SeqCst);
+    srv.join().unwrap();
+    assert!(status.success());
+    assert!(samples.len() >= 5, "{samples:?}");
+    let warm = samples[samples.len() / 3];
+    let last = *samples.last().unwrap();
+    eprintln!("soak {secs} s: RSS samples (KiB) {samples:?}");
+    assert!(
+        last < warm + 2 * 1024,
+        "RSS grew from {warm} to {last} KiB after warm-up: {samples:?}"
+    );
+    assert!(out.contains("dropped=0"), "{out}");
+}
