@@ -52,7 +52,7 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
         }
         // leaving a state that carries data (closing): a last look at the window
         _ if tcp_state::carries_data(old_state) => {
-            observe(sk, hook::TP_SET_STATE, cookie(sk), Pkt::None)
+            observe(sk, hook::TP_SET_STATE, || cookie(sk), Pkt::None)
         }
         _ => emit::count(hook::TP_SET_STATE as u32),
     }
@@ -73,8 +73,7 @@ pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
 pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
     let sk: u64 = ctx.arg(0);
     let skb: u64 = ctx.arg(1);
-    let shape = read::skb_shape(skb, false);
-    observe(sk, hook::TP_TCP_PROBE, cookie(sk), Pkt::Before(shape));
+    observe(sk, hook::TP_TCP_PROBE, || cookie(sk), Pkt::Before(skb));
     0
 }
 
@@ -83,14 +82,14 @@ pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
 pub fn tp_tcp_rcv_space_adjust(ctx: BtfTracePointContext) -> i32 {
     let sk: u64 = ctx.arg(0);
     track::process_context(sk, 0);
-    observe(sk, hook::TP_RCV_SPACE_ADJUST, cookie(sk), Pkt::None);
+    observe(sk, hook::TP_RCV_SPACE_ADJUST, || cookie(sk), Pkt::None);
     0
 }
 
 #[btf_tracepoint(function = "tcp_rcvbuf_grow")]
 pub fn tp_tcp_rcvbuf_grow(ctx: BtfTracePointContext) -> i32 {
     let sk: u64 = ctx.arg(0);
-    observe(sk, hook::TP_RCVBUF_GROW, cookie(sk), Pkt::None);
+    observe(sk, hook::TP_RCVBUF_GROW, || cookie(sk), Pkt::None);
     0
 }
 
@@ -101,8 +100,7 @@ pub fn tp_tcp_rcvbuf_grow(ctx: BtfTracePointContext) -> i32 {
 pub fn fexit_tcp_measure_rcv_mss(ctx: FExitContext) -> i32 {
     let sk: u64 = ctx.arg(0);
     let skb: u64 = ctx.arg(1);
-    let shape = read::skb_shape(skb, true);
-    observe(sk, hook::FN_MEASURE_RCV_MSS, cookie(sk), Pkt::After(shape));
+    observe(sk, hook::FN_MEASURE_RCV_MSS, || cookie(sk), Pkt::After(skb));
     0
 }
 
@@ -111,8 +109,7 @@ pub fn fexit_tcp_measure_rcv_mss(ctx: FExitContext) -> i32 {
 pub fn fexit_tcp_event_data_recv(ctx: FExitContext) -> i32 {
     let sk: u64 = ctx.arg(0);
     let skb: u64 = ctx.arg(1);
-    let shape = read::skb_shape(skb, true);
-    observe(sk, hook::FN_EVENT_DATA_RECV, cookie(sk), Pkt::After(shape));
+    observe(sk, hook::FN_EVENT_DATA_RECV, || cookie(sk), Pkt::After(skb));
     0
 }
 
@@ -120,14 +117,19 @@ pub fn fexit_tcp_event_data_recv(ctx: FExitContext) -> i32 {
 pub fn fentry_tcp_rcv_space_adjust(ctx: FEntryContext) -> i32 {
     let sk: u64 = ctx.arg(0);
     track::process_context(sk, 0);
-    observe(sk, hook::FN_RCV_SPACE_ADJUST_ENTRY, cookie(sk), Pkt::None);
+    observe(
+        sk,
+        hook::FN_RCV_SPACE_ADJUST_ENTRY,
+        || cookie(sk),
+        Pkt::None,
+    );
     0
 }
 
 #[fexit(function = "tcp_rcv_space_adjust")]
 pub fn fexit_tcp_rcv_space_adjust(ctx: FExitContext) -> i32 {
     let sk: u64 = ctx.arg(0);
-    observe(sk, hook::FN_RCV_SPACE_ADJUST_EXIT, cookie(sk), Pkt::None);
+    observe(sk, hook::FN_RCV_SPACE_ADJUST_EXIT, || cookie(sk), Pkt::None);
     0
 }
 
@@ -238,8 +240,7 @@ pub fn kprobe_tcp_measure_rcv_mss(ctx: ProbeContext) -> u32 {
 #[kretprobe]
 pub fn kretprobe_tcp_measure_rcv_mss(_ctx: RetProbeContext) -> u32 {
     let s = take(0);
-    let shape = read::skb_shape(s.a1, true);
-    observe(s.a0, hook::FN_MEASURE_RCV_MSS, 0, Pkt::After(shape));
+    observe(s.a0, hook::FN_MEASURE_RCV_MSS, || 0, Pkt::After(s.a1));
     0
 }
 
@@ -248,14 +249,14 @@ pub fn kprobe_tcp_rcv_space_adjust(ctx: ProbeContext) -> u32 {
     let sk: u64 = ctx.arg(0).unwrap_or(0);
     save(1, &ctx);
     track::process_context(sk, 0);
-    observe(sk, hook::FN_RCV_SPACE_ADJUST_ENTRY, 0, Pkt::None);
+    observe(sk, hook::FN_RCV_SPACE_ADJUST_ENTRY, || 0, Pkt::None);
     0
 }
 
 #[kretprobe]
 pub fn kretprobe_tcp_rcv_space_adjust(_ctx: RetProbeContext) -> u32 {
     let s = take(1);
-    observe(s.a0, hook::FN_RCV_SPACE_ADJUST_EXIT, 0, Pkt::None);
+    observe(s.a0, hook::FN_RCV_SPACE_ADJUST_EXIT, || 0, Pkt::None);
     0
 }
 

@@ -46,35 +46,45 @@ pub fn bits(base: u64, bit: u32, width: u32) -> u32 {
     (word >> (bit % 8)) & ((1u32 << width) - 1)
 }
 
-/// What a socket's receive-window machinery looks like right now.
+/// The values whose change is reported (read on every hook hit: keep it small).
 #[derive(Clone, Copy, Default)]
 pub struct Snapshot {
     pub ratio: u8,
-    pub userlocks: u8,
-    pub state: u8,
     pub window_clamp: u32,
     pub rcv_ssthresh: u32,
     pub sk_rcvbuf: u32,
     pub rcvq_space: u32,
+}
+
+#[inline(always)]
+pub fn snapshot(sk: u64) -> Snapshot {
+    let rcvbuf: i32 = at(sk, off!(sk_rcvbuf));
+    Snapshot {
+        ratio: at(sk, off!(tp_scaling_ratio)),
+        window_clamp: at(sk, off!(tp_window_clamp)),
+        rcv_ssthresh: at(sk, off!(tp_rcv_ssthresh)),
+        sk_rcvbuf: rcvbuf as u32,
+        rcvq_space: at(sk, off!(tp_rcvq_space)),
+    }
+}
+
+/// The rest of what an event shows (read only when reporting).
+#[derive(Clone, Copy, Default)]
+pub struct Details {
+    pub userlocks: u8,
+    pub state: u8,
     pub rcv_wnd: u32,
     pub rcv_mss: u32,
     pub advmss: u32,
 }
 
 #[inline(always)]
-pub fn snapshot(sk: u64) -> Snapshot {
-    let rcv_mss: u16 = at(sk, off!(icsk_rcv_mss));
-    let rcvbuf: i32 = at(sk, off!(sk_rcvbuf));
-    Snapshot {
-        ratio: at(sk, off!(tp_scaling_ratio)),
+pub fn details(sk: u64) -> Details {
+    Details {
         userlocks: at(sk, off!(sk_userlocks)),
         state: at(sk, off!(skc_state)),
-        window_clamp: at(sk, off!(tp_window_clamp)),
-        rcv_ssthresh: at(sk, off!(tp_rcv_ssthresh)),
-        sk_rcvbuf: rcvbuf as u32,
-        rcvq_space: at(sk, off!(tp_rcvq_space)),
         rcv_wnd: at(sk, off!(tp_rcv_wnd)),
-        rcv_mss: rcv_mss as u32,
+        rcv_mss: at::<u16>(sk, off!(icsk_rcv_mss)) as u32,
         advmss: at::<u16>(sk, off!(tp_advmss)) as u32,
     }
 }
@@ -165,8 +175,21 @@ pub struct SkbShape {
     pub gso_segs: u16,
 }
 
-/// Reads a packet. `header_pulled`: false at `tcp:tcp_probe` (skb->data still points at the TCP
-/// header, whose length is subtracted), true inside `tcp_measure_rcv_mss` / `tcp_event_data_recv`.
+impl SkbShape {
+    /// What `tcp_measure_rcv_mss` would set from this packet: `(len << 8) / truesize`.
+    #[inline(always)]
+    pub fn ratio(&self) -> u64 {
+        if self.truesize == 0 {
+            return 0;
+        }
+        ((self.len as u64) << 8) / self.truesize as u64
+    }
+}
+
+/// Reads a packet's length, truesize and ingress interface. `header_pulled`: false at
+/// `tcp:tcp_probe` (skb->data still points at the TCP header, whose length is subtracted), true
+/// inside `tcp_measure_rcv_mss` / `tcp_event_data_recv`. The GSO fields are read separately
+/// ([`skb_gso`]), only for a packet that could change the ratio.
 #[inline(always)]
 pub fn skb_shape(skb: u64, header_pulled: bool) -> SkbShape {
     let mut len: u32 = at(skb, off!(skb_len));
@@ -176,16 +199,23 @@ pub fn skb_shape(skb: u64, header_pulled: bool) -> SkbShape {
         let hdr = ((doff_byte >> 4) as u32) * 4;
         len = len.saturating_sub(hdr);
     }
-    let head: u64 = at(skb, off!(skb_head));
-    let end: u32 = at(skb, off!(skb_end));
-    let shinfo = if head == 0 { 0 } else { head + end as u64 };
     SkbShape {
         len,
         truesize: at(skb, off!(skb_truesize)),
         ifindex: at::<i32>(skb, off!(skb_iif)) as u32,
-        gso_size: at(shinfo, off!(shinfo_gso_size)),
-        gso_segs: at(shinfo, off!(shinfo_gso_segs)),
+        gso_size: 0,
+        gso_segs: 0,
     }
+}
+
+/// `skb_shinfo(skb)->gso_size / gso_segs` (the shared info sits at `skb->head + skb->end`).
+#[inline(always)]
+pub fn skb_gso(skb: u64, shape: &mut SkbShape) {
+    let head: u64 = at(skb, off!(skb_head));
+    let end: u32 = at(skb, off!(skb_end));
+    let shinfo = head + end as u64;
+    shape.gso_size = at(shinfo, off!(shinfo_gso_size));
+    shape.gso_segs = at(shinfo, off!(shinfo_gso_segs));
 }
 
 /// Writes the connection's identity straight into an event.

@@ -33,6 +33,7 @@ macro_rules! cfg {
 #[derive(Clone, Copy, Default)]
 pub struct SockState {
     pub cookie: u64,
+    pub netns: u32,
     pub window_clamp: u32,
     pub rcv_ssthresh: u32,
     pub sk_rcvbuf: u32,
@@ -120,6 +121,7 @@ pub fn process_context(sk: u64, new_state: u8) {
         } else {
             let st = SockState {
                 owned: 1,
+                netns: read::netns(sk),
                 ratio: read::snapshot(sk).ratio,
                 ..SockState::default()
             };
@@ -145,9 +147,9 @@ pub fn process_context(sk: u64, new_state: u8) {
 pub enum Pkt {
     None,
     /// not processed yet (`tcp:tcp_probe`): a change seen now was caused by the previous packet
-    Before(SkbShape),
+    Before(u64),
     /// just processed (`tcp_measure_rcv_mss` exit): a change seen now was caused by this packet
-    After(SkbShape),
+    After(u64),
 }
 
 #[inline(always)]
@@ -156,7 +158,7 @@ fn histogram(netns: u32, skb: &SkbShape) {
         return;
     }
     count(counter::PACKETS);
-    let mut ratio = ((skb.len as u64) << 8) / skb.truesize as u64;
+    let mut ratio = skb.ratio();
     if ratio > HIST_RATIO_MAX as u64 {
         ratio = HIST_RATIO_MAX as u64;
     }
@@ -176,64 +178,64 @@ fn histogram(netns: u32, skb: &SkbShape) {
 }
 
 /// The core of every hook: compare the socket with what was last reported, report what changed.
-/// `cookie` is 0 where the program type cannot ask for it.
+/// `cookie_of` asks for the socket cookie (0 where the program type cannot); it is called only
+/// when the socket is first seen. The hot path (a tracked socket, nothing changed) reads five
+/// socket fields and three packet fields.
 #[inline(always)]
-pub fn observe(sk: u64, hook: u8, cookie: u64, pkt: Pkt) {
+pub fn observe(sk: u64, hook: u8, cookie_of: impl Fn() -> u64, pkt: Pkt) {
     count(hook as u32);
     if sk == 0 {
         return;
     }
     let st_ptr = SOCKS.get_ptr_mut(&sk);
-    let st_ref = st_ptr.map(|p| unsafe { &*p });
-    if !wanted(sk, st_ref) {
+    // a tracked socket already passed the filters
+    if st_ptr.is_none() && !wanted(sk, None) {
         count(counter::FILTERED);
         return;
     }
     let snap = read::snapshot(sk);
-    let cookie = if cookie != 0 {
-        cookie
+    let (skb, pulled) = match pkt {
+        Pkt::Before(s) => (s, false),
+        Pkt::After(s) => (s, true),
+        Pkt::None => (0, false),
+    };
+    let mut shape = if skb != 0 {
+        read::skb_shape(skb, pulled)
     } else {
-        read::raw_cookie(sk)
+        SkbShape::default()
     };
-    let shape = match pkt {
-        Pkt::Before(s) | Pkt::After(s) => Some(s),
-        Pkt::None => None,
-    };
-    let netns = read::netns(sk);
-    if let Some(s) = &shape {
-        histogram(netns, s);
-    }
 
     let Some(st_ptr) = st_ptr else {
         // First sight of a socket that existed before the trace: report what it looks like,
         // unless it is not (or no longer) a connection with a receive window.
-        if !tcp_state::carries_data(snap.state) {
+        let state: u8 = read::at(sk, off!(skc_state));
+        if !tcp_state::carries_data(state) {
             return;
         }
+        let c = cookie_of();
         let mut st = SockState {
-            cookie,
+            cookie: if c != 0 { c } else { read::raw_cookie(sk) },
+            netns: read::netns(sk),
             owned: cfg!(filter_pid),
             ..SockState::default()
         };
         remember(&mut st, &snap);
-        if let Some(s) = shape {
-            if s.len != 0 {
-                st.skb = s;
-                st.has_skb = 1;
-            }
+        histogram(st.netns, &shape);
+        if shape.len != 0 {
+            read::skb_gso(skb, &mut shape);
+            st.skb = shape;
+            st.has_skb = 1;
         }
         if SOCKS.insert(&sk, &st, 0).is_err() {
             count(counter::STATE_FULL);
         }
-        report(sk, kind::SEEN, hook, cookie, &snap, None, None, None);
+        report(sk, kind::SEEN, hook, st.cookie, &snap, None, None, None);
         return;
     };
     let st = unsafe { &mut *st_ptr };
+    histogram(st.netns, &shape);
     if cfg!(filter_pid) != 0 {
         st.owned = 1;
-    }
-    if st.cookie == 0 {
-        st.cookie = cookie;
     }
     let ratio_changed = snap.ratio != st.ratio;
     let space_changed = snap.window_clamp != st.window_clamp
@@ -241,8 +243,15 @@ pub fn observe(sk: u64, hook: u8, cookie: u64, pkt: Pkt) {
         || snap.sk_rcvbuf != st.sk_rcvbuf
         || snap.rcvq_space != st.rcvq_space;
     if ratio_changed || space_changed {
+        if st.cookie == 0 {
+            st.cookie = read::raw_cookie(sk);
+        }
         let cause = match pkt {
-            Pkt::After(s) if ratio_changed => Some(s),
+            Pkt::After(_) if ratio_changed && shape.len != 0 => {
+                read::skb_gso(skb, &mut shape);
+                Some(shape)
+            }
+            // detected at a later hook: the last data packet seen before it is the cause
             _ if ratio_changed && st.has_skb != 0 => Some(st.skb),
             _ => None,
         };
@@ -263,9 +272,15 @@ pub fn observe(sk: u64, hook: u8, cookie: u64, pkt: Pkt) {
         );
         remember(st, &snap);
     }
-    if let Some(s) = shape {
-        if s.len != 0 {
-            st.skb = s;
+    // Remember a data packet that is not processed yet: if the ratio changes before the next
+    // hook, it is the cause. Only a packet whose own ratio differs from the socket's can change
+    // it, so only such a packet needs its GSO fields.
+    if let Pkt::Before(_) = pkt {
+        if shape.len != 0 {
+            if shape.ratio() != snap.ratio as u64 {
+                read::skb_gso(skb, &mut shape);
+            }
+            st.skb = shape;
             st.has_skb = 1;
         }
     }
@@ -291,6 +306,7 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
     let snap = read::snapshot(sk);
     let mut st = SockState {
         cookie,
+        netns: read::netns(sk),
         owned: cfg!(filter_pid),
         ..SockState::default()
     };
@@ -384,13 +400,14 @@ fn report(
         return;
     };
     let ev: *mut Event = entry.as_mut_ptr();
+    let d = read::details(sk);
     let (wscale, wscale_ok) = read::wscale(sk);
     let ratio_present = off!(tp_scaling_ratio) != tcpwin_common::ABSENT;
     let mut f = 0;
     if ratio_present {
         f |= flag::RATIO_PRESENT;
     }
-    if snap.userlocks & SOCK_RCVBUF_LOCK != 0 {
+    if d.userlocks & SOCK_RCVBUF_LOCK != 0 {
         f |= flag::RCVBUF_LOCKED;
     }
     if wscale_ok {
@@ -405,16 +422,16 @@ fn report(
         read::tuple_into(sk, &mut *ev);
         (*ev).kind = k;
         (*ev).hook = hook;
-        (*ev).state = snap.state;
+        (*ev).state = d.state;
         (*ev).scaling_ratio = snap.ratio;
         (*ev).rcv_wscale = wscale;
         (*ev).window_clamp = snap.window_clamp;
         (*ev).rcv_ssthresh = snap.rcv_ssthresh;
-        (*ev).rcv_wnd = snap.rcv_wnd;
+        (*ev).rcv_wnd = d.rcv_wnd;
         (*ev).sk_rcvbuf = snap.sk_rcvbuf;
         (*ev).rcvq_space = snap.rcvq_space;
-        (*ev).rcv_mss = snap.rcv_mss;
-        (*ev).advmss = snap.advmss;
+        (*ev).rcv_mss = d.rcv_mss;
+        (*ev).advmss = d.advmss;
         (*ev).prev_scaling_ratio = 0;
         (*ev).prev_window_clamp = 0;
         (*ev).prev_rcv_ssthresh = 0;
