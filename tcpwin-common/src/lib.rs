@@ -192,11 +192,9 @@ pub mod counter {
     pub const FILTERED: u32 = EVENTS_DUE + 3;
     /// per-socket state could not be stored
     pub const STATE_FULL: u32 = EVENTS_DUE + 4;
-    /// data packets seen by the per-packet histogram
-    pub const PACKETS: u32 = EVENTS_DUE + 5;
     /// packet ratio histogram slots that could not be stored
-    pub const HIST_FULL: u32 = EVENTS_DUE + 6;
-    pub const COUNT: u32 = EVENTS_DUE + 7;
+    pub const HIST_FULL: u32 = EVENTS_DUE + 5;
+    pub const COUNT: u32 = EVENTS_DUE + 6;
 }
 
 /// One event on the ring buffer.

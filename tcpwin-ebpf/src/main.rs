@@ -14,17 +14,25 @@ mod read;
 mod track;
 
 use aya_ebpf::{
-    helpers::{bpf_get_socket_cookie, bpf_probe_read_kernel},
+    helpers::{bpf_get_socket_cookie, bpf_probe_read_kernel, bpf_skc_to_tcp_sock},
     macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map},
     maps::PerCpuArray,
     programs::{BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
+use read::{Direct, Probe};
 use tcpwin_common::{hook, tcp_state, InitParams};
-use track::{observe, Pkt};
+use track::{observe, Ctx, Pkt};
 
 #[inline(always)]
 fn cookie(sk: u64) -> u64 {
     unsafe { bpf_get_socket_cookie(sk as *mut _) }
+}
+
+/// The tcp_sock-typed view of a BTF-typed `struct sock *` (0 if it is not a full TCP socket):
+/// through it the verifier accepts plain loads of tcp_sock members ([`read::Direct`]).
+#[inline(always)]
+fn tcp_sk(sk: u64) -> u64 {
+    unsafe { bpf_skc_to_tcp_sock(sk as *mut _) as u64 }
 }
 
 // ---------------------------------------------------------------- shared tracepoints
@@ -52,7 +60,7 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
         }
         // leaving a state that carries data (closing): a last look at the window
         _ if tcp_state::carries_data(old_state) => {
-            observe(sk, hook::TP_SET_STATE, || cookie(sk), Pkt::None)
+            observe::<Probe>(sk, hook::TP_SET_STATE, Ctx::Any, || cookie(sk), Pkt::None)
         }
         _ => emit::count(hook::TP_SET_STATE as u32),
     }
@@ -73,7 +81,13 @@ pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
 pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
     let sk: u64 = ctx.arg(0);
     let skb: u64 = ctx.arg(1);
-    observe(sk, hook::TP_TCP_PROBE, || cookie(sk), Pkt::Before(skb));
+    observe::<Direct>(
+        tcp_sk(sk),
+        hook::TP_TCP_PROBE,
+        Ctx::Any,
+        || cookie(sk),
+        Pkt::Before(skb),
+    );
     0
 }
 
@@ -81,15 +95,26 @@ pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "tcp_rcv_space_adjust")]
 pub fn tp_tcp_rcv_space_adjust(ctx: BtfTracePointContext) -> i32 {
     let sk: u64 = ctx.arg(0);
-    track::process_context(sk, 0);
-    observe(sk, hook::TP_RCV_SPACE_ADJUST, || cookie(sk), Pkt::None);
+    observe::<Direct>(
+        tcp_sk(sk),
+        hook::TP_RCV_SPACE_ADJUST,
+        Ctx::User,
+        || cookie(sk),
+        Pkt::None,
+    );
     0
 }
 
 #[btf_tracepoint(function = "tcp_rcvbuf_grow")]
 pub fn tp_tcp_rcvbuf_grow(ctx: BtfTracePointContext) -> i32 {
     let sk: u64 = ctx.arg(0);
-    observe(sk, hook::TP_RCVBUF_GROW, || cookie(sk), Pkt::None);
+    observe::<Direct>(
+        tcp_sk(sk),
+        hook::TP_RCVBUF_GROW,
+        Ctx::Any,
+        || cookie(sk),
+        Pkt::None,
+    );
     0
 }
 
@@ -100,7 +125,13 @@ pub fn tp_tcp_rcvbuf_grow(ctx: BtfTracePointContext) -> i32 {
 pub fn fexit_tcp_measure_rcv_mss(ctx: FExitContext) -> i32 {
     let sk: u64 = ctx.arg(0);
     let skb: u64 = ctx.arg(1);
-    observe(sk, hook::FN_MEASURE_RCV_MSS, || cookie(sk), Pkt::After(skb));
+    observe::<Direct>(
+        tcp_sk(sk),
+        hook::FN_MEASURE_RCV_MSS,
+        Ctx::Any,
+        || cookie(sk),
+        Pkt::After(skb),
+    );
     0
 }
 
@@ -109,17 +140,23 @@ pub fn fexit_tcp_measure_rcv_mss(ctx: FExitContext) -> i32 {
 pub fn fexit_tcp_event_data_recv(ctx: FExitContext) -> i32 {
     let sk: u64 = ctx.arg(0);
     let skb: u64 = ctx.arg(1);
-    observe(sk, hook::FN_EVENT_DATA_RECV, || cookie(sk), Pkt::After(skb));
+    observe::<Direct>(
+        tcp_sk(sk),
+        hook::FN_EVENT_DATA_RECV,
+        Ctx::Any,
+        || cookie(sk),
+        Pkt::After(skb),
+    );
     0
 }
 
 #[fentry(function = "tcp_rcv_space_adjust")]
 pub fn fentry_tcp_rcv_space_adjust(ctx: FEntryContext) -> i32 {
     let sk: u64 = ctx.arg(0);
-    track::process_context(sk, 0);
-    observe(
-        sk,
+    observe::<Direct>(
+        tcp_sk(sk),
         hook::FN_RCV_SPACE_ADJUST_ENTRY,
+        Ctx::User,
         || cookie(sk),
         Pkt::None,
     );
@@ -129,7 +166,13 @@ pub fn fentry_tcp_rcv_space_adjust(ctx: FEntryContext) -> i32 {
 #[fexit(function = "tcp_rcv_space_adjust")]
 pub fn fexit_tcp_rcv_space_adjust(ctx: FExitContext) -> i32 {
     let sk: u64 = ctx.arg(0);
-    observe(sk, hook::FN_RCV_SPACE_ADJUST_EXIT, || cookie(sk), Pkt::None);
+    observe::<Direct>(
+        tcp_sk(sk),
+        hook::FN_RCV_SPACE_ADJUST_EXIT,
+        Ctx::Any,
+        || cookie(sk),
+        Pkt::None,
+    );
     0
 }
 
@@ -240,7 +283,13 @@ pub fn kprobe_tcp_measure_rcv_mss(ctx: ProbeContext) -> u32 {
 #[kretprobe]
 pub fn kretprobe_tcp_measure_rcv_mss(_ctx: RetProbeContext) -> u32 {
     let s = take(0);
-    observe(s.a0, hook::FN_MEASURE_RCV_MSS, || 0, Pkt::After(s.a1));
+    observe::<Probe>(
+        s.a0,
+        hook::FN_MEASURE_RCV_MSS,
+        Ctx::Any,
+        || 0,
+        Pkt::After(s.a1),
+    );
     0
 }
 
@@ -248,15 +297,26 @@ pub fn kretprobe_tcp_measure_rcv_mss(_ctx: RetProbeContext) -> u32 {
 pub fn kprobe_tcp_rcv_space_adjust(ctx: ProbeContext) -> u32 {
     let sk: u64 = ctx.arg(0).unwrap_or(0);
     save(1, &ctx);
-    track::process_context(sk, 0);
-    observe(sk, hook::FN_RCV_SPACE_ADJUST_ENTRY, || 0, Pkt::None);
+    observe::<Probe>(
+        sk,
+        hook::FN_RCV_SPACE_ADJUST_ENTRY,
+        Ctx::User,
+        || 0,
+        Pkt::None,
+    );
     0
 }
 
 #[kretprobe]
 pub fn kretprobe_tcp_rcv_space_adjust(_ctx: RetProbeContext) -> u32 {
     let s = take(1);
-    observe(s.a0, hook::FN_RCV_SPACE_ADJUST_EXIT, || 0, Pkt::None);
+    observe::<Probe>(
+        s.a0,
+        hook::FN_RCV_SPACE_ADJUST_EXIT,
+        Ctx::Any,
+        || 0,
+        Pkt::None,
+    );
     0
 }
 

@@ -36,6 +36,36 @@ pub fn at<T: Copy + Default>(base: u64, off: u32) -> T {
     v
 }
 
+/// How the hot path reads kernel memory.
+pub trait Mem {
+    fn at<T: Copy + Default>(base: u64, off: u32) -> T;
+}
+
+/// `bpf_probe_read_kernel`: works on any address (kprobes, untyped pointers).
+pub struct Probe;
+
+impl Mem for Probe {
+    #[inline(always)]
+    fn at<T: Copy + Default>(base: u64, off: u32) -> T {
+        at(base, off)
+    }
+}
+
+/// A plain load through a BTF-typed pointer (tp_btf / fentry arguments, `bpf_skc_to_tcp_sock`):
+/// the verifier checks the offset against the struct's BTF, the JIT turns a fault into zero. One
+/// instruction instead of a helper call: the per-packet hook's reads use it.
+pub struct Direct;
+
+impl Mem for Direct {
+    #[inline(always)]
+    fn at<T: Copy + Default>(base: u64, off: u32) -> T {
+        if off == ABSENT {
+            return T::default();
+        }
+        unsafe { core::ptr::read_volatile((base + off as u64) as *const T) }
+    }
+}
+
 /// Reads a bitfield of `bits` bits starting `bit` bits after `base`.
 #[inline(always)]
 pub fn bits(base: u64, bit: u32, width: u32) -> u32 {
@@ -57,14 +87,14 @@ pub struct Snapshot {
 }
 
 #[inline(always)]
-pub fn snapshot(sk: u64) -> Snapshot {
-    let rcvbuf: i32 = at(sk, off!(sk_rcvbuf));
+pub fn snapshot<M: Mem>(sk: u64) -> Snapshot {
+    let rcvbuf: i32 = M::at(sk, off!(sk_rcvbuf));
     Snapshot {
-        ratio: at(sk, off!(tp_scaling_ratio)),
-        window_clamp: at(sk, off!(tp_window_clamp)),
-        rcv_ssthresh: at(sk, off!(tp_rcv_ssthresh)),
+        ratio: M::at(sk, off!(tp_scaling_ratio)),
+        window_clamp: M::at(sk, off!(tp_window_clamp)),
+        rcv_ssthresh: M::at(sk, off!(tp_rcv_ssthresh)),
         sk_rcvbuf: rcvbuf as u32,
-        rcvq_space: at(sk, off!(tp_rcvq_space)),
+        rcvq_space: M::at(sk, off!(tp_rcvq_space)),
     }
 }
 
@@ -191,18 +221,19 @@ impl SkbShape {
 /// inside `tcp_measure_rcv_mss` / `tcp_event_data_recv`. The GSO fields are read separately
 /// ([`skb_gso`]), only for a packet that could change the ratio.
 #[inline(always)]
-pub fn skb_shape(skb: u64, header_pulled: bool) -> SkbShape {
-    let mut len: u32 = at(skb, off!(skb_len));
+pub fn skb_shape<M: Mem>(skb: u64, header_pulled: bool) -> SkbShape {
+    let mut len: u32 = M::at(skb, off!(skb_len));
     if !header_pulled {
-        let data: u64 = at(skb, off!(skb_data));
+        // `data` points at bytes, not a struct: the verifier allows no plain load through it
+        let data: u64 = M::at(skb, off!(skb_data));
         let doff_byte: u8 = at(data, 12);
         let hdr = ((doff_byte >> 4) as u32) * 4;
         len = len.saturating_sub(hdr);
     }
     SkbShape {
         len,
-        truesize: at(skb, off!(skb_truesize)),
-        ifindex: at::<i32>(skb, off!(skb_iif)) as u32,
+        truesize: M::at(skb, off!(skb_truesize)),
+        ifindex: M::at::<i32>(skb, off!(skb_iif)) as u32,
         gso_size: 0,
         gso_segs: 0,
     }

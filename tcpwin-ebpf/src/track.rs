@@ -12,7 +12,7 @@ use tcpwin_common::{
 
 use crate::{
     emit::{count, reserve, submit},
-    read::{self, off, SkbShape, Snapshot},
+    read::{self, off, Mem, Probe, SkbShape, Snapshot},
 };
 
 #[unsafe(no_mangle)]
@@ -103,41 +103,43 @@ pub fn current_is_target() -> bool {
     cfg!(filter_pid) != 0 && (bpf_get_current_pid_tgid() >> 32) as u32 == cfg!(target_tgid)
 }
 
-/// Called where the current task is known to own the socket (connect, listen, recvmsg).
+/// `connect()` or `listen()` (process context): the current task owns the socket. With `--pid`,
+/// the target's listeners and connecting sockets are marked here, before any /proc refresh.
 #[inline(always)]
 pub fn process_context(sk: u64, new_state: u8) {
-    if cfg!(filter_pid) != 0 && current_is_target() {
-        if new_state == tcp_state::LISTEN {
-            let key = PortKey {
-                netns: read::netns(sk),
-                port: read::lport(sk),
-                _pad: 0,
-            };
-            let _ = OWNED_PORTS.insert(&key, &cfg!(target_tgid), 0);
-            return;
-        }
-        if let Some(st) = SOCKS.get_ptr_mut(&sk) {
-            unsafe { (*st).owned = 1 };
-        } else {
-            let st = SockState {
-                owned: 1,
-                netns: read::netns(sk),
-                ratio: read::snapshot(sk).ratio,
-                ..SockState::default()
-            };
-            if SOCKS.insert(&sk, &st, 0).is_err() {
-                count(counter::STATE_FULL);
-            }
-        }
+    if !current_is_target() {
+        return;
     }
-    if let Some(st) = SOCKS.get_ptr_mut(&sk) {
-        let pid = (bpf_get_current_pid_tgid() >> 32) as u32;
-        unsafe {
-            (*st).pid = pid;
-            (*st).has_pid = 1;
-            if let Ok(comm) = bpf_get_current_comm() {
-                (*st).comm = comm;
-            }
+    if new_state == tcp_state::LISTEN {
+        let key = PortKey {
+            netns: read::netns(sk),
+            port: read::lport(sk),
+            _pad: 0,
+        };
+        let _ = OWNED_PORTS.insert(&key, &cfg!(target_tgid), 0);
+        return;
+    }
+    let mut st = SockState {
+        owned: 1,
+        netns: read::netns(sk),
+        ratio: read::snapshot::<Probe>(sk).ratio,
+        ..SockState::default()
+    };
+    set_user(&mut st);
+    if SOCKS.insert(&sk, &st, 0).is_err() {
+        count(counter::STATE_FULL);
+    }
+}
+
+/// Records the current task as the socket's user (the name only when the user changes).
+#[inline(always)]
+fn set_user(st: &mut SockState) {
+    let pid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if st.has_pid == 0 || st.pid != pid {
+        st.pid = pid;
+        st.has_pid = 1;
+        if let Ok(comm) = bpf_get_current_comm() {
+            st.comm = comm;
         }
     }
 }
@@ -157,7 +159,6 @@ fn histogram(netns: u32, skb: &SkbShape) {
     if skb.len == 0 || skb.truesize == 0 {
         return;
     }
-    count(counter::PACKETS);
     let mut ratio = skb.ratio();
     if ratio > HIST_RATIO_MAX as u64 {
         ratio = HIST_RATIO_MAX as u64;
@@ -177,30 +178,39 @@ fn histogram(netns: u32, skb: &SkbShape) {
     }
 }
 
+/// Where a hook runs: in softirq (any task) or in the socket user's process context
+/// (`recvmsg` -> `tcp_rcv_space_adjust`), where the current task is the socket's user.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Ctx {
+    Any,
+    User,
+}
+
 /// The core of every hook: compare the socket with what was last reported, report what changed.
 /// `cookie_of` asks for the socket cookie (0 where the program type cannot); it is called only
 /// when the socket is first seen. The hot path (a tracked socket, nothing changed) reads five
 /// socket fields and three packet fields.
 #[inline(always)]
-pub fn observe(sk: u64, hook: u8, cookie_of: impl Fn() -> u64, pkt: Pkt) {
+pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64, pkt: Pkt) {
     count(hook as u32);
     if sk == 0 {
         return;
     }
     let st_ptr = SOCKS.get_ptr_mut(&sk);
-    // a tracked socket already passed the filters
-    if st_ptr.is_none() && !wanted(sk, None) {
+    // a tracked socket already passed the filters; the target's own recvmsg marks its socket
+    let mine = ctx == Ctx::User && current_is_target();
+    if st_ptr.is_none() && !mine && !wanted(sk, None) {
         count(counter::FILTERED);
         return;
     }
-    let snap = read::snapshot(sk);
+    let snap = read::snapshot::<M>(sk);
     let (skb, pulled) = match pkt {
         Pkt::Before(s) => (s, false),
         Pkt::After(s) => (s, true),
         Pkt::None => (0, false),
     };
     let mut shape = if skb != 0 {
-        read::skb_shape(skb, pulled)
+        read::skb_shape::<M>(skb, pulled)
     } else {
         SkbShape::default()
     };
@@ -219,6 +229,9 @@ pub fn observe(sk: u64, hook: u8, cookie_of: impl Fn() -> u64, pkt: Pkt) {
             owned: cfg!(filter_pid),
             ..SockState::default()
         };
+        if ctx == Ctx::User {
+            set_user(&mut st);
+        }
         remember(&mut st, &snap);
         histogram(st.netns, &shape);
         if shape.len != 0 {
@@ -236,6 +249,9 @@ pub fn observe(sk: u64, hook: u8, cookie_of: impl Fn() -> u64, pkt: Pkt) {
     histogram(st.netns, &shape);
     if cfg!(filter_pid) != 0 {
         st.owned = 1;
+    }
+    if ctx == Ctx::User {
+        set_user(st);
     }
     let ratio_changed = snap.ratio != st.ratio;
     let space_changed = snap.window_clamp != st.window_clamp
@@ -303,7 +319,7 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
         count(counter::FILTERED);
         return;
     }
-    let snap = read::snapshot(sk);
+    let snap = read::snapshot::<Probe>(sk);
     let mut st = SockState {
         cookie,
         netns: read::netns(sk),
@@ -368,7 +384,7 @@ pub fn destroyed(sk: u64, hook: u8) {
     // Tracked means it passed the filters (the port is already released here, so the port
     // filter could not be checked again; userspace restores the tuple from earlier events).
     let st = unsafe { &*p };
-    let snap = read::snapshot(sk);
+    let snap = read::snapshot::<Probe>(sk);
     report(
         sk,
         kind::CLOSE,

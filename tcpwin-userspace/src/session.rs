@@ -367,6 +367,9 @@ pub async fn run(args: TraceArgs) -> Result<()> {
 
     let c = read_counters(&bpf)?;
     let finals = socks.finish();
+    let packet_ratio = read_packet_hist(&bpf)?;
+    // data packets: what the in-kernel histogram counted (no per-packet counter on the hot path)
+    let packets: u64 = packet_ratio.iter().map(|(_, h)| h.count()).sum();
     let summary = Summary {
         backend: attached.backend,
         hooks: attached.hook_list(),
@@ -379,13 +382,13 @@ pub async fn run(args: TraceArgs) -> Result<()> {
             ("dropped", c[counter::EVENTS_DROPPED as usize]),
             ("filtered_hits", c[counter::FILTERED as usize]),
             ("state_full", c[counter::STATE_FULL as usize]),
-            ("packets", c[counter::PACKETS as usize]),
+            ("packets", packets),
             ("hist_full", c[counter::HIST_FULL as usize]),
         ],
         received: stats.received,
         decode_errors: stats.decode_errors,
         sockets: finals.sockets,
-        packet_ratio: read_packet_hist(&bpf)?,
+        packet_ratio,
         scaling_ratio: finals.scaling_ratio,
         window_clamp: finals.window_clamp,
         rcv_ssthresh: finals.rcv_ssthresh,
