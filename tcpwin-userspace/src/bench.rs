@@ -355,8 +355,20 @@ fn one_run(pair: &Pair, mode: Mode, bytes: u64) -> Result<Sample> {
     // the observer's programs are the ones that appear when it starts
     let ids_before = program_ids();
     let obs = start_observer(mode, pair)?;
-    let ids: std::collections::HashSet<u64> =
-        program_ids().difference(&ids_before).copied().collect();
+    let mut ids: std::collections::HashSet<u64> = Default::default();
+    if matches!(mode, Mode::Default | Mode::Bpftrace) {
+        // bpftrace says "Attaching" before its programs are all in: wait for them to appear
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            ids = program_ids().difference(&ids_before).copied().collect();
+            if ids.len() >= 2 || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        ids = program_ids().difference(&ids_before).copied().collect();
+    }
     let obs_pid = match &obs {
         Observer::Tracer(t) => Some(t.child.id()),
         Observer::Bpftrace(c) => Some(c.id()),
