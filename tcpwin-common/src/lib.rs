@@ -57,6 +57,11 @@ pub struct Offsets {
     pub skb_iif: u32,
     pub shinfo_gso_size: u32,
     pub shinfo_gso_segs: u32,
+    /// `TCP_SKB_CB(skb)->seq / end_seq / tcp_flags` (offsets from the sk_buff, inside `cb`): the
+    /// payload length without touching packet data
+    pub skb_tcb_seq: u32,
+    pub skb_tcb_end_seq: u32,
+    pub skb_tcb_flags: u32,
 }
 
 impl Offsets {
@@ -98,6 +103,9 @@ impl Offsets {
             skb_iif: ABSENT,
             shinfo_gso_size: ABSENT,
             shinfo_gso_segs: ABSENT,
+            skb_tcb_seq: ABSENT,
+            skb_tcb_end_seq: ABSENT,
+            skb_tcb_flags: ABSENT,
         }
     }
 }
@@ -245,18 +253,20 @@ pub struct Event {
     pub init_mss: u32,
 }
 
-/// Key of the in-kernel per-packet histogram of `skb->len * 256 / truesize`.
+/// An ingress interface of the per-packet histogram; `IF_SLOTS` maps it to a slot of `PKT_HIST`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct HistKey {
+pub struct IfKey {
     pub netns: u32,
     pub ifindex: u32,
-    /// the ratio the packet would set, capped at `HIST_RATIO_MAX`
-    pub ratio: u32,
 }
 
 /// Ratios at or above 256 mean the driver under-reports truesize; they are kept up to this cap.
 pub const HIST_RATIO_MAX: u32 = 1023;
+/// Buckets per interface in `PKT_HIST` (ratio 0..=HIST_RATIO_MAX).
+pub const HIST_BUCKETS: u32 = HIST_RATIO_MAX + 1;
+/// Interfaces the per-packet histogram keeps apart; packets of more are counted in `HIST_FULL`.
+pub const HIST_IFACES: u32 = 16;
 
 /// A listener (or port) owned by the traced PID, in its network namespace.
 #[repr(C)]
@@ -310,6 +320,7 @@ pub mod names {
     pub const EVENTS: &str = "EVENTS";
     pub const COUNTERS: &str = "COUNTERS";
     pub const PKT_HIST: &str = "PKT_HIST";
+    pub const IF_SLOTS: &str = "IF_SLOTS";
     pub const OWNED_INODES: &str = "OWNED_INODES";
     pub const OWNED_PORTS: &str = "OWNED_PORTS";
     pub const OFFSETS: &str = "OFFSETS";
@@ -322,6 +333,6 @@ mod user {
     unsafe impl aya::Pod for Offsets {}
     unsafe impl aya::Pod for Config {}
     unsafe impl aya::Pod for Event {}
-    unsafe impl aya::Pod for HistKey {}
+    unsafe impl aya::Pod for IfKey {}
     unsafe impl aya::Pod for PortKey {}
 }

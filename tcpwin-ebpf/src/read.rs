@@ -224,11 +224,21 @@ impl SkbShape {
 pub fn skb_shape<M: Mem>(skb: u64, header_pulled: bool) -> SkbShape {
     let mut len: u32 = M::at(skb, off!(skb_len));
     if !header_pulled {
-        // `data` points at bytes, not a struct: the verifier allows no plain load through it
-        let data: u64 = M::at(skb, off!(skb_data));
-        let doff_byte: u8 = at(data, 12);
-        let hdr = ((doff_byte >> 4) as u32) * 4;
-        len = len.saturating_sub(hdr);
+        if off!(skb_tcb_end_seq) != ABSENT {
+            // TCP_SKB_CB: end_seq = seq + SYN + FIN + payload (tcp_v4_fill_cb / tcp_v6_fill_cb)
+            let seq: u32 = M::at(skb, off!(skb_tcb_seq));
+            let end: u32 = M::at(skb, off!(skb_tcb_end_seq));
+            let flags: u8 = M::at(skb, off!(skb_tcb_flags));
+            len = end
+                .wrapping_sub(seq)
+                .saturating_sub((flags & 1) as u32 + ((flags >> 1) & 1) as u32);
+        } else {
+            // `data` points at bytes, not a struct: no plain load through it
+            let data: u64 = M::at(skb, off!(skb_data));
+            let doff_byte: u8 = at(data, 12);
+            let hdr = ((doff_byte >> 4) as u32) * 4;
+            len = len.saturating_sub(hdr);
+        }
     }
     SkbShape {
         len,

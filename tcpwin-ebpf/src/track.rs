@@ -1,13 +1,14 @@
 //! Per-socket last-reported state (bounded LRU), socket filters (port, PID ownership), change
 //! detection and the per-CPU packet-shape histogram. Every hook ends up in `observe`.
 use aya_ebpf::{
+    bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
     macros::map,
-    maps::{HashMap, LruHashMap, PerCpuHashMap},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray},
 };
 use tcpwin_common::{
-    counter, flag, kind, tcp_state, Config, Event, HistKey, InitParams, PortKey, TupleKey,
-    HIST_RATIO_MAX, SOCK_RCVBUF_LOCK,
+    counter, flag, kind, tcp_state, Config, Event, IfKey, InitParams, PortKey, TupleKey,
+    HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, SOCK_RCVBUF_LOCK,
 };
 
 use crate::{
@@ -45,6 +46,9 @@ pub struct SockState {
     pub pid: u32,
     pub comm: [u8; 16],
     pub skb: SkbShape,
+    /// the histogram slot (+1; 0 = none yet) of the interface packets last came in on
+    pub hist_ifindex: u32,
+    pub hist_slot: u32,
 }
 
 /// Keyed by the socket's address: every backend has it (kprobes cannot ask for the cookie);
@@ -65,8 +69,48 @@ static OWNED_PORTS: HashMap<PortKey, u32> = HashMap::with_max_entries(4096, 0);
 static PENDING_INIT: LruHashMap<TupleKey, InitParams> = LruHashMap::with_max_entries(4096, 0);
 
 /// Per-packet `len * 256 / truesize`, per ingress interface: aggregated here, read by userspace.
+/// Per-packet `len * 256 / truesize`: `HIST_BUCKETS` counters per interface slot, per CPU.
+/// Aggregated here, read by userspace.
 #[map(name = "PKT_HIST")]
-static PKT_HIST: PerCpuHashMap<HistKey, u64> = PerCpuHashMap::with_max_entries(8192, 0);
+static PKT_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(HIST_IFACES * HIST_BUCKETS, 0);
+
+/// Which slot of `PKT_HIST` an interface uses (userspace reads it to name the slots).
+#[map(name = "IF_SLOTS")]
+static IF_SLOTS: HashMap<IfKey, u32> = HashMap::with_max_entries(HIST_IFACES, 0);
+
+/// The next free slot (a hint: `SLOT_OWNER` decides who gets a slot).
+#[map(name = "IF_NEXT")]
+static IF_NEXT: Array<u32> = Array::with_max_entries(1, 0);
+
+/// Slot -> interface, inserted with BPF_NOEXIST: the one CPU whose insert succeeds owns the slot
+/// (the BPF target has no atomic add to hand out slots).
+#[map(name = "SLOT_OWNER")]
+static SLOT_OWNER: HashMap<u32, IfKey> = HashMap::with_max_entries(HIST_IFACES, 0);
+
+/// The histogram slot of an interface, allocated on first use (`None` once all are taken).
+#[inline(always)]
+fn if_slot(netns: u32, ifindex: u32) -> Option<u32> {
+    let key = IfKey { netns, ifindex };
+    if let Some(s) = unsafe { IF_SLOTS.get(&key) } {
+        return Some(*s);
+    }
+    let next = IF_NEXT.get_ptr_mut(0)?;
+    for _ in 0..3 {
+        let c = unsafe { *next };
+        if c >= HIST_IFACES {
+            return None;
+        }
+        unsafe { *next = c + 1 };
+        if SLOT_OWNER.insert(&c, &key, BPF_NOEXIST as u64).is_ok() {
+            // the same interface raced on another CPU: keep its slot, this one stays unused
+            if IF_SLOTS.insert(&key, &c, BPF_NOEXIST as u64).is_err() {
+                return unsafe { IF_SLOTS.get(&key) }.copied();
+            }
+            return Some(c);
+        }
+    }
+    None
+}
 
 /// Whether a socket passes the port filter and, with `--pid`, belongs to the traced process:
 /// its file is one of the PID's (inode), or it is the child of one of the PID's listeners. The
@@ -154,27 +198,31 @@ pub enum Pkt {
     After(u64),
 }
 
+/// Counts a data packet in its interface's histogram; the socket caches its interface's slot so
+/// the per-packet cost is one array update.
 #[inline(always)]
-fn histogram(netns: u32, skb: &SkbShape) {
+fn histogram(netns: u32, skb: &SkbShape, cache: Option<&mut SockState>) {
     if skb.len == 0 || skb.truesize == 0 {
         return;
     }
-    let mut ratio = skb.ratio();
-    if ratio > HIST_RATIO_MAX as u64 {
-        ratio = HIST_RATIO_MAX as u64;
-    }
-    let key = HistKey {
-        netns,
-        ifindex: skb.ifindex,
-        ratio: ratio as u32,
-    };
-    match PKT_HIST.get_ptr_mut(&key) {
-        Some(p) => unsafe { *p += 1 },
-        None => {
-            if PKT_HIST.insert(&key, &1, 0).is_err() {
-                count(counter::HIST_FULL);
+    let ratio = skb.ratio().min(HIST_RATIO_MAX as u64) as u32;
+    let slot = match cache {
+        Some(st) if st.hist_slot != 0 && st.hist_ifindex == skb.ifindex => st.hist_slot - 1,
+        Some(st) => match if_slot(netns, skb.ifindex) {
+            Some(s) => {
+                st.hist_ifindex = skb.ifindex;
+                st.hist_slot = s + 1;
+                s
             }
-        }
+            None => return count(counter::HIST_FULL),
+        },
+        None => match if_slot(netns, skb.ifindex) {
+            Some(s) => s,
+            None => return count(counter::HIST_FULL),
+        },
+    };
+    if let Some(p) = PKT_HIST.get_ptr_mut(slot * HIST_BUCKETS + ratio) {
+        unsafe { *p += 1 };
     }
 }
 
@@ -233,7 +281,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
             set_user(&mut st);
         }
         remember(&mut st, &snap);
-        histogram(st.netns, &shape);
+        histogram(st.netns, &shape, None);
         if shape.len != 0 {
             read::skb_gso(skb, &mut shape);
             st.skb = shape;
@@ -246,7 +294,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         return;
     };
     let st = unsafe { &mut *st_ptr };
-    histogram(st.netns, &shape);
+    histogram(st.netns, &shape, Some(st));
     if cfg!(filter_pid) != 0 {
         st.owned = 1;
     }

@@ -249,6 +249,26 @@ impl Resolver {
                 None => absent.push((format!("tcp_sock.{path}"), "not in this kernel".into())),
             }
         }
+        // TCP_SKB_CB(skb): tcp_skb_cb lives in sk_buff.cb; tcp_flags is u8 or u16 by kernel, its
+        // low byte (little-endian) holds FIN and SYN.
+        if let (Some(cb), Some(seq), Some(end), Some(flags)) = (
+            self.member("sk_buff", "cb"),
+            self.member("tcp_skb_cb", "seq"),
+            self.member("tcp_skb_cb", "end_seq"),
+            self.member("tcp_skb_cb", "tcp_flags"),
+        ) {
+            if seq.size == 4 && end.size == 4 && (flags.size == 1 || flags.size == 2) {
+                let base = cb.bit_offset / 8;
+                o.skb_tcb_seq = base + seq.bit_offset / 8;
+                o.skb_tcb_end_seq = base + end.bit_offset / 8;
+                o.skb_tcb_flags = base + flags.bit_offset / 8;
+            }
+        } else {
+            absent.push((
+                "tcp_skb_cb".into(),
+                "not in this kernel's BTF: payload length read from the TCP header".into(),
+            ));
+        }
         // Layout facts the programs rely on: the socket is the first member of tcp_sock, and
         // sock_common the first member of sock.
         if self.member("tcp_sock", "inet_conn").map(|m| m.bit_offset) != Some(0)

@@ -3,17 +3,17 @@
 //! cleanly and print the summary.
 use std::{
     borrow::Cow,
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     io::{BufWriter, Write},
     time::{Duration, Instant},
 };
 
 use anyhow::{bail, Context, Result};
 use aya::{
-    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, RingBuf},
     Ebpf, EbpfLoader, Endianness,
 };
-use tcpwin_common::{counter, hook, names, Config, HistKey, PortKey};
+use tcpwin_common::{counter, hook, names, Config, IfKey, PortKey, HIST_BUCKETS};
 use tokio::{
     io::unix::AsyncFd,
     signal::unix::{signal, SignalKind},
@@ -272,22 +272,25 @@ fn read_counters(bpf: &Ebpf) -> Result<Vec<u64>> {
 }
 
 fn read_packet_hist(bpf: &Ebpf) -> Result<Vec<(String, Hist)>> {
-    let map: PerCpuHashMap<_, HistKey, u64> =
-        PerCpuHashMap::try_from(bpf.map(names::PKT_HIST).context("PKT_HIST map")?)?;
-    let mut by_if: HashMap<(u32, u32), Hist> = HashMap::new();
-    for item in map.iter() {
-        let (k, vals) = item?;
-        let n: u64 = vals.iter().sum();
-        by_if
-            .entry((k.netns, k.ifindex))
-            .or_insert_with(|| Hist::new(Scale::Linear(8)))
-            .record_n(k.ratio as u64, n);
-    }
+    let slots: BpfHashMap<_, IfKey, u32> =
+        BpfHashMap::try_from(bpf.map(names::IF_SLOTS).context("IF_SLOTS map")?)?;
+    let hist: PerCpuArray<_, u64> =
+        PerCpuArray::try_from(bpf.map(names::PKT_HIST).context("PKT_HIST map")?)?;
     let mut names = IfNames::default();
-    let mut v: Vec<(String, Hist)> = by_if
-        .into_iter()
-        .map(|((ns, idx), h)| (names.name(ns, idx), h))
-        .collect();
+    let mut v = Vec::new();
+    for item in slots.iter() {
+        let (k, slot) = item?;
+        let mut h = Hist::new(Scale::Linear(8));
+        for ratio in 0..HIST_BUCKETS {
+            let n: u64 = hist.get(&(slot * HIST_BUCKETS + ratio), 0)?.iter().sum();
+            if n > 0 {
+                h.record_n(ratio as u64, n);
+            }
+        }
+        if h.count() > 0 {
+            v.push((names.name(k.netns, k.ifindex), h));
+        }
+    }
     v.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(v)
 }
