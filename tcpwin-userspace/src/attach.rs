@@ -56,6 +56,26 @@ struct Need {
 
 use Method::*;
 
+/// The initial window's arguments through kprobes: the kprobe backend's hooks, and the fentry
+/// backend's fallback where fentry refuses 8-argument functions (6.1).
+const KPROBE_INITIAL_WINDOW: &[Hook] = &[
+    h(
+        "kprobe_tcp_openreq_init_rwin",
+        KProbe,
+        "tcp_openreq_init_rwin",
+    ),
+    h(
+        "kprobe_tcp_select_initial_window",
+        KProbe,
+        "tcp_select_initial_window",
+    ),
+    h(
+        "kretprobe_tcp_select_initial_window",
+        KRetProbe,
+        "tcp_select_initial_window",
+    ),
+];
+
 /// Used by every backend: the initial window at ESTABLISHED, listeners and connects of the PID,
 /// and forgetting destroyed sockets.
 const COMMON: &[Need] = &[
@@ -110,23 +130,7 @@ const FENTRY: &[Need] = &[
                 ),
             ],
             // fentry refuses functions with more than 6 arguments on older kernels (6.1)
-            &[
-                h(
-                    "kprobe_tcp_openreq_init_rwin",
-                    KProbe,
-                    "tcp_openreq_init_rwin",
-                ),
-                h(
-                    "kprobe_tcp_select_initial_window",
-                    KProbe,
-                    "tcp_select_initial_window",
-                ),
-                h(
-                    "kretprobe_tcp_select_initial_window",
-                    KRetProbe,
-                    "tcp_select_initial_window",
-                ),
-            ],
+            KPROBE_INITIAL_WINDOW,
         ],
     },
 ];
@@ -173,23 +177,7 @@ const KPROBE: &[Need] = &[
     Need {
         what: "initial window arguments",
         required: false,
-        alternatives: &[&[
-            h(
-                "kprobe_tcp_openreq_init_rwin",
-                KProbe,
-                "tcp_openreq_init_rwin",
-            ),
-            h(
-                "kprobe_tcp_select_initial_window",
-                KProbe,
-                "tcp_select_initial_window",
-            ),
-            h(
-                "kretprobe_tcp_select_initial_window",
-                KRetProbe,
-                "tcp_select_initial_window",
-            ),
-        ]],
+        alternatives: &[KPROBE_INITIAL_WINDOW],
     },
 ];
 

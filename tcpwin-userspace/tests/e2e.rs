@@ -80,6 +80,21 @@ fn transfer<'a>(pair: &'a Pair, port: u16, conns: u32, ipv6: bool) -> Transfer<'
     }
 }
 
+/// The last values the tracer reported for a socket equal what its owner reads itself.
+fn assert_last_values(mine: &[Value], truth: &Value) {
+    let last = mine.last().expect("events for the socket");
+    for (k, t) in [
+        ("window_clamp", "window_clamp"),
+        ("rcv_ssthresh", "rcv_ssthresh"),
+        ("rcvq_space", "rcv_space"),
+    ] {
+        assert_eq!(
+            last[k], truth[t],
+            "{k}: {last} vs getsockopt/TCP_INFO {truth}"
+        );
+    }
+}
+
 /// The last values the tracer reported for each receiving socket equal what its owner reads.
 fn assert_final_values_match(events: &[Value], truths: &[Value]) {
     assert!(!truths.is_empty());
@@ -94,19 +109,7 @@ fn assert_final_values_match(events: &[Value], truths: &[Value]) {
             mine.iter().any(|e| e["event"] == "ratio"),
             "no ratio event for {t}"
         );
-        let last = mine.last().unwrap();
-        assert_eq!(
-            last["window_clamp"], t["window_clamp"],
-            "window_clamp: {last} vs getsockopt {t}"
-        );
-        assert_eq!(
-            last["rcv_ssthresh"], t["rcv_ssthresh"],
-            "rcv_ssthresh: {last} vs tcp_info {t}"
-        );
-        assert_eq!(
-            last["rcvq_space"], t["rcv_space"],
-            "rcvq_space: {last} vs tcp_info {t}"
-        );
+        assert_last_values(&mine, t);
         let init = mine.iter().find(|e| e["event"] == "init").unwrap();
         assert_eq!(
             init["rcv_wscale"], t["rcv_wscale"],
@@ -332,15 +335,7 @@ fn pid_filter_catches_a_connection_opened_and_used_at_once() {
         Some("init".into()),
         "{events:?}"
     );
-    let last = mine.last().unwrap();
-    assert_eq!(
-        last["window_clamp"], truth["window_clamp"],
-        "{last} vs {truth}"
-    );
-    assert_eq!(
-        last["rcv_ssthresh"], truth["rcv_ssthresh"],
-        "{last} vs {truth}"
-    );
+    assert_last_values(&mine, &truth);
     let receiver: Value = serde_json::from_str(rx_text.trim()).unwrap();
     assert!(
         of_cookie(&events, &receiver["cookie"]).is_empty(),

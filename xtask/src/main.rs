@@ -148,6 +148,9 @@ fn build() -> Result<()> {
 
 fn test(extra: &[String]) -> Result<()> {
     build()?;
+    // what the tests call besides the tracer (installed by `setup` too; checked here for machines
+    // that got the toolchain earlier)
+    toolchain::apt_install(&["bpftool", "ethtool", "iproute2"])?;
     let cargo = env!("CARGO");
     run_cmd(
         Command::new(cargo)
