@@ -163,15 +163,3 @@ impl Drop for Pair {
         }
     }
 }
-
-/// Namespaces left by an earlier run that was killed (SIGKILL skips Drop) are removed by prefix.
-pub fn remove_stale(prefix: &str) {
-    if let Ok(dir) = std::fs::read_dir("/run/netns") {
-        for e in dir.flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
-            if n.starts_with(prefix) {
-                let _ = Command::new("ip").args(["netns", "del", &n]).output();
-            }
-        }
-    }
-}

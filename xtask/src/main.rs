@@ -117,8 +117,10 @@ fn build_ebpf(release: bool) -> Result<PathBuf> {
     let dir = root().join("tcpwin-ebpf");
     let profile = if release { "release" } else { "dev" };
     let mut cmd = tc.cargo_command();
+    // --locked: the lock file pins what rustc-web can build (aya-build 0.2.0)
     cmd.current_dir(&dir).args([
         "build",
+        "--locked",
         "--target",
         "bpfel-unknown-none",
         "--profile",
