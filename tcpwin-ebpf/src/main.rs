@@ -118,6 +118,13 @@ pub fn tp_tcp_rcvbuf_grow(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// Does nothing: `cargo xtask bench` attaches it alone to measure what any program on this hook
+/// costs (trampoline, bpf_stats clock reads), the floor under the tracer's per-hit figure.
+#[btf_tracepoint(function = "tcp_probe")]
+pub fn calib_tcp_probe(_ctx: BtfTracePointContext) -> i32 {
+    0
+}
+
 // ---------------------------------------------------------------- fentry / fexit backend
 
 /// After `tcp_measure_rcv_mss(sk, skb)`: the ratio is updated, this packet is the cause.

@@ -240,6 +240,10 @@ pub fn skb_shape<M: Mem>(skb: u64, header_pulled: bool) -> SkbShape {
             len = len.saturating_sub(hdr);
         }
     }
+    if len == 0 {
+        // a pure ACK (half the hits of a bulk sender): nothing to measure, no more cache lines
+        return SkbShape::default();
+    }
     SkbShape {
         len,
         truesize: M::at(skb, off!(skb_truesize)),

@@ -100,24 +100,40 @@ fn program_ids() -> std::collections::HashSet<u64> {
     progs.iter().filter_map(|p| p["id"].as_u64()).collect()
 }
 
-/// (run_time_ns, run_cnt) summed over the given programs.
-fn bpf_stats(ids: &std::collections::HashSet<u64>) -> (u64, u64) {
+/// Per program name: (run_time_ns, run_cnt) of the given programs.
+type ProgStats = std::collections::BTreeMap<String, (u64, u64)>;
+
+fn bpf_stats(ids: &std::collections::HashSet<u64>) -> ProgStats {
+    let mut m = ProgStats::new();
     let Ok(out) = Command::new("bpftool")
         .args(["prog", "show", "-j"])
         .output()
     else {
-        return (0, 0);
+        return m;
     };
     let progs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    progs
+    for p in progs
         .iter()
         .filter(|p| p["id"].as_u64().is_some_and(|id| ids.contains(&id)))
-        .fold((0, 0), |(t, c), p| {
-            (
-                t + p["run_time_ns"].as_u64().unwrap_or(0),
-                c + p["run_cnt"].as_u64().unwrap_or(0),
-            )
+    {
+        let e = m
+            .entry(p["name"].as_str().unwrap_or("?").to_string())
+            .or_default();
+        e.0 += p["run_time_ns"].as_u64().unwrap_or(0);
+        e.1 += p["run_cnt"].as_u64().unwrap_or(0);
+    }
+    m
+}
+
+/// `after - before`, per program.
+fn stats_delta(before: &ProgStats, after: &ProgStats) -> ProgStats {
+    after
+        .iter()
+        .map(|(k, (ns, n))| {
+            let (ns0, n0) = before.get(k).copied().unwrap_or_default();
+            (k.clone(), (ns.saturating_sub(ns0), n.saturating_sub(n0)))
         })
+        .collect()
 }
 
 /// Turns `kernel.bpf_stats_enabled` on and restores it when dropped.
@@ -141,6 +157,8 @@ impl Drop for BpfStats {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Mode {
     Untraced,
+    /// an empty tp_btf program on tcp:tcp_probe: the floor any program on the hook pays
+    Empty,
     Default,
     Bpftrace,
     SsPoll,
@@ -150,6 +168,7 @@ impl Mode {
     fn name(self) -> &'static str {
         match self {
             Mode::Untraced => "untraced",
+            Mode::Empty => "empty-tp",
             Mode::Default => "default",
             Mode::Bpftrace => "bpftrace",
             Mode::SsPoll => "ss-poll",
@@ -163,6 +182,7 @@ struct Sample {
     cpu_per_gb: f64,
     bpf_ns: u64,
     bpf_hits: u64,
+    per_prog: ProgStats,
     transfer_cpu_s: f64,
     drops: Option<u64>,
     events_per_sec: Option<f64>,
@@ -174,6 +194,8 @@ struct Sample {
 /// A running observer for one traced run.
 enum Observer {
     None,
+    /// held for its attached program; dropping it detaches
+    Empty(Box<aya::Ebpf>),
     Tracer(Tracer),
     Bpftrace(Child),
     Ss {
@@ -309,10 +331,27 @@ impl RusageWait for Child {
     }
 }
 
+/// Loads the object and attaches only its empty `calib_tcp_probe` program.
+fn load_empty() -> Result<aya::Ebpf> {
+    let btf = aya::Btf::from_sys_fs().context("kernel BTF")?;
+    let mut bpf = aya::EbpfLoader::new()
+        .btf(Some(&btf))
+        .load(&session::EMBEDDED.0)
+        .context("loading the eBPF object")?;
+    let p: &mut aya::programs::BtfTracePoint = bpf
+        .program_mut("calib_tcp_probe")
+        .context("calib_tcp_probe missing from the object")?
+        .try_into()?;
+    p.load("tcp_probe", &btf)?;
+    p.attach()?;
+    Ok(bpf)
+}
+
 fn start_observer(mode: Mode, pair: &Pair) -> Result<Observer> {
     let exe = std::env::current_exe()?;
     Ok(match mode {
         Mode::Untraced => Observer::None,
+        Mode::Empty => Observer::Empty(Box::new(load_empty()?)),
         Mode::Default => Observer::Tracer(Tracer::start(
             &exe,
             &["--port", &PORT.to_string(), "-q", "--json"],
@@ -356,12 +395,12 @@ fn one_run(pair: &Pair, mode: Mode, bytes: u64) -> Result<Sample> {
     let ids_before = program_ids();
     let obs = start_observer(mode, pair)?;
     let mut ids: std::collections::HashSet<u64> = Default::default();
-    if matches!(mode, Mode::Default | Mode::Bpftrace) {
+    if matches!(mode, Mode::Default | Mode::Bpftrace | Mode::Empty) {
         // bpftrace says "Attaching" before its programs are all in: wait for them to appear
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             ids = program_ids().difference(&ids_before).copied().collect();
-            if ids.len() >= 2 || Instant::now() > deadline {
+            if !ids.is_empty() || Instant::now() > deadline {
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -372,11 +411,12 @@ fn one_run(pair: &Pair, mode: Mode, bytes: u64) -> Result<Sample> {
     let obs_pid = match &obs {
         Observer::Tracer(t) => Some(t.child.id()),
         Observer::Bpftrace(c) => Some(c.id()),
+        Observer::Empty(_) => Some(std::process::id()),
         _ => None,
     };
     let (bpf0, obs_cpu0) = match obs_pid {
         Some(p) => (bpf_stats(&ids), proc_cpu_seconds(p)),
-        None => ((0, 0), 0.0),
+        None => (ProgStats::new(), 0.0),
     };
     // Sender and receiver (spawned from this thread) share one CPU; the observer does not.
     pin_this_thread(Some(1));
@@ -407,14 +447,19 @@ fn one_run(pair: &Pair, mode: Mode, bytes: u64) -> Result<Sample> {
         ..Sample::default()
     };
     if let Some(p) = obs_pid {
-        let (ns1, cnt1) = bpf_stats(&ids);
-        s.bpf_ns = ns1.saturating_sub(bpf0.0);
-        s.bpf_hits = cnt1.saturating_sub(bpf0.1);
+        s.per_prog = stats_delta(&bpf0, &bpf_stats(&ids));
+        s.bpf_ns = s.per_prog.values().map(|v| v.0).sum();
+        s.bpf_hits = s.per_prog.values().map(|v| v.1).sum();
         s.tracer_cpu_share = Some((proc_cpu_seconds(p) - obs_cpu0) / wall);
         s.tracer_rss = peak_rss_bytes(p);
     }
     match obs {
         Observer::None => {}
+        Observer::Empty(bpf) => {
+            s.tracer_cpu_share = None;
+            s.tracer_rss = None;
+            drop(bpf);
+        }
         Observer::Tracer(t) => {
             let (_, out, _) = t.stop(Duration::from_secs(30))?;
             let sum = out
@@ -459,7 +504,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     let pair = Pair::create(&format!("tcpwin-bench-{}", std::process::id()), 1500)?;
     let _stats = BpfStats::enable()?;
-    let mut modes = vec![Mode::Default];
+    let mut modes = vec![Mode::Empty, Mode::Default];
     if !args.no_peers {
         if Command::new("bpftrace").arg("--version").output().is_ok() {
             modes.push(Mode::Bpftrace);
@@ -547,6 +592,24 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
             .collect::<Option<Vec<_>>>()
             .map(median);
         let rss = v.iter().filter_map(|s| s.tracer_rss).max();
+        let mut progs = ProgStats::new();
+        for smp in v {
+            for (k, (ns, n)) in &smp.per_prog {
+                let e = progs.entry(k.clone()).or_default();
+                e.0 += ns;
+                e.1 += n;
+            }
+        }
+        let progs_json: serde_json::Map<String, Value> = progs
+            .iter()
+            .filter(|(_, (_, n))| *n > 0)
+            .map(|(k, (ns, n))| {
+                (
+                    k.clone(),
+                    json!({"hits": n, "ns_per_hit": *ns as f64 / *n as f64}),
+                )
+            })
+            .collect();
         if json_out {
             println!(
                 "{}",
@@ -554,7 +617,8 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
                     "throughput_ratio": tp.0, "throughput_ratio_min": tp.1, "throughput_ratio_max": tp.2,
                     "cpu_per_gb_ratio": cpu.0, "cpu_per_gb_ratio_min": cpu.1, "cpu_per_gb_ratio_max": cpu.2,
                     "drops": drops, "events_per_sec": eps, "changes_seen": changes,
-                    "tracer_cpu_share": tcpu, "tracer_rss_bytes": rss, "runs": v.len()})
+                    "tracer_cpu_share": tcpu, "tracer_rss_bytes": rss, "runs": v.len(),
+                    "bpf_programs": progs_json})
             );
         } else {
             let o = |x: Option<String>| x.unwrap_or_else(|| "-".into());
@@ -571,11 +635,30 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
                 o(tcpu.map(|v| format!("{:.2}%", v * 100.0))),
                 o(rss.map(|v| format!("{:.1} MiB", v as f64 / 1048576.0))),
             );
+            let per: Vec<String> = progs
+                .iter()
+                .filter(|(_, (_, n))| *n > 0)
+                .map(|(k, (ns, n))| format!("{k} {:.0} ns x {n}", *ns as f64 / *n as f64))
+                .collect();
+            if !per.is_empty() {
+                println!("          per program: {}", per.join(", "));
+            }
         }
     }
+    let per_hit = |m: Mode| -> Option<f64> {
+        let v = samples.get(&m)?;
+        let hits: u64 = v.iter().map(|s| s.bpf_hits).sum();
+        (hits > 0).then(|| v.iter().map(|s| s.bpf_ns).sum::<u64>() as f64 / hits as f64)
+    };
     if json_out {
         println!("{raw}");
     } else {
+        if let (Some(e), Some(d)) = (per_hit(Mode::Empty), per_hit(Mode::Default)) {
+            println!(
+                "empty-tp: an empty program on tcp:tcp_probe costs {e:.0} ns per hit here (trampoline + bpf_stats); the tracer's programs average {d:.0} ns, {:.0} ns above it",
+                d - e
+            );
+        }
         println!("raw       (none: per-packet facts are aggregated in the kernel, never streamed)");
         println!(
             "untraced: median {:.2} Gbit/s, {:.2} CPU-s/GB over {} runs",

@@ -32,10 +32,10 @@ use crate::{
 };
 
 #[repr(C, align(32))]
-struct Aligned<B: ?Sized>(B);
+pub struct Aligned<B: ?Sized>(pub B);
 
 /// The kernel side, built by `cargo xtask build-ebpf` (see build.rs).
-static EMBEDDED: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("TCPWIN_EBPF_OBJ_PATH")));
+pub static EMBEDDED: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("TCPWIN_EBPF_OBJ_PATH")));
 
 /// Refuses early, with the fix, when the process cannot load tracing programs.
 pub fn check_privileges() -> Result<()> {
