@@ -8,7 +8,7 @@ use std::{path::PathBuf, process::Stdio, time::Duration};
 
 use serde_json::Value;
 use tcpwin_userspace::{
-    lab::{wait_bounded, Tracer, Transfer},
+    lab::{wait_bounded, Proc, Tracer, Transfer},
     netns::Pair,
 };
 
@@ -302,23 +302,25 @@ fn pid_filter_catches_a_connection_opened_and_used_at_once() {
     let port = 5316;
     let t = transfer(&p, port, 1, false);
     let (mut rx, mut rx_out) = t.start_receiver().unwrap();
-    let mut sender = Pair::exec(&p.a, &exe().to_string_lossy())
-        .args([
-            "transfer",
-            "send",
-            "--connect",
-            &format!("{}:{port}", p.ip_b),
-        ])
-        .args([
-            "--bytes",
-            &(8u64 << 20).to_string(),
-            "--delay-ms",
-            "1500",
-            "--report",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sender = Proc(
+        Pair::exec(&p.a, &exe().to_string_lossy())
+            .args([
+                "transfer",
+                "send",
+                "--connect",
+                &format!("{}:{port}", p.ip_b),
+            ])
+            .args([
+                "--bytes",
+                &(8u64 << 20).to_string(),
+                "--delay-ms",
+                "1500",
+                "--report",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let pid = sender.id().to_string();
     let tracer = start_tracer(&["--pid", &pid]);
     let mut out = String::new();

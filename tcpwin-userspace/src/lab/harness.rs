@@ -124,6 +124,32 @@ impl Drop for Tracer {
     }
 }
 
+/// A child process that is killed when dropped, so a failing test or lab leaves no receiver
+/// blocked in accept() behind it.
+pub struct Proc(pub Child);
+
+impl std::ops::Deref for Proc {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Proc {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// One transfer through the pair: the receiver runs in `b`, the sender in `a`. Returns the
 /// receiver's ground-truth lines (one JSON object per connection).
 pub struct Transfer<'a> {
@@ -138,7 +164,7 @@ pub struct Transfer<'a> {
 }
 
 impl Transfer<'_> {
-    pub fn start_receiver(&self) -> Result<(Child, BufReader<std::process::ChildStdout>)> {
+    pub fn start_receiver(&self) -> Result<(Proc, BufReader<std::process::ChildStdout>)> {
         let listen = if self.ipv6 {
             format!("[{}]:{}", self.pair.ip6_b, self.port)
         } else {
@@ -151,7 +177,7 @@ impl Transfer<'_> {
         if let Some(b) = self.rcvbuf {
             cmd.args(["--rcvbuf", &b.to_string()]);
         }
-        let mut child = cmd.spawn().context("starting the receiver")?;
+        let mut child = Proc(cmd.spawn().context("starting the receiver")?);
         let mut out = BufReader::new(child.stdout.take().expect("piped"));
         let mut line = String::new();
         out.read_line(&mut line)?;
@@ -174,14 +200,16 @@ impl Transfer<'_> {
         } else {
             format!("{}:{}", self.pair.ip_b, self.port)
         };
-        let mut child = Pair::exec(&self.pair.a, &self.exe.to_string_lossy())
-            .args(["transfer", "send", "--connect", &connect])
-            .args(["--bytes", &self.bytes.to_string()])
-            .args(["--conns", &self.conns.to_string()])
-            .args(if report { &["--report"][..] } else { &[][..] })
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("starting the sender")?;
+        let mut child = Proc(
+            Pair::exec(&self.pair.a, &self.exe.to_string_lossy())
+                .args(["transfer", "send", "--connect", &connect])
+                .args(["--bytes", &self.bytes.to_string()])
+                .args(["--conns", &self.conns.to_string()])
+                .args(if report { &["--report"][..] } else { &[][..] })
+                .stdout(Stdio::piped())
+                .spawn()
+                .context("starting the sender")?,
+        );
         let mut text = String::new();
         if let Some(mut so) = child.stdout.take() {
             so.read_to_string(&mut text)?;
