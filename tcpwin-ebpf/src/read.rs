@@ -1,7 +1,7 @@
 //! The one place that reads kernel memory: every member at the offset userspace resolved from BTF.
 //! A member marked `ABSENT` is never read; its value is the type's default.
 use aya_ebpf::helpers::generated::bpf_probe_read_kernel;
-use tcpwin_common::{Offsets, ABSENT};
+use tcpwin_common::{Offsets, TupleKey, ABSENT};
 
 /// Written by userspace (`EbpfLoader::override_global`) before load; the verifier sees constants.
 #[unsafe(no_mangle)]
@@ -119,16 +119,6 @@ pub fn details(sk: u64) -> Details {
     }
 }
 
-/// A connection's identity. `sk` may also be a `request_sock`: both start with `sock_common`.
-#[derive(Clone, Copy, Default)]
-pub struct Tuple {
-    pub netns: u32,
-    pub lport: u16,
-    pub rport: u16,
-    pub laddr: [u8; 16],
-    pub raddr: [u8; 16],
-}
-
 pub const AF_INET6: u16 = 10;
 pub const IPPROTO_TCP: u16 = 6;
 
@@ -138,24 +128,34 @@ pub fn netns(sk: u64) -> u32 {
     at(net, off!(net_ns_inum))
 }
 
+/// Local and remote address written in place (IPv4 in the first 4 bytes); returns the family.
 #[inline(always)]
-pub fn tuple(sk: u64) -> Tuple {
+fn addrs(sk: u64, laddr: &mut [u8; 16], raddr: &mut [u8; 16]) -> u16 {
     let family: u16 = at(sk, off!(skc_family));
-    let mut t = Tuple {
-        netns: netns(sk),
-        lport: at(sk, off!(skc_num)),
-        rport: u16::from_be(at(sk, off!(skc_dport))),
-        ..Tuple::default()
-    };
     if family == AF_INET6 {
-        t.laddr = at(sk, off!(skc_v6_rcv_saddr));
-        t.raddr = at(sk, off!(skc_v6_daddr));
+        *laddr = at(sk, off!(skc_v6_rcv_saddr));
+        *raddr = at(sk, off!(skc_v6_daddr));
     } else {
-        let l: [u8; 4] = at(sk, off!(skc_rcv_saddr));
-        let r: [u8; 4] = at(sk, off!(skc_daddr));
-        t.laddr[..4].copy_from_slice(&l);
-        t.raddr[..4].copy_from_slice(&r);
+        *laddr = [0; 16];
+        *raddr = [0; 16];
+        let l: u32 = at(sk, off!(skc_rcv_saddr));
+        let r: u32 = at(sk, off!(skc_daddr));
+        laddr[..4].copy_from_slice(&l.to_ne_bytes());
+        raddr[..4].copy_from_slice(&r.to_ne_bytes());
     }
+    family
+}
+
+/// A connection's identity. `sk` may also be a `request_sock`: both start with `sock_common`.
+#[inline(always)]
+pub fn tuple(sk: u64) -> TupleKey {
+    let mut t = TupleKey {
+        netns: netns(sk),
+        lport: lport(sk),
+        rport: rport(sk),
+        ..TupleKey::default()
+    };
+    addrs(sk, &mut t.laddr, &mut t.raddr);
     t
 }
 
@@ -263,23 +263,11 @@ pub fn skb_gso(skb: u64, shape: &mut SkbShape) {
     shape.gso_segs = at(shinfo, off!(shinfo_gso_segs));
 }
 
-/// Writes the connection's identity straight into an event.
+/// Writes the connection's identity straight into an event (no copy on the stack).
 #[inline(always)]
 pub fn tuple_into(sk: u64, ev: &mut tcpwin_common::Event) {
-    let family: u16 = at(sk, off!(skc_family));
-    ev.family = family as u8;
+    ev.family = addrs(sk, &mut ev.laddr, &mut ev.raddr) as u8;
     ev.netns = netns(sk);
     ev.lport = lport(sk);
     ev.rport = rport(sk);
-    if family == AF_INET6 {
-        ev.laddr = at(sk, off!(skc_v6_rcv_saddr));
-        ev.raddr = at(sk, off!(skc_v6_daddr));
-    } else {
-        ev.laddr = [0; 16];
-        ev.raddr = [0; 16];
-        let l: u32 = at(sk, off!(skc_rcv_saddr));
-        let r: u32 = at(sk, off!(skc_daddr));
-        ev.laddr[..4].copy_from_slice(&l.to_ne_bytes());
-        ev.raddr[..4].copy_from_slice(&r.to_ne_bytes());
-    }
 }

@@ -383,14 +383,7 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
     if SOCKS.insert(&sk, &st, 0).is_err() {
         count(counter::STATE_FULL);
     }
-    let t = read::tuple(sk);
-    let key = TupleKey {
-        netns: t.netns,
-        lport: t.lport,
-        rport: t.rport,
-        laddr: t.laddr,
-        raddr: t.raddr,
-    };
+    let key = read::tuple(sk);
     let init = unsafe { PENDING_INIT.get(&key) }.copied();
     if init.is_some() {
         let _ = PENDING_INIT.remove(&key);
@@ -411,14 +404,7 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
 /// the request socket): keep what it was given and chose until the socket is ESTABLISHED.
 #[inline(always)]
 pub fn initial_window(conn: u64, params: InitParams) {
-    let t = read::tuple(conn);
-    let key = TupleKey {
-        netns: t.netns,
-        lport: t.lport,
-        rport: t.rport,
-        laddr: t.laddr,
-        raddr: t.raddr,
-    };
+    let key = read::tuple(conn);
     let _ = PENDING_INIT.insert(&key, &params, 0);
 }
 
