@@ -80,6 +80,21 @@ fn transfer<'a>(pair: &'a Pair, port: u16, conns: u32, ipv6: bool) -> Transfer<'
     }
 }
 
+/// A transfer in fresh namespaces traced with `--port`: (receiver's ground truth, events, summary).
+fn traced_transfer(
+    tag: &str,
+    port: u16,
+    conns: u32,
+    ipv6: bool,
+) -> (Vec<Value>, Vec<Value>, Value) {
+    let p = pair(tag, 1500);
+    let tracer = start_tracer(&["--port", &port.to_string()]);
+    let truths = transfer(&p, port, conns, ipv6).run().expect("transfer");
+    std::thread::sleep(Duration::from_millis(300));
+    let (events, summary) = finish(tracer);
+    (truths, events, summary)
+}
+
 /// The last values the tracer reported for a socket equal what its owner reads itself.
 fn assert_last_values(mine: &[Value], truth: &Value) {
     let last = mine.last().expect("events for the socket");
@@ -143,12 +158,8 @@ const EVENT_KEYS: [&str; 20] = [
 
 #[test]
 fn final_values_match_getsockopt_and_json_is_complete() {
-    let p = pair("final", 1500);
     let port = 5311;
-    let tracer = start_tracer(&["--port", &port.to_string()]);
-    let truths = transfer(&p, port, 3, false).run().expect("transfer");
-    std::thread::sleep(Duration::from_millis(300));
-    let (events, summary) = finish(tracer);
+    let (truths, events, summary) = traced_transfer("final", port, 3, false);
     assert_eq!(truths.len(), 3);
     assert_final_values_match(&events, &truths);
     for e in &events {
@@ -185,12 +196,7 @@ fn final_values_match_getsockopt_and_json_is_complete() {
 
 #[test]
 fn ipv6_final_values_match_getsockopt() {
-    let p = pair("v6", 1500);
-    let port = 5312;
-    let tracer = start_tracer(&["--port", &port.to_string()]);
-    let truths = transfer(&p, port, 1, true).run().expect("transfer");
-    std::thread::sleep(Duration::from_millis(300));
-    let (events, _) = finish(tracer);
+    let (truths, events, _) = traced_transfer("v6", 5312, 1, true);
     assert_final_values_match(&events, &truths);
     let mine = of_cookie(&events, &truths[0]["cookie"]);
     assert!(mine.iter().all(|e| e["family"] == "ipv6"), "{mine:?}");
