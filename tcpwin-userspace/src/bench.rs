@@ -41,7 +41,14 @@ pub struct BenchArgs {
     /// Skip the bpftrace and ss peers
     #[arg(long)]
     pub no_peers: bool,
+    /// Attach the empty program alongside the tracer in `default` runs: a floor measured in the
+    /// same runs (the floor moves between runs on a VM), at the price of one more program per hit
+    #[arg(long)]
+    pub floor_alongside: bool,
 }
+
+/// The empty program's name in bpftool's listing (kernel names are cut at 15 characters).
+const FLOOR_PROG: &str = "calib_tcp_probe";
 
 /// Total CPU time of the machine (user+nice+system+irq+softirq), seconds.
 fn cpu_seconds() -> f64 {
@@ -389,10 +396,14 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn one_run(pair: &Pair, mode: Mode, bytes: u64) -> Result<Sample> {
+fn one_run(pair: &Pair, mode: Mode, bytes: u64, floor_alongside: bool) -> Result<Sample> {
     let exe = std::env::current_exe()?;
     // the observer's programs are the ones that appear when it starts
     let ids_before = program_ids();
+    let _floor = match mode {
+        Mode::Default if floor_alongside => Some(load_empty()?),
+        _ => None,
+    };
     let obs = start_observer(mode, pair)?;
     let mut ids: std::collections::HashSet<u64> = Default::default();
     if matches!(mode, Mode::Default | Mode::Bpftrace | Mode::Empty) {
@@ -448,8 +459,14 @@ fn one_run(pair: &Pair, mode: Mode, bytes: u64) -> Result<Sample> {
     };
     if let Some(p) = obs_pid {
         s.per_prog = stats_delta(&bpf0, &bpf_stats(&ids));
-        s.bpf_ns = s.per_prog.values().map(|v| v.0).sum();
-        s.bpf_hits = s.per_prog.values().map(|v| v.1).sum();
+        // the same-run floor is reported per program, not counted as the observer's cost
+        let own = || {
+            s.per_prog
+                .iter()
+                .filter(|(k, _)| mode == Mode::Empty || k.as_str() != FLOOR_PROG)
+        };
+        s.bpf_ns = own().map(|(_, v)| v.0).sum();
+        s.bpf_hits = own().map(|(_, v)| v.1).sum();
         s.tracer_cpu_share = Some((proc_cpu_seconds(p) - obs_cpu0) / wall);
         s.tracer_rss = peak_rss_bytes(p);
     }
@@ -519,15 +536,22 @@ pub fn run(args: BenchArgs) -> Result<()> {
     for i in 0..args.runs {
         for &m in &modes {
             for mode in [Mode::Untraced, m] {
-                let s = one_run(&pair, mode, args.bytes)
+                let s = one_run(&pair, mode, args.bytes, args.floor_alongside)
                     .with_context(|| format!("run {i} mode {}", mode.name()))?;
                 if !args.json {
+                    let per: Vec<String> = s
+                        .per_prog
+                        .iter()
+                        .filter(|(_, (_, n))| *n > 1000)
+                        .map(|(k, (ns, n))| format!("{k} {}", ns / n))
+                        .collect();
                     eprintln!(
-                        "bench: run {} {:<9} {:>7.2} Gbit/s  {:.2} CPU-s/GB",
+                        "bench: run {} {:<9} {:>7.2} Gbit/s  {:.2} CPU-s/GB  {}",
                         i + 1,
                         mode.name(),
                         s.throughput_bps / 1e9,
-                        s.cpu_per_gb
+                        s.cpu_per_gb,
+                        per.join(" ")
                     );
                 }
                 samples.entry(mode).or_default().push(s);
@@ -570,11 +594,18 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
         let v = &samples[&m];
         let tp = range(v.iter().map(|s| s.throughput_bps / base_tp).collect());
         let cpu = range(v.iter().map(|s| s.cpu_per_gb / base_cpu).collect());
-        let hits: u64 = v.iter().map(|s| s.bpf_hits).sum();
-        let ns: u64 = v.iter().map(|s| s.bpf_ns).sum();
-        let ns_per_hit = (hits > 0).then(|| ns as f64 / hits as f64);
-        let transfer_cpu: f64 = v.iter().map(|s| s.transfer_cpu_s).sum();
-        let bpf_share = (hits > 0).then(|| ns as f64 / 1e9 / transfer_cpu);
+        // Medians of per-run figures: a run disturbed by the host (every program slower at once)
+        // would dominate pooled sums.
+        let ns_per_hit = v
+            .iter()
+            .map(|s| (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / s.bpf_hits as f64))
+            .collect::<Option<Vec<_>>>()
+            .map(median);
+        let bpf_share = v
+            .iter()
+            .map(|s| (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / 1e9 / s.transfer_cpu_s))
+            .collect::<Option<Vec<_>>>()
+            .map(median);
         let drops = v.iter().map(|s| s.drops).sum::<Option<u64>>();
         let eps = v
             .iter()
@@ -592,21 +623,38 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
             .collect::<Option<Vec<_>>>()
             .map(median);
         let rss = v.iter().filter_map(|s| s.tracer_rss).max();
-        let mut progs = ProgStats::new();
+        // per program: total hits, median per-run ns per hit, median per-run ns above the floor
+        let mut progs: std::collections::BTreeMap<String, (u64, Vec<f64>, Vec<f64>)> =
+            Default::default();
         for smp in v {
-            for (k, (ns, n)) in &smp.per_prog {
+            let floor = smp
+                .per_prog
+                .get(FLOOR_PROG)
+                .filter(|(_, n)| *n > 0 && m == Mode::Default)
+                .map(|(ns, n)| *ns as f64 / *n as f64);
+            for (k, (ns, n)) in smp.per_prog.iter().filter(|(_, (_, n))| *n > 0) {
                 let e = progs.entry(k.clone()).or_default();
-                e.0 += ns;
-                e.1 += n;
+                let per = *ns as f64 / *n as f64;
+                e.0 += n;
+                e.1.push(per);
+                if let Some(f) = floor {
+                    e.2.push(per - f);
+                }
             }
         }
+        let progs: std::collections::BTreeMap<String, (u64, f64, Option<f64>)> = progs
+            .into_iter()
+            .map(|(k, (n, per, above))| {
+                let above = (!above.is_empty()).then(|| median(above));
+                (k, (n, median(per), above))
+            })
+            .collect();
         let progs_json: serde_json::Map<String, Value> = progs
             .iter()
-            .filter(|(_, (_, n))| *n > 0)
-            .map(|(k, (ns, n))| {
+            .map(|(k, (n, per, above))| {
                 (
                     k.clone(),
-                    json!({"hits": n, "ns_per_hit": *ns as f64 / *n as f64}),
+                    json!({"hits": n, "ns_per_hit": per, "ns_above_floor": above}),
                 )
             })
             .collect();
@@ -637,18 +685,30 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
             );
             let per: Vec<String> = progs
                 .iter()
-                .filter(|(_, (_, n))| *n > 0)
-                .map(|(k, (ns, n))| format!("{k} {:.0} ns x {n}", *ns as f64 / *n as f64))
+                .map(|(k, (n, per, _))| format!("{k} {per:.0} ns x {n}"))
                 .collect();
             if !per.is_empty() {
                 println!("          per program: {}", per.join(", "));
+            }
+            let above: Vec<String> = progs
+                .iter()
+                .filter(|(k, _)| k.as_str() != FLOOR_PROG)
+                .filter_map(|(k, (_, _, a))| a.map(|a| format!("{k} {a:+.0}")))
+                .collect();
+            if !above.is_empty() {
+                println!(
+                    "          ns above the same-run floor: {}",
+                    above.join(", ")
+                );
             }
         }
     }
     let per_hit = |m: Mode| -> Option<f64> {
         let v = samples.get(&m)?;
-        let hits: u64 = v.iter().map(|s| s.bpf_hits).sum();
-        (hits > 0).then(|| v.iter().map(|s| s.bpf_ns).sum::<u64>() as f64 / hits as f64)
+        v.iter()
+            .map(|s| (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / s.bpf_hits as f64))
+            .collect::<Option<Vec<_>>>()
+            .map(median)
     };
     if json_out {
         println!("{raw}");
