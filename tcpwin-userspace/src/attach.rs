@@ -231,10 +231,19 @@ pub fn reason(e: &ProgramError) -> String {
             verifier_log,
         } => {
             let log = verifier_log.to_string();
+            if std::env::var_os("TCPWIN_VERIFIER_LOG").is_some() {
+                eprintln!("{log}");
+            }
+            // the verifier's complaint, without its closing statistics
             let tail: Vec<&str> = log
                 .lines()
                 .rev()
-                .filter(|l| !l.is_empty())
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("processed ")
+                        && !l.starts_with("stack depth ")
+                        && !l.starts_with("verification time ")
+                })
                 .take(2)
                 .collect();
             let hint = match io_error.raw_os_error() {
