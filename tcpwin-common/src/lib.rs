@@ -202,7 +202,26 @@ pub mod counter {
     pub const STATE_FULL: u32 = EVENTS_DUE + 4;
     /// packet ratio histogram slots that could not be stored
     pub const HIST_FULL: u32 = EVENTS_DUE + 5;
-    pub const COUNT: u32 = EVENTS_DUE + 6;
+    /// hits that cannot move a receive window (a pure ACK at `tcp:tcp_probe`, the entry of
+    /// `tcp_rcv_space_adjust`) on a socket already checked within [`super::RECHECK_JIFFIES`]
+    pub const RECHECK_SKIPPED: u32 = EVENTS_DUE + 6;
+    pub const COUNT: u32 = EVENTS_DUE + 7;
+}
+
+/// How often hooks that cannot move a receive window re-check a socket (see
+/// `counter::RECHECK_SKIPPED`): they still find sockets, owners and changes nothing else reports.
+/// In jiffies, the one clock tracing programs may read without a clock read (`bpf_jiffies64`
+/// is inlined): 100 ms at Debian's HZ=250, 25 ms at HZ=1000, 250 ms at HZ=100.
+pub const RECHECK_JIFFIES: u64 = 25;
+/// Slots of the direct-mapped table of recently checked sockets (a power of two).
+pub const RECHECK_SLOTS: u32 = 4096;
+
+/// A socket checked recently by a hook that cannot move its window.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checked {
+    pub sk: u64,
+    pub at_jiffies: u64,
 }
 
 /// One event on the ring buffer.

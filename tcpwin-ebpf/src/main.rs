@@ -91,15 +91,22 @@ pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// Entry of `tcp_rcv_space_adjust`, in `recvmsg` (process context).
+/// Entry of `tcp_rcv_space_adjust`, once per `recvmsg` (process context). What the function
+/// changes is seen by the next hook (the next packet), so this one serves to find the socket's
+/// user and sockets nothing else saw: it checks a socket at most every `RECHECK_JIFFIES`.
 #[btf_tracepoint(function = "tcp_rcv_space_adjust")]
 pub fn tp_tcp_rcv_space_adjust(ctx: BtfTracePointContext) -> i32 {
-    let sk: u64 = ctx.arg(0);
+    let raw: u64 = ctx.arg(0);
+    let sk = tcp_sk(raw);
+    if sk != 0 && track::recently_checked::<Direct>(sk) {
+        emit::count(hook::TP_RCV_SPACE_ADJUST as u32);
+        return 0;
+    }
     observe::<Direct>(
-        tcp_sk(sk),
+        sk,
         hook::TP_RCV_SPACE_ADJUST,
         Ctx::User,
-        || cookie(sk),
+        || cookie(raw),
         Pkt::None,
     );
     0

@@ -108,14 +108,15 @@ pub struct Details {
     pub advmss: u32,
 }
 
+/// `sk_userlocks` may be a bitfield (older kernels): always read with the helper.
 #[inline(always)]
-pub fn details(sk: u64) -> Details {
+pub fn details<M: Mem>(sk: u64) -> Details {
     Details {
         userlocks: at(sk, off!(sk_userlocks)),
-        state: at(sk, off!(skc_state)),
-        rcv_wnd: at(sk, off!(tp_rcv_wnd)),
-        rcv_mss: at::<u16>(sk, off!(icsk_rcv_mss)) as u32,
-        advmss: at::<u16>(sk, off!(tp_advmss)) as u32,
+        state: M::at(sk, off!(skc_state)),
+        rcv_wnd: M::at(sk, off!(tp_rcv_wnd)),
+        rcv_mss: M::at::<u16>(sk, off!(icsk_rcv_mss)) as u32,
+        advmss: M::at::<u16>(sk, off!(tp_advmss)) as u32,
     }
 }
 
@@ -124,22 +125,28 @@ pub const IPPROTO_TCP: u16 = 6;
 
 #[inline(always)]
 pub fn netns(sk: u64) -> u32 {
-    let net: u64 = at(sk, off!(skc_net));
-    at(net, off!(net_ns_inum))
+    netns_in::<Probe>(sk)
+}
+
+/// `sock_net(sk)->ns.inum` (with [`Direct`], `skc_net` is a typed `struct net *`).
+#[inline(always)]
+pub fn netns_in<M: Mem>(sk: u64) -> u32 {
+    let net: u64 = M::at(sk, off!(skc_net));
+    M::at(net, off!(net_ns_inum))
 }
 
 /// Local and remote address written in place (IPv4 in the first 4 bytes); returns the family.
 #[inline(always)]
-fn addrs(sk: u64, laddr: &mut [u8; 16], raddr: &mut [u8; 16]) -> u16 {
-    let family: u16 = at(sk, off!(skc_family));
+fn addrs<M: Mem>(sk: u64, laddr: &mut [u8; 16], raddr: &mut [u8; 16]) -> u16 {
+    let family: u16 = M::at(sk, off!(skc_family));
     if family == AF_INET6 {
-        *laddr = at(sk, off!(skc_v6_rcv_saddr));
-        *raddr = at(sk, off!(skc_v6_daddr));
+        *laddr = M::at(sk, off!(skc_v6_rcv_saddr));
+        *raddr = M::at(sk, off!(skc_v6_daddr));
     } else {
         *laddr = [0; 16];
         *raddr = [0; 16];
-        let l: u32 = at(sk, off!(skc_rcv_saddr));
-        let r: u32 = at(sk, off!(skc_daddr));
+        let l: u32 = M::at(sk, off!(skc_rcv_saddr));
+        let r: u32 = M::at(sk, off!(skc_daddr));
         laddr[..4].copy_from_slice(&l.to_ne_bytes());
         raddr[..4].copy_from_slice(&r.to_ne_bytes());
     }
@@ -155,18 +162,34 @@ pub fn tuple(sk: u64) -> TupleKey {
         rport: rport(sk),
         ..TupleKey::default()
     };
-    addrs(sk, &mut t.laddr, &mut t.raddr);
+    addrs::<Probe>(sk, &mut t.laddr, &mut t.raddr);
     t
 }
 
 #[inline(always)]
 pub fn lport(sk: u64) -> u16 {
-    at(sk, off!(skc_num))
+    lport_in::<Probe>(sk)
 }
 
 #[inline(always)]
 pub fn rport(sk: u64) -> u16 {
-    u16::from_be(at(sk, off!(skc_dport)))
+    rport_in::<Probe>(sk)
+}
+
+/// Local and remote port, read as `M` reads.
+#[inline(always)]
+pub fn ports<M: Mem>(sk: u64) -> (u16, u16) {
+    (lport_in::<M>(sk), rport_in::<M>(sk))
+}
+
+#[inline(always)]
+fn lport_in<M: Mem>(sk: u64) -> u16 {
+    M::at(sk, off!(skc_num))
+}
+
+#[inline(always)]
+fn rport_in<M: Mem>(sk: u64) -> u16 {
+    u16::from_be(M::at(sk, off!(skc_dport)))
 }
 
 /// The inode number of the socket's file (what `/proc/PID/fd` shows as `socket:[N]`), 0 when the
@@ -253,21 +276,30 @@ pub fn skb_shape<M: Mem>(skb: u64, header_pulled: bool) -> SkbShape {
     }
 }
 
-/// `skb_shinfo(skb)->gso_size / gso_segs` (the shared info sits at `skb->head + skb->end`).
+/// `skb_shinfo(skb)->gso_size / gso_segs` (the shared info sits at `skb->head + skb->end`;
+/// `head` is a byte pointer, so the shared info itself is read with the helper: once, when the two
+/// fields are adjacent as they have always been).
 #[inline(always)]
-pub fn skb_gso(skb: u64, shape: &mut SkbShape) {
-    let head: u64 = at(skb, off!(skb_head));
-    let end: u32 = at(skb, off!(skb_end));
+pub fn skb_gso<M: Mem>(skb: u64, shape: &mut SkbShape) {
+    let head: u64 = M::at(skb, off!(skb_head));
+    let end: u32 = M::at(skb, off!(skb_end));
     let shinfo = head + end as u64;
-    shape.gso_size = at(shinfo, off!(shinfo_gso_size));
-    shape.gso_segs = at(shinfo, off!(shinfo_gso_segs));
+    let (size, segs) = (off!(shinfo_gso_size), off!(shinfo_gso_segs));
+    if size != ABSENT && segs == size + 2 {
+        let both: u32 = at(shinfo, size);
+        shape.gso_size = both as u16;
+        shape.gso_segs = (both >> 16) as u16;
+    } else {
+        shape.gso_size = at(shinfo, size);
+        shape.gso_segs = at(shinfo, segs);
+    }
 }
 
 /// Writes the connection's identity straight into an event (no copy on the stack).
 #[inline(always)]
-pub fn tuple_into(sk: u64, ev: &mut tcpwin_common::Event) {
-    ev.family = addrs(sk, &mut ev.laddr, &mut ev.raddr) as u8;
-    ev.netns = netns(sk);
-    ev.lport = lport(sk);
-    ev.rport = rport(sk);
+pub fn tuple_into<M: Mem>(sk: u64, ev: &mut tcpwin_common::Event) {
+    ev.family = addrs::<M>(sk, &mut ev.laddr, &mut ev.raddr) as u8;
+    ev.netns = netns_in::<M>(sk);
+    ev.lport = lport_in::<M>(sk);
+    ev.rport = rport_in::<M>(sk);
 }

@@ -2,13 +2,13 @@
 //! detection and the per-CPU packet-shape histogram. Every hook ends up in `observe`.
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_jiffies64, bpf_ktime_get_ns},
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray},
 };
 use tcpwin_common::{
-    counter, flag, kind, tcp_state, Config, Event, IfKey, InitParams, PortKey, TupleKey,
-    HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, SOCK_RCVBUF_LOCK,
+    counter, flag, kind, tcp_state, Checked, Config, Event, IfKey, InitParams, PortKey, TupleKey,
+    HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, RECHECK_JIFFIES, RECHECK_SLOTS, SOCK_RCVBUF_LOCK,
 };
 
 use crate::{
@@ -86,6 +86,48 @@ static IF_NEXT: Array<u32> = Array::with_max_entries(1, 0);
 /// (the BPF target has no atomic add to hand out slots).
 #[map(name = "SLOT_OWNER")]
 static SLOT_OWNER: HashMap<u32, IfKey> = HashMap::with_max_entries(HIST_IFACES, 0);
+
+/// Sockets recently checked by a hook that cannot move their window, direct-mapped by address
+/// (shared by all CPUs: a collision or a race only costs one more check).
+#[map(name = "CHECKED")]
+static CHECKED: Array<Checked> = Array::with_max_entries(RECHECK_SLOTS, 0);
+
+/// By the connection's ports (the verifier forbids arithmetic on the socket pointer itself).
+#[inline(always)]
+fn checked_slot<M: Mem>(sk: u64) -> u32 {
+    let (l, r) = read::ports::<M>(sk);
+    ((l as u32).wrapping_mul(0x9e37) ^ r as u32) & (RECHECK_SLOTS - 1)
+}
+
+/// For a hit that cannot move the socket's window: whether the socket was checked within
+/// `RECHECK_JIFFIES` (skip it); if not, it counts as checked now. Data packets, the function hooks
+/// and state changes are never skipped.
+#[inline(always)]
+pub fn recently_checked<M: Mem>(sk: u64) -> bool {
+    let Some(c) = CHECKED.get_ptr_mut(checked_slot::<M>(sk)) else {
+        return false;
+    };
+    let now = unsafe { bpf_jiffies64() };
+    let c = unsafe { &mut *c };
+    if c.sk == sk && now.wrapping_sub(c.at_jiffies) < RECHECK_JIFFIES {
+        count(counter::RECHECK_SKIPPED);
+        return true;
+    }
+    c.sk = sk;
+    c.at_jiffies = now;
+    false
+}
+
+/// A destroyed socket's address may come back as a new socket: it starts unchecked.
+#[inline(always)]
+fn forget_checked(sk: u64) {
+    if let Some(c) = CHECKED.get_ptr_mut(checked_slot::<Probe>(sk)) {
+        let c = unsafe { &mut *c };
+        if c.sk == sk {
+            c.sk = 0;
+        }
+    }
+}
 
 /// The histogram slot of an interface, allocated on first use (`None` once all are taken).
 #[inline(always)]
@@ -237,21 +279,14 @@ pub enum Ctx {
 /// The core of every hook: compare the socket with what was last reported, report what changed.
 /// `cookie_of` asks for the socket cookie (0 where the program type cannot); it is called only
 /// when the socket is first seen. The hot path (a tracked socket, nothing changed) reads five
-/// socket fields and three packet fields.
+/// socket fields and six packet fields; a pure ACK seen before processing (it cannot move the
+/// window) reads three packet fields and, on a socket checked within `RECHECK_JIFFIES`, stops there.
 #[inline(always)]
 pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64, pkt: Pkt) {
     count(hook as u32);
     if sk == 0 {
         return;
     }
-    let st_ptr = SOCKS.get_ptr_mut(&sk);
-    // a tracked socket already passed the filters; the target's own recvmsg marks its socket
-    let mine = ctx == Ctx::User && current_is_target();
-    if st_ptr.is_none() && !mine && !wanted(sk, None) {
-        count(counter::FILTERED);
-        return;
-    }
-    let snap = read::snapshot::<M>(sk);
     let (skb, pulled) = match pkt {
         Pkt::Before(s) => (s, false),
         Pkt::After(s) => (s, true),
@@ -262,6 +297,19 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
     } else {
         SkbShape::default()
     };
+    if let Pkt::Before(_) = pkt {
+        if shape.len == 0 && recently_checked::<M>(sk) {
+            return;
+        }
+    }
+    let st_ptr = SOCKS.get_ptr_mut(&sk);
+    // a tracked socket already passed the filters; the target's own recvmsg marks its socket
+    let mine = ctx == Ctx::User && current_is_target();
+    if st_ptr.is_none() && !mine && !wanted(sk, None) {
+        count(counter::FILTERED);
+        return;
+    }
+    let snap = read::snapshot::<M>(sk);
 
     let Some(st_ptr) = st_ptr else {
         // First sight of a socket that existed before the trace: report what it looks like,
@@ -283,14 +331,14 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         remember(&mut st, &snap);
         histogram(st.netns, &shape, None);
         if shape.len != 0 {
-            read::skb_gso(skb, &mut shape);
+            read::skb_gso::<M>(skb, &mut shape);
             st.skb = shape;
             st.has_skb = 1;
         }
         if SOCKS.insert(&sk, &st, 0).is_err() {
             count(counter::STATE_FULL);
         }
-        report(sk, kind::SEEN, hook, st.cookie, &snap, None, None, None);
+        report::<M>(sk, kind::SEEN, hook, st.cookie, &snap, None, None, None);
         return;
     };
     let st = unsafe { &mut *st_ptr };
@@ -312,7 +360,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         }
         let cause = match pkt {
             Pkt::After(_) if ratio_changed && shape.len != 0 => {
-                read::skb_gso(skb, &mut shape);
+                read::skb_gso::<M>(skb, &mut shape);
                 Some(shape)
             }
             // detected at a later hook: the last data packet seen before it is the cause
@@ -324,7 +372,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         } else {
             kind::SPACE
         };
-        report(
+        report::<M>(
             sk,
             k,
             hook,
@@ -342,7 +390,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
     if let Pkt::Before(_) = pkt {
         if shape.len != 0 {
             if shape.ratio() != snap.ratio as u64 {
-                read::skb_gso(skb, &mut shape);
+                read::skb_gso::<M>(skb, &mut shape);
             }
             st.skb = shape;
             st.has_skb = 1;
@@ -388,7 +436,7 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
     if init.is_some() {
         let _ = PENDING_INIT.remove(&key);
     }
-    report(
+    report::<Probe>(
         sk,
         kind::INIT,
         hook,
@@ -417,9 +465,10 @@ pub fn destroyed(sk: u64, hook: u8) {
     };
     // Tracked means it passed the filters (the port is already released here, so the port
     // filter could not be checked again; userspace restores the tuple from earlier events).
+    forget_checked(sk);
     let st = unsafe { &*p };
     let snap = read::snapshot::<Probe>(sk);
-    report(
+    report::<Probe>(
         sk,
         kind::CLOSE,
         hook,
@@ -436,7 +485,7 @@ pub fn destroyed(sk: u64, hook: u8) {
 /// is not zeroed first (a zeroed `Event` on the stack would not fit beside the rest).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn report(
+fn report<M: Mem>(
     sk: u64,
     k: u8,
     hook: u8,
@@ -450,7 +499,7 @@ fn report(
         return;
     };
     let ev: *mut Event = entry.as_mut_ptr();
-    let d = read::details(sk);
+    let d = read::details::<M>(sk);
     let (wscale, wscale_ok) = read::wscale(sk);
     let ratio_present = off!(tp_scaling_ratio) != tcpwin_common::ABSENT;
     let mut f = 0;
@@ -469,7 +518,7 @@ fn report(
     unsafe {
         (*ev).ts_ns = bpf_ktime_get_ns();
         (*ev).cookie = cookie;
-        read::tuple_into(sk, &mut *ev);
+        read::tuple_into::<M>(sk, &mut *ev);
         (*ev).kind = k;
         (*ev).hook = hook;
         (*ev).state = d.state;

@@ -351,6 +351,8 @@ pub async fn run(args: TraceArgs) -> Result<()> {
             _ = sigterm.recv() => break "SIGTERM".to_string(),
             _ = &mut sleep => break "duration".to_string(),
             _ = refresh.tick() => {
+                // the kernel side wakes us only when the ring fills up (see emit.rs)
+                drain(ring.get_mut(), &mut out, &mut socks, &mut stats)?;
                 if let Some(o) = owner.as_mut() {
                     if !std::path::Path::new(&format!("/proc/{}", o.pid)).exists() {
                         eprintln!("tcpwin-trace: process {} exited; stopping", o.pid);
@@ -387,6 +389,7 @@ pub async fn run(args: TraceArgs) -> Result<()> {
             ("state_full", c[counter::STATE_FULL as usize]),
             ("packets", packets),
             ("hist_full", c[counter::HIST_FULL as usize]),
+            ("recheck_skipped", c[counter::RECHECK_SKIPPED as usize]),
         ],
         received: stats.received,
         decode_errors: stats.decode_errors,

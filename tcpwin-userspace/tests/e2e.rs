@@ -4,12 +4,19 @@
 //! SO_COOKIE read by the receiving process, the sysctls the test pinned, and the kernel's own
 //! formulas. These tests need root and a kernel that accepts BPF tracing programs: they fail,
 //! never skip, when that is missing.
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    path::PathBuf,
+    process::Stdio,
+    time::Duration,
+};
 
 use serde_json::Value;
 use tcpwin_userspace::{
     lab::{wait_bounded, Proc, Tracer, Transfer},
     netns::Pair,
+    transfer::ground_truth,
 };
 
 const PINNED: u64 = 1 << 20;
@@ -350,4 +357,75 @@ fn pid_filter_catches_a_connection_opened_and_used_at_once() {
         "receiver is not the traced PID"
     );
     assert!(events.iter().all(|e| e["rport"] == port), "{events:?}");
+}
+
+/// A connection opened before the trace is found by whichever hook sees it first: the receiving
+/// end by its data, the sending end by the pure ACKs it gets (which re-check a socket at most
+/// every 25 jiffies and count the rest as `recheck_skipped`). Both show up while the tracer
+/// runs (the reader collects on its tick; nothing waits for the end), and both report what their
+/// owners read. Loopback in the test's own process, so the owners are at hand. Tracepoint backend:
+/// function hooks see data packets only.
+#[test]
+fn connection_from_before_the_trace_is_seen_live_from_data_and_acks() {
+    require_root();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
+    let port = listener.local_addr().unwrap().port();
+    let mut client = TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
+    let (mut server, _) = listener.accept().expect("accept");
+    // the packet tracepoint sees ACKs; the function hooks (fexit tcp_measure_rcv_mss) only data
+    let mut tracer = start_tracer(&["--port", &port.to_string(), "--backend", "tracepoint"]);
+
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0usize;
+        while total < 64 << 20 {
+            match server.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+        server
+    });
+    let chunk = vec![7u8; 1 << 16];
+    for _ in 0..1024 {
+        client.write_all(&chunk).expect("send");
+    }
+    let server = reader.join().expect("reader thread");
+    let truths = [
+        ground_truth(&server).expect("receiver's getsockopt"),
+        ground_truth(&client).expect("sender's getsockopt"),
+    ];
+    let seen_both = |lines: &[String]| {
+        truths.iter().all(|t| {
+            lines.iter().any(|l| {
+                let e: Value = serde_json::from_str(l).unwrap_or_default();
+                e["event"] == "seen" && e["cookie"] == t["cookie"]
+            })
+        })
+    };
+    let live = tracer.wait_stdout(Duration::from_secs(5), seen_both);
+    drop((client, server));
+    std::thread::sleep(Duration::from_millis(300));
+    let (events, summary) = finish(tracer);
+    assert!(
+        live,
+        "seen events for both ends did not arrive while tracing: {events:?}"
+    );
+    for t in &truths {
+        let mine = of_cookie(&events, &t["cookie"]);
+        assert!(
+            mine.iter().any(|e| e["event"] == "close"),
+            "no close for {t}: {mine:?}"
+        );
+        assert_last_values(&mine, t);
+    }
+    let sender_seen = of_cookie(&events, &truths[1]["cookie"])
+        .into_iter()
+        .find(|e| e["event"] == "seen")
+        .unwrap();
+    assert_eq!(sender_seen["hook"], "tcp:tcp_probe", "{sender_seen}");
+    assert!(
+        summary["counters"]["recheck_skipped"].as_u64().unwrap() > 0,
+        "ACKs within 25 jiffies of a check were not skipped: {summary}"
+    );
 }

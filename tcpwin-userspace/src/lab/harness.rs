@@ -18,8 +18,10 @@ pub struct Tracer {
     pub child: Child,
     stderr_lines: mpsc::Receiver<String>,
     pub stderr: Vec<String>,
-    /// stdout, read continuously so a chatty tracer never blocks on a full pipe
+    /// stdout lines, read continuously so a chatty tracer never blocks on a full pipe
     stdout: Option<mpsc::Receiver<String>>,
+    /// stdout lines already taken from the channel by [`Tracer::wait_stdout`]
+    stdout_seen: Vec<String>,
 }
 
 impl Tracer {
@@ -40,12 +42,14 @@ impl Tracer {
                 }
             }
         });
-        let stdout = child.stdout.take().map(|mut so| {
+        let stdout = child.stdout.take().map(|so| {
             let (tx, rx) = mpsc::channel();
             std::thread::spawn(move || {
-                let mut s = String::new();
-                let _ = so.read_to_string(&mut s);
-                let _ = tx.send(s);
+                for line in BufReader::new(so).lines().map_while(|l| l.ok()) {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
             });
             rx
         });
@@ -54,6 +58,7 @@ impl Tracer {
             stderr_lines: rx,
             stderr: Vec::new(),
             stdout,
+            stdout_seen: Vec::new(),
         };
         let deadline = Instant::now() + timeout;
         loop {
@@ -82,6 +87,21 @@ impl Tracer {
         }
     }
 
+    /// Waits (up to `timeout`) while the tracer runs until the stdout lines so far satisfy `done`.
+    pub fn wait_stdout(&mut self, timeout: Duration, done: impl Fn(&[String]) -> bool) -> bool {
+        let Some(rx) = &self.stdout else {
+            return false;
+        };
+        let deadline = Instant::now() + timeout;
+        while !done(&self.stdout_seen) {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) => self.stdout_seen.push(line),
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+
     /// SIGINT, then wait for exit (killing it after `timeout`); returns stdout if piped.
     pub fn stop(
         mut self,
@@ -89,16 +109,24 @@ impl Tracer {
     ) -> Result<(std::process::ExitStatus, String, Vec<String>)> {
         // SAFETY: plain kill(2) on our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let mut out = String::new();
+        let mut lines = std::mem::take(&mut self.stdout_seen);
         if let Some(rx) = self.stdout.take() {
-            out = match rx.recv_timeout(timeout) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = self.child.kill();
-                    rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
+            let deadline = Instant::now() + timeout;
+            loop {
+                match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(line) => lines.push(line),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        let _ = self.child.kill();
+                        while let Ok(line) = rx.recv_timeout(Duration::from_secs(5)) {
+                            lines.push(line);
+                        }
+                        break;
+                    }
                 }
-            };
+            }
         }
+        let out: String = lines.iter().map(|l| format!("{l}\n")).collect();
         let deadline = Instant::now() + timeout;
         let status = loop {
             if let Some(s) = self.child.try_wait()? {
