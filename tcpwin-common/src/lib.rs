@@ -270,6 +270,10 @@ pub struct Event {
     /// `tcp_select_initial_window(__space, mss)` (with `flag::INIT_PARAMS`)
     pub init_space: u32,
     pub init_mss: u32,
+    /// 1 when `gso_size`/`gso_segs` were read from the cause packet (with `flag::SKB`); 0 when
+    /// the tracer skipped its shared info (see `SkbShape` in tcpwin-ebpf's read.rs)
+    pub gso_read: u8,
+    pub _pad: [u8; 7],
 }
 
 /// An ingress interface of the per-packet histogram; `IF_SLOTS` maps it to a slot of `PKT_HIST`.

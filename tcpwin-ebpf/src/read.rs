@@ -115,7 +115,7 @@ pub fn details<M: Mem>(sk: u64) -> Details {
         userlocks: at(sk, off!(sk_userlocks)),
         state: M::at(sk, off!(skc_state)),
         rcv_wnd: M::at(sk, off!(tp_rcv_wnd)),
-        rcv_mss: M::at::<u16>(sk, off!(icsk_rcv_mss)) as u32,
+        rcv_mss: rcv_mss::<M>(sk),
         advmss: M::at::<u16>(sk, off!(tp_advmss)) as u32,
     }
 }
@@ -210,6 +210,12 @@ pub fn raw_cookie(sk: u64) -> u64 {
     at(sk, off!(skc_cookie))
 }
 
+/// `inet_csk(sk)->icsk_ack.rcv_mss`: the segment size `tcp_measure_rcv_mss` compares against.
+#[inline(always)]
+pub fn rcv_mss<M: Mem>(sk: u64) -> u32 {
+    M::at::<u16>(sk, off!(icsk_rcv_mss)) as u32
+}
+
 #[inline(always)]
 pub fn wscale(sk: u64) -> (u8, bool) {
     let w = bits(sk, off!(tp_rcv_wscale_bit), off!(tp_rcv_wscale_bits));
@@ -226,6 +232,8 @@ pub struct SkbShape {
     pub ifindex: u32,
     pub gso_size: u16,
     pub gso_segs: u16,
+    /// 1 once `gso_size`/`gso_segs` were read (the shared info is a cache line of its own)
+    pub gso_read: u8,
 }
 
 impl SkbShape {
@@ -273,6 +281,7 @@ pub fn skb_shape<M: Mem>(skb: u64, header_pulled: bool) -> SkbShape {
         ifindex: M::at::<i32>(skb, off!(skb_iif)) as u32,
         gso_size: 0,
         gso_segs: 0,
+        gso_read: 0,
     }
 }
 
@@ -284,6 +293,7 @@ pub fn skb_gso<M: Mem>(skb: u64, shape: &mut SkbShape) {
     let head: u64 = M::at(skb, off!(skb_head));
     let end: u32 = M::at(skb, off!(skb_end));
     let shinfo = head + end as u64;
+    shape.gso_read = 1;
     let (size, segs) = (off!(shinfo_gso_size), off!(shinfo_gso_segs));
     if size != ABSENT && segs == size + 2 {
         let both: u32 = at(shinfo, size);

@@ -33,6 +33,15 @@ fn arrow<T: std::fmt::Display + PartialEq>(prev: Option<T>, now: T) -> String {
 }
 
 /// One grep-friendly line with kernel / `ss` field names.
+/// A GSO field of the cause packet, `?` when the tracer did not read it.
+fn gso(read: u8, v: u16) -> String {
+    if read != 0 {
+        v.to_string()
+    } else {
+        "?".into()
+    }
+}
+
 pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
     let e = &r.ev;
     let prev = r.has(flag::PREV);
@@ -80,8 +89,8 @@ pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
                 e.skb_len,
                 e.skb_truesize,
                 if q >= 256 { ", >=256: driver under-reports truesize" } else { "" },
-                e.gso_size,
-                e.gso_segs,
+                gso(e.gso_read, e.gso_size),
+                gso(e.gso_read, e.gso_segs),
                 e.ifindex
             )),
             None => s.push_str(" skb=unknown"),

@@ -143,8 +143,9 @@ impl Record {
         if self.kind == "ratio" {
             m.insert("skb_len".into(), opt(skb, json!(e.skb_len)));
             m.insert("skb_truesize".into(), opt(skb, json!(e.skb_truesize)));
-            m.insert("gso_size".into(), opt(skb, json!(e.gso_size)));
-            m.insert("gso_segs".into(), opt(skb, json!(e.gso_segs)));
+            let gso = skb && e.gso_read != 0;
+            m.insert("gso_size".into(), opt(gso, json!(e.gso_size)));
+            m.insert("gso_segs".into(), opt(gso, json!(e.gso_segs)));
             m.insert("ifindex".into(), opt(skb, json!(e.ifindex)));
         }
         if self.kind == "init" {

@@ -242,7 +242,22 @@ fn pinned_buffer_ratio_identities_gro_off_and_on() {
                 r["skb_truesize"].as_u64().unwrap(),
             );
             assert_eq!((len << 8) / truesize, ratio, "gro={gro}: {r}");
+            // GSO fields, when read: a coalesced packet is ceil(len / gso_size) segments, and
+            // the kernel set rcv_mss from its gso_size (min(len, advmss))
+            if let (Some(size), Some(segs)) = (r["gso_size"].as_u64(), r["gso_segs"].as_u64()) {
+                if !gro {
+                    assert_eq!(size, 0, "GRO off, yet a GSO packet: {r}");
+                } else if size > 0 {
+                    assert_eq!(segs, len.div_ceil(size), "{r}");
+                    let advmss = r["advmss"].as_u64().unwrap();
+                    assert_eq!(r["rcv_mss"].as_u64().unwrap(), size.min(advmss), "{r}");
+                }
+            }
         }
+        assert!(
+            ratios.iter().any(|r| r["gso_size"].is_u64()),
+            "gro={gro}: no ratio event with its packet's GSO fields: {ratios:?}"
+        );
         // independent: the receiver's own TCP_WINDOW_CLAMP follows the same formula with the
         // ratio the tracer saw last
         let last_ratio = ratios.last().unwrap()["scaling_ratio"].as_u64().unwrap();
