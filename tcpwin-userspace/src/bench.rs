@@ -191,6 +191,8 @@ struct Sample {
     bpf_hits: u64,
     per_prog: ProgStats,
     transfer_cpu_s: f64,
+    /// gigabytes (1e9 bytes) transferred
+    gb: f64,
     drops: Option<u64>,
     events_per_sec: Option<f64>,
     changes_seen: Option<u64>,
@@ -455,6 +457,7 @@ fn one_run(pair: &Pair, mode: Mode, bytes: u64, floor_alongside: bool) -> Result
             .unwrap_or(0.0),
         cpu_per_gb: cpu / (bytes as f64 / 1e9),
         transfer_cpu_s: cpu,
+        gb: bytes as f64 / 1e9,
         ..Sample::default()
     };
     if let Some(p) = obs_pid {
@@ -573,11 +576,12 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
     };
     if !json_out {
         println!(
-            "\n{:<9} {:>22} {:>22} {:>12} {:>10} {:>9} {:>6} {:>8} {:>11} {:>10}",
+            "\n{:<9} {:>22} {:>22} {:>10} {:>10} {:>9} {:>9} {:>6} {:>8} {:>11} {:>10}",
             "mode",
             "throughput ratio",
             "CPU/GB ratio",
             "BPF ns/hit",
+            "BPF ms/GB",
             "BPF share",
             "events/s",
             "drops",
@@ -586,7 +590,7 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
             "tracer RSS"
         );
     }
-    let raw = json!({"mode": "raw", "bpf_ns_per_hit": null, "bpf_cpu_share": null, "throughput_ratio": null,
+    let raw = json!({"mode": "raw", "bpf_ns_per_hit": null, "bpf_ms_per_gb": null, "bpf_cpu_share": null, "throughput_ratio": null,
         "cpu_per_gb_ratio": null, "drops": null, "events_per_sec": null, "changes_seen": null,
         "tracer_cpu_share": null, "tracer_rss_bytes": null,
         "note": "no per-packet raw mode: per-packet facts are aggregated in the kernel"});
@@ -599,6 +603,11 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
         let ns_per_hit = v
             .iter()
             .map(|s| (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / s.bpf_hits as f64))
+            .collect::<Option<Vec<_>>>()
+            .map(median);
+        let ms_per_gb = v
+            .iter()
+            .map(|s| (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / 1e6 / s.gb))
             .collect::<Option<Vec<_>>>()
             .map(median);
         let bpf_share = v
@@ -661,7 +670,7 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
         if json_out {
             println!(
                 "{}",
-                json!({"mode": m.name(), "bpf_ns_per_hit": ns_per_hit, "bpf_cpu_share": bpf_share,
+                json!({"mode": m.name(), "bpf_ns_per_hit": ns_per_hit, "bpf_ms_per_gb": ms_per_gb, "bpf_cpu_share": bpf_share,
                     "throughput_ratio": tp.0, "throughput_ratio_min": tp.1, "throughput_ratio_max": tp.2,
                     "cpu_per_gb_ratio": cpu.0, "cpu_per_gb_ratio_min": cpu.1, "cpu_per_gb_ratio_max": cpu.2,
                     "drops": drops, "events_per_sec": eps, "changes_seen": changes,
@@ -671,11 +680,12 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
         } else {
             let o = |x: Option<String>| x.unwrap_or_else(|| "-".into());
             println!(
-                "{:<9} {:>22} {:>22} {:>12} {:>10} {:>9} {:>6} {:>8} {:>11} {:>10}",
+                "{:<9} {:>22} {:>22} {:>10} {:>10} {:>9} {:>9} {:>6} {:>8} {:>11} {:>10}",
                 m.name(),
                 format!("{:.3} ({:.3}-{:.3})", tp.0, tp.1, tp.2),
                 format!("{:.3} ({:.3}-{:.3})", cpu.0, cpu.1, cpu.2),
                 o(ns_per_hit.map(|v| format!("{v:.0}"))),
+                o(ms_per_gb.map(|v| format!("{v:.2}"))),
                 o(bpf_share.map(|v| format!("{:.2}%", v * 100.0))),
                 o(eps.map(|v| format!("{v:.0}"))),
                 o(drops.map(|v| v.to_string())),
