@@ -42,7 +42,7 @@ enum Cmd {
     /// Build, then trace a transfer the tool generates itself between two network namespaces.
     Demo,
     /// Measure what tracing costs (paired veth transfers; prints ratios). Extra args go to
-    /// `tcpwin-trace bench` (--runs N, --bytes B, --json, --no-peers).
+    /// `tcpwin-trace bench` (--runs N, --bytes B, --json, --no-peers, --floor-alongside).
     Bench {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

@@ -1,0 +1,72 @@
+//! The benchmark runs end to end and reports every figure issue 5 names, in every mode. A smoke
+//! test of the measuring tool, not a performance test: the numbers are only checked for being
+//! there and sane (hits counted, no drops), never against a target.
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn bench_reports_every_figure_per_mode() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("BENCH SMOKE TEST CANNOT RUN: it needs root (run `sudo cargo xtask test`). Failing, not skipping.");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpwin-trace"))
+        .args([
+            "bench",
+            "--runs",
+            "1",
+            "--bytes",
+            "67108864",
+            "--no-peers",
+            "--floor-alongside",
+            "--json",
+        ])
+        .output()
+        .expect("run tcpwin-trace bench");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench failed: {err}");
+    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let mode = |m: &str| {
+        rows.iter()
+            .find(|r| r["mode"] == m)
+            .unwrap_or_else(|| panic!("no `{m}` row in {rows:?}"))
+    };
+    for m in ["empty-tp", "default", "raw"] {
+        for k in [
+            "bpf_ns_per_hit",
+            "bpf_ms_per_gb",
+            "bpf_cpu_share",
+            "throughput_ratio",
+            "cpu_per_gb_ratio",
+            "drops",
+            "events_per_sec",
+            "changes_seen",
+            "tracer_cpu_share",
+            "tracer_rss_bytes",
+        ] {
+            assert!(mode(m).get(k).is_some(), "{m}: key {k} missing");
+        }
+    }
+    let d = mode("default");
+    assert_eq!(d["drops"], 0, "{d}");
+    assert!(d["bpf_ns_per_hit"].as_f64().unwrap() > 0.0, "{d}");
+    assert!(d["tracer_rss_bytes"].as_u64().unwrap() > 0, "{d}");
+    assert!(d["changes_seen"].as_u64().unwrap() > 0, "{d}");
+    let probe = &d["bpf_programs"]["tcp_probe"];
+    assert!(probe["hits"].as_u64().unwrap() > 0, "{d}");
+    assert!(
+        probe["ns_above_floor"].is_f64(),
+        "floor alongside missing: {d}"
+    );
+    // the floor program is reported, not counted as the tracer's own cost
+    assert!(
+        d["bpf_programs"]["calib_tcp_probe"]["hits"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
