@@ -89,8 +89,11 @@ static IF_NEXT: Array<u32> = Array::with_max_entries(1, 0);
 #[map(name = "SLOT_OWNER")]
 static SLOT_OWNER: HashMap<u32, IfKey> = HashMap::with_max_entries(HIST_IFACES, 0);
 
-/// Sockets recently checked by a hook that cannot move their window, direct-mapped by address
-/// (shared by all CPUs: a collision or a race only costs one more check).
+/// Sockets recently checked by a hook that cannot move their window, direct-mapped by ports
+/// (shared by all CPUs: a collision or a race only costs one more check). Entries are not removed
+/// at `tcp_destroy_sock` (the local port is already released then, so the slot is unknown): a new
+/// socket at the same address is reported by `established` anyway, and at worst its ACKs are
+/// skipped for `RECHECK_JIFFIES`.
 #[map(name = "CHECKED")]
 static CHECKED: Array<Checked> = Array::with_max_entries(RECHECK_SLOTS, 0);
 
@@ -118,17 +121,6 @@ pub fn recently_checked<M: Mem>(sk: u64) -> bool {
     c.sk = sk;
     c.at_jiffies = now;
     false
-}
-
-/// A destroyed socket's address may come back as a new socket: it starts unchecked.
-#[inline(always)]
-fn forget_checked(sk: u64) {
-    if let Some(c) = CHECKED.get_ptr_mut(checked_slot::<Probe>(sk)) {
-        let c = unsafe { &mut *c };
-        if c.sk == sk {
-            c.sk = 0;
-        }
-    }
 }
 
 /// The histogram slot of an interface, allocated on first use (`None` once all are taken).
@@ -483,7 +475,6 @@ pub fn destroyed(sk: u64, hook: u8) {
     };
     // Tracked means it passed the filters (the port is already released here, so the port
     // filter could not be checked again; userspace restores the tuple from earlier events).
-    forget_checked(sk);
     let st = unsafe { &*p };
     let snap = read::snapshot::<Probe>(sk);
     report::<Probe>(
