@@ -713,19 +713,28 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
             }
         }
     }
-    let per_hit = |m: Mode| -> Option<f64> {
+    // median per-run ns per hit of one program (the one on the floor's hook: tcp_probe)
+    let per_hit = |m: Mode, prog: &str| -> Option<f64> {
         let v = samples.get(&m)?;
         v.iter()
-            .map(|s| (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / s.bpf_hits as f64))
+            .map(|s| {
+                s.per_prog
+                    .get(prog)
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(ns, n)| *ns as f64 / *n as f64)
+            })
             .collect::<Option<Vec<_>>>()
             .map(median)
     };
     if json_out {
         println!("{raw}");
     } else {
-        if let (Some(e), Some(d)) = (per_hit(Mode::Empty), per_hit(Mode::Default)) {
+        if let (Some(e), Some(d)) = (
+            per_hit(Mode::Empty, FLOOR_PROG),
+            per_hit(Mode::Default, "tcp_probe"),
+        ) {
             println!(
-                "empty-tp: an empty program on tcp:tcp_probe costs {e:.0} ns per hit here (trampoline + bpf_stats); the tracer's programs average {d:.0} ns, {:.0} ns above it",
+                "empty-tp: an empty program on tcp:tcp_probe costs {e:.0} ns per hit here (trampoline + bpf_stats); the tracer's tcp_probe {d:.0} ns, {:.0} ns above it (the floor moves between runs: --floor-alongside measures it in the same runs)",
                 d - e
             );
         }
