@@ -33,7 +33,6 @@ pub struct Offsets {
     pub sk_rcvbuf: u32,
     pub sk_userlocks: u32,
     pub sk_socket: u32,
-    pub sk_protocol: u32,
     /// `struct socket_alloc`: `vfs_inode` minus `socket` (the socket inode lives beside the socket)
     pub socket_to_inode: u32,
     pub inode_i_ino: u32,
@@ -82,7 +81,6 @@ impl Offsets {
             sk_rcvbuf: ABSENT,
             sk_userlocks: ABSENT,
             sk_socket: ABSENT,
-            sk_protocol: ABSENT,
             socket_to_inode: ABSENT,
             inode_i_ino: ABSENT,
             icsk_rcv_mss: ABSENT,

@@ -39,12 +39,14 @@ fn tcp_sk(sk: u64) -> u64 {
 
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
-    let sk: u64 = ctx.arg(0);
+    let raw: u64 = ctx.arg(0);
     let old_state: i32 = ctx.arg(1);
     let new_state: i32 = ctx.arg(2);
     let (old_state, new_state) = (old_state as u8, new_state as u8);
-    // SCTP, MPTCP and others use this tracepoint too: only a TCP socket is a tcp_sock.
-    if read::at::<u16>(sk, read::off!(sk_protocol)) != read::IPPROTO_TCP {
+    // SCTP and others use this tracepoint too: only a TCP socket is a tcp_sock (and through the
+    // typed pointer every read below is a plain load)
+    let sk = tcp_sk(raw);
+    if sk == 0 {
         emit::count(hook::TP_SET_STATE as u32);
         return 0;
     }
@@ -56,11 +58,11 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
         }
         tcp_state::ESTABLISHED => {
             emit::count(hook::TP_SET_STATE as u32);
-            track::established(sk, hook::TP_SET_STATE, cookie(sk))
+            track::established(sk, hook::TP_SET_STATE, cookie(raw))
         }
         // leaving a state that carries data (closing): a last look at the window
         _ if tcp_state::carries_data(old_state) => {
-            observe::<Probe>(sk, hook::TP_SET_STATE, Ctx::Any, || cookie(sk), Pkt::None)
+            observe::<Direct>(sk, hook::TP_SET_STATE, Ctx::Any, || cookie(raw), Pkt::None)
         }
         _ => emit::count(hook::TP_SET_STATE as u32),
     }
@@ -69,7 +71,11 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
 
 #[btf_tracepoint(function = "tcp_destroy_sock")]
 pub fn tcp_destroy_sock(ctx: BtfTracePointContext) -> i32 {
-    let sk: u64 = ctx.arg(0);
+    let sk = tcp_sk(ctx.arg(0));
+    if sk == 0 {
+        emit::count(hook::TP_DESTROY_SOCK as u32);
+        return 0;
+    }
     track::destroyed(sk, hook::TP_DESTROY_SOCK);
     0
 }

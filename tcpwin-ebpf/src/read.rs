@@ -121,16 +121,10 @@ pub fn details<M: Mem>(sk: u64) -> Details {
 }
 
 pub const AF_INET6: u16 = 10;
-pub const IPPROTO_TCP: u16 = 6;
-
-#[inline(always)]
-pub fn netns(sk: u64) -> u32 {
-    netns_in::<Probe>(sk)
-}
 
 /// `sock_net(sk)->ns.inum` (with [`Direct`], `skc_net` is a typed `struct net *`).
 #[inline(always)]
-pub fn netns_in<M: Mem>(sk: u64) -> u32 {
+pub fn netns<M: Mem>(sk: u64) -> u32 {
     let net: u64 = M::at(sk, off!(skc_net));
     M::at(net, off!(net_ns_inum))
 }
@@ -153,27 +147,19 @@ fn addrs<M: Mem>(sk: u64, laddr: &mut [u8; 16], raddr: &mut [u8; 16]) -> u16 {
     family
 }
 
-/// A connection's identity. `sk` may also be a `request_sock`: both start with `sock_common`.
+/// A connection's identity. `sk` may also be a `request_sock` (read it with [`Probe`]): both
+/// start with `sock_common`.
 #[inline(always)]
-pub fn tuple(sk: u64) -> TupleKey {
+pub fn tuple<M: Mem>(sk: u64) -> TupleKey {
+    let (lport, rport) = ports::<M>(sk);
     let mut t = TupleKey {
-        netns: netns(sk),
-        lport: lport(sk),
-        rport: rport(sk),
+        netns: netns::<M>(sk),
+        lport,
+        rport,
         ..TupleKey::default()
     };
-    addrs::<Probe>(sk, &mut t.laddr, &mut t.raddr);
+    addrs::<M>(sk, &mut t.laddr, &mut t.raddr);
     t
-}
-
-#[inline(always)]
-pub fn lport(sk: u64) -> u16 {
-    lport_in::<Probe>(sk)
-}
-
-#[inline(always)]
-pub fn rport(sk: u64) -> u16 {
-    rport_in::<Probe>(sk)
 }
 
 /// Local and remote port, read as `M` reads.
@@ -309,7 +295,7 @@ pub fn skb_gso<M: Mem>(skb: u64, shape: &mut SkbShape) {
 #[inline(always)]
 pub fn tuple_into<M: Mem>(sk: u64, ev: &mut tcpwin_common::Event) {
     ev.family = addrs::<M>(sk, &mut ev.laddr, &mut ev.raddr) as u8;
-    ev.netns = netns_in::<M>(sk);
+    ev.netns = netns::<M>(sk);
     ev.lport = lport_in::<M>(sk);
     ev.rport = rport_in::<M>(sk);
 }

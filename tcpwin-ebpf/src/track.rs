@@ -13,7 +13,7 @@ use tcpwin_common::{
 
 use crate::{
     emit::{count, reserve, submit},
-    read::{self, off, Mem, Probe, SkbShape, Snapshot},
+    read::{self, off, Direct, Mem, Probe, SkbShape, Snapshot},
 };
 
 #[unsafe(no_mangle)]
@@ -57,6 +57,14 @@ pub struct SockState {
 /// `tcp:tcp_destroy_sock` removes the entry, so an address reused by a new socket starts clean.
 #[map(name = "SOCKS")]
 static SOCKS: LruHashMap<u64, SockState> = LruHashMap::with_max_entries(65536, 0);
+
+/// A socket's `SOCKS` key: a copy the compiler cannot merge with `sk`. A helper reading its key
+/// from the stack makes the 6.1 and 6.12 verifiers forget that the slot held a typed pointer, so
+/// `sk` reloaded from that slot could no longer be read through.
+#[inline(always)]
+fn key(sk: u64) -> u64 {
+    unsafe { core::ptr::read_volatile(&sk) }
+}
 
 /// Socket inodes of the traced PID (userspace keeps this fresh from /proc/PID/fd).
 #[map(name = "OWNED_INODES")]
@@ -152,9 +160,9 @@ fn if_slot(netns: u32, ifindex: u32) -> Option<u32> {
 /// its file is one of the PID's (inode), or it is the child of one of the PID's listeners. The
 /// receive path runs in softirq, so the current task says nothing about ownership.
 #[inline(always)]
-fn wanted(sk: u64, state: Option<&SockState>) -> bool {
+fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
     let port = cfg!(port);
-    if port != 0 && read::lport(sk) != port && read::rport(sk) != port {
+    if port != 0 && read::ports::<M>(sk).0 != port && read::ports::<M>(sk).1 != port {
         return false;
     }
     if cfg!(filter_pid) == 0 {
@@ -170,8 +178,8 @@ fn wanted(sk: u64, state: Option<&SockState>) -> bool {
         return true;
     }
     let key = PortKey {
-        netns: read::netns(sk),
-        port: read::lport(sk),
+        netns: read::netns::<M>(sk),
+        port: read::ports::<M>(sk).0,
         _pad: 0,
     };
     unsafe { OWNED_PORTS.get(&key) }.is_some()
@@ -185,6 +193,8 @@ pub fn current_is_target() -> bool {
 
 /// `connect()` or `listen()` (process context): the current task owns the socket. With `--pid`,
 /// the target's listeners and connecting sockets are marked here, before any /proc refresh.
+/// `sk` is a typed `tcp_sock` pointer (`bpf_skc_to_tcp_sock`), read with plain loads; so are the
+/// `sk` of [`established`] and [`destroyed`].
 #[inline(always)]
 pub fn process_context(sk: u64, new_state: u8) {
     if !current_is_target() {
@@ -192,8 +202,8 @@ pub fn process_context(sk: u64, new_state: u8) {
     }
     if new_state == tcp_state::LISTEN {
         let key = PortKey {
-            netns: read::netns(sk),
-            port: read::lport(sk),
+            netns: read::netns::<Direct>(sk),
+            port: read::ports::<Direct>(sk).0,
             _pad: 0,
         };
         let _ = OWNED_PORTS.insert(&key, &cfg!(target_tgid), 0);
@@ -201,12 +211,12 @@ pub fn process_context(sk: u64, new_state: u8) {
     }
     let mut st = SockState {
         owned: 1,
-        netns: read::netns(sk),
-        ratio: read::snapshot::<Probe>(sk).ratio,
+        netns: read::netns::<Direct>(sk),
+        ratio: read::snapshot::<Direct>(sk).ratio,
         ..SockState::default()
     };
     set_user(&mut st);
-    if SOCKS.insert(&sk, &st, 0).is_err() {
+    if SOCKS.insert(&key(sk), &st, 0).is_err() {
         count(counter::STATE_FULL);
     }
 }
@@ -296,10 +306,10 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
             return;
         }
     }
-    let st_ptr = SOCKS.get_ptr_mut(&sk);
+    let st_ptr = SOCKS.get_ptr_mut(&key(sk));
     // a tracked socket already passed the filters; the target's own recvmsg marks its socket
     let mine = ctx == Ctx::User && current_is_target();
-    if st_ptr.is_none() && !mine && !wanted(sk, None) {
+    if st_ptr.is_none() && !mine && !wanted::<M>(sk, None) {
         count(counter::FILTERED);
         return;
     }
@@ -315,7 +325,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         let c = cookie_of();
         let mut st = SockState {
             cookie: if c != 0 { c } else { read::raw_cookie(sk) },
-            netns: read::netns(sk),
+            netns: read::netns::<M>(sk),
             owned: cfg!(filter_pid),
             ..SockState::default()
         };
@@ -330,7 +340,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
             st.gso_seen = shape.gso_size;
             st.has_skb = 1;
         }
-        if SOCKS.insert(&sk, &st, 0).is_err() {
+        if SOCKS.insert(&key(sk), &st, 0).is_err() {
             count(counter::STATE_FULL);
         }
         report::<M>(sk, kind::SEEN, hook, st.cookie, &snap, None, None, None);
@@ -420,15 +430,15 @@ fn remember(st: &mut SockState, snap: &Snapshot) {
 /// The connection reached ESTABLISHED: report its initial window and start tracking it afresh.
 #[inline(always)]
 pub fn established(sk: u64, hook: u8, cookie: u64) {
-    let old = SOCKS.get_ptr_mut(&sk).map(|p| unsafe { &*p });
-    if !wanted(sk, old) {
+    let old = SOCKS.get_ptr_mut(&key(sk)).map(|p| unsafe { &*p });
+    if !wanted::<Direct>(sk, old) {
         count(counter::FILTERED);
         return;
     }
-    let snap = read::snapshot::<Probe>(sk);
+    let snap = read::snapshot::<Direct>(sk);
     let mut st = SockState {
         cookie,
-        netns: read::netns(sk),
+        netns: read::netns::<Direct>(sk),
         owned: cfg!(filter_pid),
         ..SockState::default()
     };
@@ -438,15 +448,15 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
         st.has_pid = o.has_pid;
     }
     remember(&mut st, &snap);
-    if SOCKS.insert(&sk, &st, 0).is_err() {
+    if SOCKS.insert(&key(sk), &st, 0).is_err() {
         count(counter::STATE_FULL);
     }
-    let key = read::tuple(sk);
+    let key = read::tuple::<Direct>(sk);
     let init = unsafe { PENDING_INIT.get(&key) }.copied();
     if init.is_some() {
         let _ = PENDING_INIT.remove(&key);
     }
-    report::<Probe>(
+    report::<Direct>(
         sk,
         kind::INIT,
         hook,
@@ -462,7 +472,7 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
 /// the request socket): keep what it was given and chose until the socket is ESTABLISHED.
 #[inline(always)]
 pub fn initial_window(conn: u64, params: InitParams) {
-    let key = read::tuple(conn);
+    let key = read::tuple::<Probe>(conn);
     let _ = PENDING_INIT.insert(&key, &params, 0);
 }
 
@@ -470,14 +480,14 @@ pub fn initial_window(conn: u64, params: InitParams) {
 #[inline(always)]
 pub fn destroyed(sk: u64, hook: u8) {
     count(hook as u32);
-    let Some(p) = SOCKS.get_ptr_mut(&sk) else {
+    let Some(p) = SOCKS.get_ptr_mut(&key(sk)) else {
         return;
     };
     // Tracked means it passed the filters (the port is already released here, so the port
     // filter could not be checked again; userspace restores the tuple from earlier events).
     let st = unsafe { &*p };
-    let snap = read::snapshot::<Probe>(sk);
-    report::<Probe>(
+    let snap = read::snapshot::<Direct>(sk);
+    report::<Direct>(
         sk,
         kind::CLOSE,
         hook,
@@ -487,7 +497,7 @@ pub fn destroyed(sk: u64, hook: u8) {
         None,
         None,
     );
-    let _ = SOCKS.remove(&sk);
+    let _ = SOCKS.remove(&key(sk));
 }
 
 /// Writes one event straight into the ring buffer. Every field is written on every path: the slot

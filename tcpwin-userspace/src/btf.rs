@@ -165,7 +165,7 @@ impl Resolver {
             }
         }
         // (field, struct, path, expected size in bytes)
-        let plain: [(&mut u32, &str, &str, usize); 31] = [
+        let plain: [(&mut u32, &str, &str, usize); 30] = [
             (&mut o.skc_family, "sock_common", "skc_family", 2),
             (&mut o.skc_state, "sock_common", "skc_state", 1),
             (&mut o.skc_num, "sock_common", "skc_num", 2),
@@ -185,7 +185,6 @@ impl Resolver {
             (&mut o.sk_rcvbuf, "sock", "sk_rcvbuf", 4),
             (&mut o.sk_userlocks, "sock", "sk_userlocks", 1),
             (&mut o.sk_socket, "sock", "sk_socket", 8),
-            (&mut o.sk_protocol, "sock", "sk_protocol", 2),
             (&mut o.inode_i_ino, "inode", "i_ino", 8),
             (
                 &mut o.icsk_rcv_mss,
@@ -277,7 +276,6 @@ impl Resolver {
             bail!("unexpected layout: struct sock is not at the start of struct tcp_sock");
         }
         let essential = [
-            ("sock.sk_protocol", o.sk_protocol),
             ("sock_common.skc_num", o.skc_num),
             ("tcp_sock.window_clamp", o.tp_window_clamp),
             ("sk_buff.len", o.skb_len),
@@ -405,7 +403,6 @@ mod tests {
                 ("__sk_common", skc, 0, 0),
                 ("sk_rcvbuf", u32_, 244 * 8, 0),
                 ("sk_userlocks", u8_, 300 * 8, 0),
-                ("sk_protocol", u16_, 302 * 8, 0),
                 ("sk_socket", voidp, 400 * 8, 0),
             ],
         );

@@ -206,7 +206,7 @@ ip link set lo up
 echo "@@KERNEL $(uname -r)"
 for b in $(sed -n 's/.*tcpwin.backends=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' '); do
   echo "@@BEGIN $b"
-  /tcpwin-trace --backend $b --json --port 5400 > /tmp/trace.json 2> /tmp/trace.err &
+  TCPWIN_VERIFIER_LOG=1 /tcpwin-trace --backend $b --json --port 5400 > /tmp/trace.json 2> /tmp/trace.err &
   T=$!
   i=0
   while ! grep -q -e '^tcpwin-trace: tracing' -e 'error' /tmp/trace.err; do
