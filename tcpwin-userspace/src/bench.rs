@@ -20,7 +20,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 
 use crate::{
-    lab::{Tracer, Transfer},
+    lab::{check_stop, install_stop_handler, Tracer, Transfer},
     netns::Pair,
     session,
 };
@@ -45,7 +45,22 @@ pub struct BenchArgs {
     /// same runs (the floor moves between runs on a VM), at the price of one more program per hit
     #[arg(long)]
     pub floor_alongside: bool,
+    /// Short connections per churn run (sequential, 1 KiB each, untraced/default pairs); 0 skips
+    /// the churn table
+    #[arg(long, default_value_t = 5000)]
+    pub churn: u32,
 }
+
+/// What one run moves through the namespace pair.
+#[derive(Clone, Copy)]
+enum Work {
+    /// one connection, this many bytes
+    Bulk(u64),
+    /// this many short connections (1 KiB each), one after the other
+    Churn(u32),
+}
+
+const CHURN_BYTES: u64 = 1024;
 
 /// The empty program's name in bpftool's listing (kernel names are cut at 15 characters).
 const FLOOR_PROG: &str = "calib_tcp_probe";
@@ -193,6 +208,9 @@ struct Sample {
     transfer_cpu_s: f64,
     /// gigabytes (1e9 bytes) transferred
     gb: f64,
+    /// connections made
+    conns: u32,
+    wall_s: f64,
     drops: Option<u64>,
     events_per_sec: Option<f64>,
     changes_seen: Option<u64>,
@@ -398,7 +416,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn one_run(pair: &Pair, mode: Mode, bytes: u64, floor_alongside: bool) -> Result<Sample> {
+fn one_run(pair: &Pair, mode: Mode, work: Work, floor_alongside: bool) -> Result<Sample> {
     let exe = std::env::current_exe()?;
     // the observer's programs are the ones that appear when it starts
     let ids_before = program_ids();
@@ -435,17 +453,21 @@ fn one_run(pair: &Pair, mode: Mode, bytes: u64, floor_alongside: bool) -> Result
     pin_this_thread(Some(1));
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();
+    let (bytes, conns) = match work {
+        Work::Bulk(b) => (b, 1),
+        Work::Churn(n) => (CHURN_BYTES, n),
+    };
     let t = Transfer {
         exe: exe.clone(),
         pair,
         port: PORT,
         bytes,
-        conns: 1,
+        conns,
         ipv6: false,
         rcvbuf: None,
         timeout: Duration::from_secs(300),
     };
-    let done = t.run_both(true);
+    let done = t.run_both(matches!(work, Work::Bulk(_)));
     pin_this_thread(None);
     let (_, tx) = done?;
     let wall = t0.elapsed().as_secs_f64();
@@ -455,9 +477,11 @@ fn one_run(pair: &Pair, mode: Mode, bytes: u64, floor_alongside: bool) -> Result
             .first()
             .and_then(|v| v["throughput_bps"].as_f64())
             .unwrap_or(0.0),
-        cpu_per_gb: cpu / (bytes as f64 / 1e9),
+        cpu_per_gb: cpu / (bytes as f64 * conns as f64 / 1e9),
         transfer_cpu_s: cpu,
-        gb: bytes as f64 / 1e9,
+        gb: bytes as f64 * conns as f64 / 1e9,
+        conns,
+        wall_s: wall,
         ..Sample::default()
     };
     if let Some(p) = obs_pid {
@@ -524,6 +548,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     let pair = Pair::create(&format!("tcpwin-bench-{}", std::process::id()), 1500)?;
     let _stats = BpfStats::enable()?;
+    // Ctrl-C ends the bench between runs, with the namespaces removed and the sysctl restored
+    install_stop_handler();
     let mut modes = vec![Mode::Empty, Mode::Default];
     if !args.no_peers {
         if Command::new("bpftrace").arg("--version").output().is_ok() {
@@ -539,7 +565,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
     for i in 0..args.runs {
         for &m in &modes {
             for mode in [Mode::Untraced, m] {
-                let s = one_run(&pair, mode, args.bytes, args.floor_alongside)
+                check_stop()?;
+                let s = one_run(&pair, mode, Work::Bulk(args.bytes), args.floor_alongside)
                     .with_context(|| format!("run {i} mode {}", mode.name()))?;
                 if !args.json {
                     let per: Vec<String> = s
@@ -562,7 +589,129 @@ pub fn run(args: BenchArgs) -> Result<()> {
         }
     }
     report(&samples, &modes, args.json);
+    if args.churn > 0 {
+        let mut churn: HashMap<Mode, Vec<Sample>> = HashMap::new();
+        for i in 0..args.runs {
+            for mode in [Mode::Untraced, Mode::Default] {
+                check_stop()?;
+                let s = one_run(&pair, mode, Work::Churn(args.churn), false)
+                    .with_context(|| format!("churn run {i} mode {}", mode.name()))?;
+                if !args.json {
+                    eprintln!(
+                        "bench: churn run {} {:<9} {:>7.0} conn/s  {:.1} CPU-us/conn",
+                        i + 1,
+                        mode.name(),
+                        s.conns as f64 / s.wall_s,
+                        s.transfer_cpu_s * 1e6 / s.conns as f64
+                    );
+                }
+                churn.entry(mode).or_default().push(s);
+            }
+        }
+        report_churn(&churn, args.churn, args.json);
+    }
     Ok(())
+}
+
+/// Per program: total hits, median per-run ns per hit and, where the floor ran alongside (and
+/// `with_floor`), median per-run ns above it.
+type PerProgram = std::collections::BTreeMap<String, (u64, f64, Option<f64>)>;
+
+fn per_program(v: &[Sample], with_floor: bool) -> PerProgram {
+    let mut progs: std::collections::BTreeMap<String, (u64, Vec<f64>, Vec<f64>)> =
+        Default::default();
+    for smp in v {
+        let floor = smp
+            .per_prog
+            .get(FLOOR_PROG)
+            .filter(|(_, n)| *n > 0 && with_floor)
+            .map(|(ns, n)| *ns as f64 / *n as f64);
+        for (k, (ns, n)) in smp.per_prog.iter().filter(|(_, (_, n))| *n > 0) {
+            let e = progs.entry(k.clone()).or_default();
+            let per = *ns as f64 / *n as f64;
+            e.0 += n;
+            e.1.push(per);
+            if let Some(f) = floor {
+                e.2.push(per - f);
+            }
+        }
+    }
+    progs
+        .into_iter()
+        .map(|(k, (n, per, above))| {
+            let above = (!above.is_empty()).then(|| median(above));
+            (k, (n, median(per), above))
+        })
+        .collect()
+}
+
+fn progs_json(progs: &PerProgram) -> serde_json::Map<String, Value> {
+    progs
+        .iter()
+        .map(|(k, (n, per, above))| {
+            (
+                k.clone(),
+                json!({"hits": n, "ns_per_hit": per, "ns_above_floor": above}),
+            )
+        })
+        .collect()
+}
+
+fn progs_line(progs: &PerProgram) -> String {
+    progs
+        .iter()
+        .map(|(k, (n, per, _))| format!("{k} {per:.0} ns x {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn median_of(v: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
+    v.iter().map(f).collect::<Option<Vec<_>>>().map(median)
+}
+
+/// The churn table: what tracing costs per connection (state changes, teardown, a few packets).
+fn report_churn(samples: &HashMap<Mode, Vec<Sample>>, conns: u32, json_out: bool) {
+    let base = &samples[&Mode::Untraced];
+    let v = &samples[&Mode::Default];
+    let rate = |s: &Sample| s.conns as f64 / s.wall_s;
+    let cpu = |s: &Sample| s.transfer_cpu_s / s.conns as f64;
+    let (base_rate, base_cpu) = (
+        median(base.iter().map(rate).collect()),
+        median(base.iter().map(cpu).collect()),
+    );
+    let rate_ratio = median(v.iter().map(|s| rate(s) / base_rate).collect());
+    let cpu_ratio = median(v.iter().map(|s| cpu(s) / base_cpu).collect());
+    let bpf_us = median_of(v, |s| Some(s.bpf_ns as f64 / 1e3 / s.conns as f64));
+    let bpf_share = median_of(v, |s| Some(s.bpf_ns as f64 / 1e9 / s.transfer_cpu_s));
+    let events = median_of(v, |s| Some(s.changes_seen? as f64 / s.conns as f64));
+    let drops = v.iter().map(|s| s.drops).sum::<Option<u64>>();
+    let tcpu = median_of(v, |s| s.tracer_cpu_share);
+    let progs = per_program(v, false);
+    if json_out {
+        println!(
+            "{}",
+            json!({"workload": "churn", "mode": "default", "conns": conns,
+                "conns_per_sec_ratio": rate_ratio, "cpu_per_conn_ratio": cpu_ratio,
+                "bpf_us_per_conn": bpf_us, "bpf_cpu_share": bpf_share, "drops": drops,
+                "events_per_conn": events, "tracer_cpu_share": tcpu, "runs": v.len(),
+                "bpf_programs": progs_json(&progs)})
+        );
+        return;
+    }
+    let o = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
+    println!(
+        "\nshort connections ({conns} x {CHURN_BYTES} B, sequential; untraced: {base_rate:.0} conn/s, {:.1} CPU-us/conn)",
+        base_cpu * 1e6
+    );
+    println!(
+        "default   conn/s ratio {rate_ratio:.3}  CPU/conn ratio {cpu_ratio:.3}  BPF {} us/conn ({})  events/conn {}  drops {}  tracer CPU {}",
+        o(bpf_us, &|x| format!("{x:.2}")),
+        o(bpf_share, &|x| format!("{:.2}%", x * 100.0)),
+        o(events, &|x| format!("{x:.1}")),
+        drops.map(|d| d.to_string()).unwrap_or_else(|| "-".into()),
+        o(tcpu, &|x| format!("{:.2}%", x * 100.0)),
+    );
+    println!("          per program: {}", progs_line(&progs));
 }
 
 fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) {
@@ -632,50 +781,16 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
             .collect::<Option<Vec<_>>>()
             .map(median);
         let rss = v.iter().filter_map(|s| s.tracer_rss).max();
-        // per program: total hits, median per-run ns per hit, median per-run ns above the floor
-        let mut progs: std::collections::BTreeMap<String, (u64, Vec<f64>, Vec<f64>)> =
-            Default::default();
-        for smp in v {
-            let floor = smp
-                .per_prog
-                .get(FLOOR_PROG)
-                .filter(|(_, n)| *n > 0 && m == Mode::Default)
-                .map(|(ns, n)| *ns as f64 / *n as f64);
-            for (k, (ns, n)) in smp.per_prog.iter().filter(|(_, (_, n))| *n > 0) {
-                let e = progs.entry(k.clone()).or_default();
-                let per = *ns as f64 / *n as f64;
-                e.0 += n;
-                e.1.push(per);
-                if let Some(f) = floor {
-                    e.2.push(per - f);
-                }
-            }
-        }
-        let progs: std::collections::BTreeMap<String, (u64, f64, Option<f64>)> = progs
-            .into_iter()
-            .map(|(k, (n, per, above))| {
-                let above = (!above.is_empty()).then(|| median(above));
-                (k, (n, median(per), above))
-            })
-            .collect();
-        let progs_json: serde_json::Map<String, Value> = progs
-            .iter()
-            .map(|(k, (n, per, above))| {
-                (
-                    k.clone(),
-                    json!({"hits": n, "ns_per_hit": per, "ns_above_floor": above}),
-                )
-            })
-            .collect();
+        let progs = per_program(v, m == Mode::Default);
         if json_out {
             println!(
                 "{}",
-                json!({"mode": m.name(), "bpf_ns_per_hit": ns_per_hit, "bpf_ms_per_gb": ms_per_gb, "bpf_cpu_share": bpf_share,
+                json!({"workload": "bulk", "mode": m.name(), "bpf_ns_per_hit": ns_per_hit, "bpf_ms_per_gb": ms_per_gb, "bpf_cpu_share": bpf_share,
                     "throughput_ratio": tp.0, "throughput_ratio_min": tp.1, "throughput_ratio_max": tp.2,
                     "cpu_per_gb_ratio": cpu.0, "cpu_per_gb_ratio_min": cpu.1, "cpu_per_gb_ratio_max": cpu.2,
                     "drops": drops, "events_per_sec": eps, "changes_seen": changes,
                     "tracer_cpu_share": tcpu, "tracer_rss_bytes": rss, "runs": v.len(),
-                    "bpf_programs": progs_json})
+                    "bpf_programs": progs_json(&progs)})
             );
         } else {
             let o = |x: Option<String>| x.unwrap_or_else(|| "-".into());
@@ -693,12 +808,8 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
                 o(tcpu.map(|v| format!("{:.2}%", v * 100.0))),
                 o(rss.map(|v| format!("{:.1} MiB", v as f64 / 1048576.0))),
             );
-            let per: Vec<String> = progs
-                .iter()
-                .map(|(k, (n, per, _))| format!("{k} {per:.0} ns x {n}"))
-                .collect();
-            if !per.is_empty() {
-                println!("          per program: {}", per.join(", "));
+            if !progs.is_empty() {
+                println!("          per program: {}", progs_line(&progs));
             }
             let above: Vec<String> = progs
                 .iter()

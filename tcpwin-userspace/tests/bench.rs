@@ -20,6 +20,8 @@ fn bench_reports_every_figure_per_mode() {
             "67108864",
             "--no-peers",
             "--floor-alongside",
+            "--churn",
+            "300",
             "--json",
         ])
         .output()
@@ -68,5 +70,27 @@ fn bench_reports_every_figure_per_mode() {
             .as_u64()
             .unwrap()
             > 0
+    );
+    // short connections: per-connection cost, every connection's state changes seen, no drops
+    let churn = rows
+        .iter()
+        .find(|r| r["workload"] == "churn")
+        .unwrap_or_else(|| panic!("no churn row in {rows:?}"));
+    for k in [
+        "conns_per_sec_ratio",
+        "cpu_per_conn_ratio",
+        "bpf_us_per_conn",
+        "bpf_cpu_share",
+        "events_per_conn",
+    ] {
+        assert!(churn[k].is_f64(), "churn: {k} missing: {churn}");
+    }
+    assert_eq!(churn["drops"], 0, "{churn}");
+    // both ends of every connection: init and close at least
+    assert!(churn["events_per_conn"].as_f64().unwrap() >= 4.0, "{churn}");
+    let set_state = &churn["bpf_programs"]["inet_sock_set_state"];
+    assert!(
+        set_state["hits"].as_u64().unwrap() >= 300 * 2 * 3,
+        "{churn}"
     );
 }

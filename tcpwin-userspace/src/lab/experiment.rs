@@ -1,13 +1,11 @@
 //! The experiment of article 004, measured instead of derived: the same buffer, different packet
 //! shapes (MTU, receiver GRO, sender TSO/GSO), different windows. The ratio comes from the kernel
 //! through the tracer; the receiver's and sender's own getsockopt are recorded beside it.
-use std::{
-    process::Stdio,
-    sync::atomic::{AtomicBool, Ordering},
-    time::Duration,
-};
+use std::{process::Stdio, time::Duration};
 
 use anyhow::{bail, Context, Result};
+
+use super::harness::{check_stop, install_stop_handler};
 use serde_json::Value;
 
 use super::{
@@ -84,28 +82,6 @@ pub fn full() -> Vec<Condition> {
 
 /// `tcp_adv_win_scale` values swept (the documented range is -31..31).
 pub const ADV_WIN_SCALES: [i32; 7] = [-31, -2, 0, 1, 2, 4, 31];
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// Ctrl-C / SIGTERM stop the lab between steps; everything it created is then removed.
-fn install_stop_handler() {
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
-}
-
-fn check_stop() -> Result<()> {
-    if STOP.load(Ordering::SeqCst) {
-        bail!("interrupted: namespaces and processes of the lab removed");
-    }
-    Ok(())
-}
 
 fn apply_buffer(pair: &Pair, b: Buffer) -> Result<()> {
     match b {

@@ -4,7 +4,10 @@ use std::{
     io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    sync::mpsc,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
     time::{Duration, Instant},
 };
 
@@ -238,11 +241,9 @@ impl Transfer<'_> {
                 .spawn()
                 .context("starting the sender")?,
         );
-        let mut text = String::new();
-        if let Some(mut so) = child.stdout.take() {
-            so.read_to_string(&mut text)?;
-        }
+        let out = drain(child.stdout.take());
         wait_bounded(&mut child, self.timeout, "sender")?;
+        let text = out.join().unwrap_or_default();
         text.lines()
             .map(|l| serde_json::from_str(l).with_context(|| format!("sender said: {l}")))
             .collect()
@@ -255,22 +256,59 @@ impl Transfer<'_> {
 
     /// Runs the whole transfer: (receiver's ground truth, sender's reports if asked).
     pub fn run_both(&self, sender_report: bool) -> Result<(Vec<Value>, Vec<Value>)> {
-        let (mut rx, mut out) = self.start_receiver()?;
+        let (mut rx, out) = self.start_receiver()?;
+        // read while the sender runs: a receiver printing a line per connection must never
+        // block on a full pipe
+        let out = drain(Some(out));
         let sent = self.sender(sender_report);
         if let Err(e) = sent {
             let _ = rx.kill();
             let _ = rx.wait();
             return Err(e);
         }
-        let mut truths = Vec::new();
-        let mut text = String::new();
-        out.read_to_string(&mut text)?;
         wait_bounded(&mut rx, self.timeout, "receiver")?;
+        let text = out.join().unwrap_or_default();
+        let mut truths = Vec::new();
         for l in text.lines() {
             truths.push(serde_json::from_str(l).with_context(|| format!("receiver said: {l}"))?);
         }
         Ok((truths, sent.expect("checked above")))
     }
+}
+
+/// Reads a child's stdout to the end on a thread, so waiting for the child stays bounded (a
+/// killed child closes the pipe) and a chatty child never blocks on a full pipe.
+fn drain<R: Read + Send + 'static>(out: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut o) = out {
+            let _ = o.read_to_string(&mut text);
+        }
+        text
+    })
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C / SIGTERM stop the lab or the bench between steps; everything it created is then
+/// removed (a default handler would kill the process before `Pair` could remove the namespaces).
+pub fn install_stop_handler() {
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+pub fn check_stop() -> Result<()> {
+    if STOP.load(Ordering::SeqCst) {
+        bail!("interrupted: its namespaces and processes removed");
+    }
+    Ok(())
 }
 
 pub fn wait_bounded(child: &mut Child, timeout: Duration, what: &str) -> Result<()> {

@@ -6,4 +6,4 @@ pub mod experiment;
 pub mod harness;
 pub mod table;
 
-pub use harness::{wait_bounded, Proc, Tracer, Transfer};
+pub use harness::{check_stop, install_stop_handler, wait_bounded, Proc, Tracer, Transfer};
