@@ -66,14 +66,21 @@ impl Mem for Direct {
     }
 }
 
-/// Reads a bitfield of `bits` bits starting `bit` bits after `base`.
+/// Reads a bitfield of `bits` bits starting `bit` bits after `base`. One within a byte is a
+/// byte load (the verifier accepts a plain load of a whole byte of bitfields); one straddling
+/// bytes is read with the helper.
 #[inline(always)]
-pub fn bits(base: u64, bit: u32, width: u32) -> u32 {
+pub fn bits<M: Mem>(base: u64, bit: u32, width: u32) -> u32 {
     if bit == ABSENT || width == 0 || width > 8 {
         return 0;
     }
+    let mask = (1u32 << width) - 1;
+    if bit % 8 + width <= 8 {
+        let byte: u8 = M::at(base, bit / 8);
+        return (byte as u32 >> (bit % 8)) & mask;
+    }
     let word: u32 = at(base, bit / 8);
-    (word >> (bit % 8)) & ((1u32 << width) - 1)
+    (word >> (bit % 8)) & mask
 }
 
 /// The values whose change is reported (read on every hook hit: keep it small).
@@ -108,11 +115,10 @@ pub struct Details {
     pub advmss: u32,
 }
 
-/// `sk_userlocks` may be a bitfield (older kernels): always read with the helper.
 #[inline(always)]
 pub fn details<M: Mem>(sk: u64) -> Details {
     Details {
-        userlocks: at(sk, off!(sk_userlocks)),
+        userlocks: M::at(sk, off!(sk_userlocks)),
         state: M::at(sk, off!(skc_state)),
         rcv_wnd: M::at(sk, off!(tp_rcv_wnd)),
         rcv_mss: rcv_mss::<M>(sk),
@@ -203,9 +209,9 @@ pub fn rcv_mss<M: Mem>(sk: u64) -> u32 {
 }
 
 #[inline(always)]
-pub fn wscale(sk: u64) -> (u8, bool) {
-    let w = bits(sk, off!(tp_rcv_wscale_bit), off!(tp_rcv_wscale_bits));
-    let ok = bits(sk, off!(tp_wscale_ok_bit), 1);
+pub fn wscale<M: Mem>(sk: u64) -> (u8, bool) {
+    let w = bits::<M>(sk, off!(tp_rcv_wscale_bit), off!(tp_rcv_wscale_bits));
+    let ok = bits::<M>(sk, off!(tp_wscale_ok_bit), 1);
     (w as u8, ok != 0)
 }
 

@@ -519,7 +519,7 @@ fn report<M: Mem>(
     };
     let ev: *mut Event = entry.as_mut_ptr();
     let d = read::details::<M>(sk);
-    let (wscale, wscale_ok) = read::wscale(sk);
+    let (wscale, wscale_ok) = read::wscale::<M>(sk);
     let ratio_present = off!(tp_scaling_ratio) != tcpwin_common::ABSENT;
     let mut f = 0;
     if ratio_present {

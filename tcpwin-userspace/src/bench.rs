@@ -547,6 +547,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bail!("--runs must be at least 1");
     }
     let pair = Pair::create(&format!("tcpwin-bench-{}", std::process::id()), 1500)?;
+    // thousands of short connections per run: the client's TIME_WAIT ports must be reusable, or
+    // connect() ends up searching for a free port and the churn table measures that instead
+    Pair::sysctl(&pair.a, "net.ipv4.tcp_tw_reuse", "1")?;
+    Pair::sysctl(&pair.a, "net.ipv4.ip_local_port_range", "1024 65535")?;
     let _stats = BpfStats::enable()?;
     // Ctrl-C ends the bench between runs, with the namespaces removed and the sysctl restored
     install_stop_handler();

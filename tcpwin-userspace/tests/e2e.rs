@@ -387,6 +387,19 @@ fn connection_from_before_the_trace_is_seen_live_from_data_and_acks() {
     let port = listener.local_addr().unwrap().port();
     let mut client = TcpStream::connect(listener.local_addr().unwrap()).expect("connect");
     let (mut server, _) = listener.accept().expect("accept");
+    // the receiving end locks its buffer (SO_RCVBUF, doubled by the kernel); the sender does not
+    let locked: libc::c_int = 256 << 10;
+    // SAFETY: plain int option on an open socket.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&server),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &locked as *const libc::c_int as *const _,
+            4,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt(SO_RCVBUF)");
     // the packet tracepoint sees ACKs; the function hooks (fexit tcp_measure_rcv_mss) only data
     let mut tracer = start_tracer(&["--port", &port.to_string(), "--backend", "tracepoint"]);
 
@@ -433,6 +446,14 @@ fn connection_from_before_the_trace_is_seen_live_from_data_and_acks() {
             "no close for {t}: {mine:?}"
         );
         assert_last_values(&mine, t);
+        let close = mine.iter().find(|e| e["event"] == "close").unwrap();
+        assert_eq!(close["sk_rcvbuf"], t["so_rcvbuf"], "{close} vs {t}");
+    }
+    // SOCK_RCVBUF_LOCK, as the owners set it: on every event of the receiving end, none of the other
+    for (t, want) in [(&truths[0], true), (&truths[1], false)] {
+        for e in of_cookie(&events, &t["cookie"]) {
+            assert_eq!(e["rcvbuf_locked"], want, "{e}");
+        }
     }
     let sender_seen = of_cookie(&events, &truths[1]["cookie"])
         .into_iter()
