@@ -346,6 +346,7 @@ pub mod names {
     pub const OWNED_PORTS: &str = "OWNED_PORTS";
     pub const OFFSETS: &str = "OFFSETS";
     pub const CONFIG: &str = "CONFIG";
+    pub const INIT_HOOKED: &str = "INIT_HOOKED";
 }
 
 #[cfg(feature = "user")]

@@ -74,6 +74,11 @@ static OWNED_INODES: HashMap<u64, u8> = HashMap::with_max_entries(65536, 0);
 #[map(name = "OWNED_PORTS")]
 static OWNED_PORTS: HashMap<PortKey, u32> = HashMap::with_max_entries(4096, 0);
 
+/// 1 once userspace attached the `tcp_select_initial_window` hooks (function backends only):
+/// without them `PENDING_INIT` stays empty and `established` need not look there.
+#[map(name = "INIT_HOOKED")]
+static INIT_HOOKED: Array<u32> = Array::with_max_entries(1, 0);
+
 /// `tcp_select_initial_window` arguments waiting for their socket to reach ESTABLISHED.
 #[map(name = "PENDING_INIT")]
 static PENDING_INIT: LruHashMap<TupleKey, InitParams> = LruHashMap::with_max_entries(4096, 0);
@@ -451,10 +456,13 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
     if SOCKS.insert(&key(sk), &st, 0).is_err() {
         count(counter::STATE_FULL);
     }
-    let key = read::tuple::<Direct>(sk);
-    let init = unsafe { PENDING_INIT.get(&key) }.copied();
-    if init.is_some() {
-        let _ = PENDING_INIT.remove(&key);
+    let mut init = None;
+    if INIT_HOOKED.get(0).copied().unwrap_or(0) != 0 {
+        let key = read::tuple::<Direct>(sk);
+        init = unsafe { PENDING_INIT.get(&key) }.copied();
+        if init.is_some() {
+            let _ = PENDING_INIT.remove(&key);
+        }
     }
     report::<Direct>(
         sk,

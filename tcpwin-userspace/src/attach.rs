@@ -1,6 +1,8 @@
 //! Backend probing and selection: function hooks (fentry/fexit, then kprobe/kretprobe) or
 //! tracepoints, with per-hook fallbacks. Each program is loaded on its own, so a hook the kernel
 //! lacks (an inlined function, a tracepoint that came later) never stops the others.
+use std::os::fd::{AsFd, AsRawFd};
+
 use anyhow::{bail, Result};
 use aya::{
     programs::{BtfTracePoint, FEntry, FExit, KProbe, ProgramError},
@@ -325,6 +327,51 @@ fn attach_one(bpf: &mut Ebpf, btf: &Btf, hook: &Hook) -> Result<(), String> {
 }
 
 /// Unloads (and so detaches) the programs of a failed attempt.
+/// Runs of the attached programs the kernel skipped: a tracing program does not nest on one CPU,
+/// so a hook that fires while the same program runs there (a softirq interrupting it in process
+/// context) is not run at all (`bpf_prog_info.recursion_misses`, Linux 5.12+; 0 where unknown).
+/// Read before [`release`].
+pub fn recursion_misses(bpf: &Ebpf, hooks: &[Hook]) -> u64 {
+    let mut seen = std::collections::HashSet::new();
+    hooks
+        .iter()
+        .filter(|h| seen.insert(h.prog))
+        .filter_map(|h| bpf.program(h.prog)?.fd().ok())
+        .map(|fd| prog_recursion_misses(fd.as_fd().as_raw_fd()))
+        .sum()
+}
+
+fn prog_recursion_misses(fd: std::os::fd::RawFd) -> u64 {
+    /// `union bpf_attr` as `BPF_OBJ_GET_INFO_BY_FD` reads it
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    // SAFETY: bpf_prog_info is plain data, valid all-zero.
+    let mut info: aya_obj::generated::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let attr = InfoAttr {
+        bpf_fd: fd as u32,
+        info_len: std::mem::size_of_val(&info) as u32,
+        info: &mut info as *mut _ as u64,
+    };
+    // SAFETY: the kernel writes at most info_len bytes into `info`, which outlives the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &attr as *const InfoAttr,
+            std::mem::size_of::<InfoAttr>(),
+        )
+    };
+    if rc != 0 {
+        return 0;
+    }
+    info.recursion_misses
+}
+
 pub fn release(bpf: &mut Ebpf, hooks: &[Hook]) {
     for h in hooks {
         if let Some(prog) = bpf.program_mut(h.prog) {

@@ -303,6 +303,17 @@ pub async fn run(args: TraceArgs) -> Result<()> {
         .with_context(|| format!("aya cannot parse BTF from {}", args.btf.display()))?;
     let mut bpf = load(&args, &layout, &btf)?;
     let attached = attach::attach(&mut bpf, &btf, args.backend)?;
+    if attached
+        .hooks
+        .iter()
+        .any(|h| h.target == "tcp_select_initial_window")
+    {
+        let mut m: aya::maps::Array<_, u32> = aya::maps::Array::try_from(
+            bpf.map_mut(names::INIT_HOOKED).context("INIT_HOOKED map")?,
+        )?;
+        m.set(0, 1, 0)
+            .context("enabling the initial-window matching")?;
+    }
 
     // Before saying "tracing": a signal from then on must reach the clean shutdown path.
     let mut sigint = signal(SignalKind::interrupt())?;
@@ -367,6 +378,7 @@ pub async fn run(args: TraceArgs) -> Result<()> {
         }
     };
     // Detach first, then drain what is already in the ring buffer, then count.
+    let missed_runs = attach::recursion_misses(&bpf, &attached.hooks);
     attach::release(&mut bpf, &attached.hooks);
     drain(ring.get_mut(), &mut out, &mut socks, &mut stats)?;
 
@@ -390,6 +402,7 @@ pub async fn run(args: TraceArgs) -> Result<()> {
             ("packets", packets),
             ("hist_full", c[counter::HIST_FULL as usize]),
             ("recheck_skipped", c[counter::RECHECK_SKIPPED as usize]),
+            ("hook_runs_missed", missed_runs),
         ],
         received: stats.received,
         decode_errors: stats.decode_errors,
@@ -408,6 +421,11 @@ pub async fn run(args: TraceArgs) -> Result<()> {
         summary.render(&mut out.w)?;
     }
     out.w.flush()?;
+    if missed_runs > 0 {
+        eprintln!(
+            "tcpwin-trace: the kernel skipped {missed_runs} hook runs (a hook fired on a CPU where the same program was running, e.g. a softirq interrupting it): a change there is reported at the socket's next hook, an init or close there is missed"
+        );
+    }
     if summary.lost > 0 {
         eprintln!(
             "tcpwin-trace: {} events lost (ring buffer full); see the summary",
