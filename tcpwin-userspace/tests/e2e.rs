@@ -122,14 +122,17 @@ fn assert_last_values(mine: &[Value], truth: &Value) {
 }
 
 /// The last values the tracer reported for each receiving socket equal what its owner reads.
-fn assert_final_values_match(events: &[Value], truths: &[Value]) {
+/// `summary` goes into failure messages: its hook hits and counters say whether a hook ran at all.
+fn assert_final_values_match(events: &[Value], truths: &[Value], summary: &Value) {
     assert!(!truths.is_empty());
     for t in truths {
         let mine = of_cookie(events, &t["cookie"]);
         assert!(!mine.is_empty(), "no events for receiver socket {t}");
         assert!(
             mine.iter().any(|e| e["event"] == "init"),
-            "no init event for {t}: {mine:?}"
+            "no init event for {t}: {mine:?}\nhook hits {}, counters {}",
+            summary["hook_hits"],
+            summary["counters"]
         );
         assert!(
             mine.iter().any(|e| e["event"] == "ratio"),
@@ -172,7 +175,7 @@ fn final_values_match_getsockopt_and_json_is_complete() {
     let port = 5311;
     let (truths, events, summary) = traced_transfer("final", port, 3, false);
     assert_eq!(truths.len(), 3);
-    assert_final_values_match(&events, &truths);
+    assert_final_values_match(&events, &truths, &summary);
     for e in &events {
         for k in EVENT_KEYS {
             assert!(e.get(k).is_some(), "key {k} missing in {e}");
@@ -207,8 +210,8 @@ fn final_values_match_getsockopt_and_json_is_complete() {
 
 #[test]
 fn ipv6_final_values_match_getsockopt() {
-    let (truths, events, _) = traced_transfer("v6", 5312, 1, true);
-    assert_final_values_match(&events, &truths);
+    let (truths, events, summary) = traced_transfer("v6", 5312, 1, true);
+    assert_final_values_match(&events, &truths, &summary);
     let mine = of_cookie(&events, &truths[0]["cookie"]);
     assert!(mine.iter().all(|e| e["family"] == "ipv6"), "{mine:?}");
     assert_eq!(mine[0]["laddr"], "fd00:248::2");
@@ -309,7 +312,7 @@ fn pid_filter_follows_socket_ownership() {
     let (events, summary) = finish(tracer);
     assert_eq!(truths1.len(), 2);
     assert_eq!(truths2.len(), 2);
-    assert_final_values_match(&events, &truths1);
+    assert_final_values_match(&events, &truths1, &summary);
     for t in &truths2 {
         assert!(
             of_cookie(&events, &t["cookie"]).is_empty(),
