@@ -167,7 +167,8 @@ fn if_slot(netns: u32, ifindex: u32) -> Option<u32> {
 #[inline(always)]
 fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
     let port = cfg!(port);
-    if port != 0 && read::ports::<M>(sk).0 != port && read::ports::<M>(sk).1 != port {
+    let (lport, rport) = read::ports::<M>(sk);
+    if port != 0 && lport != port && rport != port {
         return false;
     }
     if cfg!(filter_pid) == 0 {
@@ -184,7 +185,7 @@ fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
     }
     let key = PortKey {
         netns: read::netns::<M>(sk),
-        port: read::ports::<M>(sk).0,
+        port: lport,
         _pad: 0,
     };
     unsafe { OWNED_PORTS.get(&key) }.is_some()

@@ -753,37 +753,19 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
         let cpu = range(v.iter().map(|s| s.cpu_per_gb / base_cpu).collect());
         // Medians of per-run figures: a run disturbed by the host (every program slower at once)
         // would dominate pooled sums.
-        let ns_per_hit = v
-            .iter()
-            .map(|s| (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / s.bpf_hits as f64))
-            .collect::<Option<Vec<_>>>()
-            .map(median);
-        let ms_per_gb = v
-            .iter()
-            .map(|s| (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / 1e6 / s.gb))
-            .collect::<Option<Vec<_>>>()
-            .map(median);
-        let bpf_share = v
-            .iter()
-            .map(|s| (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / 1e9 / s.transfer_cpu_s))
-            .collect::<Option<Vec<_>>>()
-            .map(median);
+        let ns_per_hit = median_of(v, |s| {
+            (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / s.bpf_hits as f64)
+        });
+        let ms_per_gb = median_of(v, |s| {
+            (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / 1e6 / s.gb)
+        });
+        let bpf_share = median_of(v, |s| {
+            (s.bpf_hits > 0).then(|| s.bpf_ns as f64 / 1e9 / s.transfer_cpu_s)
+        });
         let drops = v.iter().map(|s| s.drops).sum::<Option<u64>>();
-        let eps = v
-            .iter()
-            .map(|s| s.events_per_sec)
-            .collect::<Option<Vec<_>>>()
-            .map(median);
-        let changes = v
-            .iter()
-            .map(|s| s.changes_seen)
-            .collect::<Option<Vec<_>>>()
-            .map(|c| median(c.iter().map(|&x| x as f64).collect()) as u64);
-        let tcpu = v
-            .iter()
-            .map(|s| s.tracer_cpu_share)
-            .collect::<Option<Vec<_>>>()
-            .map(median);
+        let eps = median_of(v, |s| s.events_per_sec);
+        let changes = median_of(v, |s| s.changes_seen.map(|c| c as f64)).map(|c| c as u64);
+        let tcpu = median_of(v, |s| s.tracer_cpu_share);
         let rss = v.iter().filter_map(|s| s.tracer_rss).max();
         let progs = per_program(v, m == Mode::Default);
         if json_out {
@@ -830,16 +812,12 @@ fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bool) 
     }
     // median per-run ns per hit of one program (the one on the floor's hook: tcp_probe)
     let per_hit = |m: Mode, prog: &str| -> Option<f64> {
-        let v = samples.get(&m)?;
-        v.iter()
-            .map(|s| {
-                s.per_prog
-                    .get(prog)
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(ns, n)| *ns as f64 / *n as f64)
-            })
-            .collect::<Option<Vec<_>>>()
-            .map(median)
+        median_of(samples.get(&m)?, |s| {
+            s.per_prog
+                .get(prog)
+                .filter(|(_, n)| *n > 0)
+                .map(|(ns, n)| *ns as f64 / *n as f64)
+        })
     };
     if json_out {
         println!("{raw}");
