@@ -3,7 +3,101 @@
 //! Every struct here is `repr(C)` and has one layout whatever backend produced it. The kernel side
 //! never knows a struct offset at build time: userspace resolves them from the running kernel's BTF
 //! and writes an [`Offsets`] into the programs' `.rodata` before load.
-#![no_std]
+#![cfg_attr(not(test), no_std)]
+
+/// The receive-window formulas of the kernel, once, for both sides (const: usable in BPF code).
+pub mod formula {
+    /// What `tcp_measure_rcv_mss` (6.6+) measures from a data packet, in 256ths:
+    /// `(skb->len << 8) / skb->truesize`. `None` for a truesize of 0 (nothing to divide by).
+    /// The kernel stores the result in a u8 (0 becomes 1); values of 256 and more mean the driver
+    /// under-reports truesize, and are returned unwrapped so they can be flagged.
+    pub const fn ratio(len: u32, truesize: u32) -> Option<u64> {
+        if truesize == 0 {
+            None
+        } else {
+            Some(((len as u64) << 8) / truesize as u64)
+        }
+    }
+
+    /// `tcp_win_from_space` since 6.6: the window a buffer of `space` bytes allows at `ratio`.
+    pub const fn win_from_space(space: u64, ratio: u8) -> u64 {
+        (space * ratio as u64) >> 8
+    }
+
+    /// The inverse: the buffer (`sk_rcvbuf`) needed for a window of `win` bytes at `ratio`,
+    /// rounded up (`tcp_space_from_win`). `None` for a ratio of 0.
+    pub const fn space_from_win(win: u64, ratio: u8) -> Option<u64> {
+        if ratio == 0 {
+            None
+        } else {
+            Some((win << 8).div_ceil(ratio as u64))
+        }
+    }
+
+    /// `tcp_adv_win_scale` as a ratio in 256ths (the pre-6.6 `tcp_win_from_space`): for n > 0 the
+    /// window is `space - space >> n`, for n <= 0 it is `space >> -n`.
+    pub const fn adv_win_scale_ratio(n: i32) -> u32 {
+        if n > 0 {
+            let n = if n > 31 { 31 } else { n };
+            256 - (256 >> n)
+        } else {
+            let m = if n < -31 { 31 } else { -n };
+            256 >> m
+        }
+    }
+
+    /// The largest window a connection can ever advertise with receive scale `wscale`
+    /// (`65535 << wscale`; 65535 when scaling was not negotiated).
+    pub const fn max_scaled_window(wscale: u8) -> u64 {
+        65535u64 << if wscale > 14 { 14 } else { wscale }
+    }
+
+    /// `sk_rcvbuf` after `setsockopt(SO_RCVBUF, val)` (`__sock_set_rcvbuf`): the request capped
+    /// by `net.core.rmem_max`, doubled for overhead, at least `SOCK_MIN_RCVBUF` (2048 + 2 x the
+    /// skb overhead; the kernel's value is passed in).
+    pub const fn so_rcvbuf(val: u64, rmem_max: u64, min_rcvbuf: u64) -> u64 {
+        let capped = if val < rmem_max { val } else { rmem_max };
+        let doubled = capped * 2;
+        if doubled > min_rcvbuf {
+            doubled
+        } else {
+            min_rcvbuf
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn measured_cells() {
+            // KERNEL-NOTES: 1448/2280 -> 162, 7240/8072 -> 229, 8948/9780 -> 234
+            assert_eq!(ratio(1448, 2280), Some(162));
+            assert_eq!(ratio(7240, 8072), Some(229));
+            assert_eq!(ratio(8948, 9780), Some(234));
+            assert_eq!(ratio(1, 0), None);
+            assert_eq!(win_from_space(1 << 20, 162), 663_552);
+            assert_eq!(space_from_win(663_552, 162), Some(1 << 20));
+            assert_eq!(space_from_win(2_250_000, 162), Some(3_555_556));
+            assert_eq!(max_scaled_window(0), 65535);
+            assert_eq!(max_scaled_window(7), 65535 << 7);
+            assert_eq!(so_rcvbuf(4 << 20, 425_984, 4608), 851_968);
+            assert_eq!(so_rcvbuf(1, 425_984, 4608), 4608);
+        }
+
+        #[test]
+        fn adv_win_scale_equivalents() {
+            // n=1 gives half the buffer, n=2 three quarters
+            assert_eq!(adv_win_scale_ratio(1), 128);
+            assert_eq!(adv_win_scale_ratio(2), 192);
+            assert_eq!(adv_win_scale_ratio(0), 256);
+            assert_eq!(adv_win_scale_ratio(-1), 128);
+            assert_eq!(adv_win_scale_ratio(-2), 64);
+            assert_eq!(adv_win_scale_ratio(31), 256);
+            assert_eq!(adv_win_scale_ratio(-31), 0);
+        }
+    }
+}
 
 /// Offset value for a kernel member the running kernel does not have (never read).
 pub const ABSENT: u32 = u32::MAX;
@@ -332,6 +426,10 @@ pub mod tcp_state {
         matches!(state, 1 | 4 | 5 | 8 | 9 | 11)
     }
 }
+
+/// Address families as `Event::family` carries them.
+pub const AF_INET: u8 = 2;
+pub const AF_INET6: u8 = 10;
 
 /// `SOCK_RCVBUF_LOCK` in `sk_userlocks`.
 pub const SOCK_RCVBUF_LOCK: u8 = 2;

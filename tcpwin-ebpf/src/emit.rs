@@ -16,6 +16,7 @@ static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT
 #[inline(always)]
 pub fn count(idx: u32) {
     if let Some(p) = COUNTERS.get_ptr_mut(idx) {
+        // SAFETY: a per-CPU array slot from get_ptr_mut: no other writer on this CPU.
         unsafe { *p += 1 };
     }
 }

@@ -25,6 +25,7 @@ use track::{observe, Ctx, Pkt};
 
 #[inline(always)]
 fn cookie(sk: u64) -> u64 {
+    // SAFETY: the helper takes any socket pointer the hook was given.
     unsafe { bpf_get_socket_cookie(sk as *mut _) }
 }
 
@@ -32,6 +33,7 @@ fn cookie(sk: u64) -> u64 {
 /// through it the verifier accepts plain loads of tcp_sock members ([`read::Direct`]).
 #[inline(always)]
 fn tcp_sk(sk: u64) -> u64 {
+    // SAFETY: the helper checks the socket's type and returns NULL for non-TCP sockets.
     unsafe { bpf_skc_to_tcp_sock(sk as *mut _) as u64 }
 }
 
@@ -203,6 +205,7 @@ static OPENREQ: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 #[inline(always)]
 fn set_openreq(req: u64) {
     if let Some(p) = OPENREQ.get_ptr_mut(0) {
+        // SAFETY: a per-CPU array slot from get_ptr_mut: no other writer on this CPU.
         unsafe { *p = req };
     }
 }
@@ -230,7 +233,9 @@ fn select_initial_window_done(sk: u64, space: u32, mss: u32, rcv_wnd: u64, clamp
     let params = InitParams {
         space,
         mss,
+        // SAFETY: bpf_probe_read_kernel checks the address (an out-parameter of the traced call).
         rcv_wnd: unsafe { bpf_probe_read_kernel(rcv_wnd as *const u32).unwrap_or(0) },
+        // SAFETY: bpf_probe_read_kernel checks the address (an out-parameter of the traced call).
         window_clamp: unsafe { bpf_probe_read_kernel(clamp as *const u32).unwrap_or(0) },
     };
     track::initial_window(conn, params);
@@ -273,6 +278,7 @@ static KSAVED: PerCpuArray<Saved> = PerCpuArray::with_max_entries(3, 0);
 #[inline(always)]
 fn save(slot: u32, ctx: &ProbeContext) {
     if let Some(p) = KSAVED.get_ptr_mut(slot) {
+        // SAFETY: a per-CPU array slot from get_ptr_mut: no other writer on this CPU.
         unsafe {
             *p = Saved {
                 a0: ctx.arg(0).unwrap_or(0),
@@ -288,6 +294,7 @@ fn save(slot: u32, ctx: &ProbeContext) {
 #[inline(always)]
 fn take(slot: u32) -> Saved {
     match KSAVED.get_ptr_mut(slot) {
+        // SAFETY: a per-CPU array slot from get_ptr_mut: no other writer on this CPU.
         Some(p) => unsafe { core::mem::take(&mut *p) },
         None => Saved::default(),
     }

@@ -1,7 +1,7 @@
 //! The one place that reads kernel memory: every member at the offset userspace resolved from BTF.
 //! A member marked `ABSENT` is never read; its value is the type's default.
 use aya_ebpf::helpers::generated::bpf_probe_read_kernel;
-use tcpwin_common::{Offsets, TupleKey, ABSENT};
+use tcpwin_common::{formula, Offsets, TupleKey, ABSENT};
 
 /// Written by userspace (`EbpfLoader::override_global`) before load; the verifier sees constants.
 #[unsafe(no_mangle)]
@@ -10,6 +10,7 @@ pub(crate) static OFFSETS: Offsets = Offsets::absent();
 /// One offset, read through a volatile load so the compiler cannot fold the placeholder value.
 macro_rules! off {
     ($field:ident) => {
+        // SAFETY: a read of our own .rodata global; volatile so the placeholder is not folded.
         unsafe { core::ptr::read_volatile(core::ptr::addr_of!($crate::read::OFFSETS.$field)) }
     };
 }
@@ -26,6 +27,7 @@ pub fn at<T: Copy + Default>(base: u64, off: u32) -> T {
     if off == ABSENT {
         return v;
     }
+    // SAFETY: the helper checks the source address and zeroes `v` on a fault; `v` is a local of size_of::<T>().
     unsafe {
         bpf_probe_read_kernel(
             &mut v as *mut T as *mut _,
@@ -62,6 +64,7 @@ impl Mem for Direct {
         if off == ABSENT {
             return T::default();
         }
+        // SAFETY: only used on BTF-typed pointers: the verifier checks the offset, the JIT turns a fault into 0.
         unsafe { core::ptr::read_volatile((base + off as u64) as *const T) }
     }
 }
@@ -229,13 +232,13 @@ pub struct SkbShape {
 }
 
 impl SkbShape {
-    /// What `tcp_measure_rcv_mss` would set from this packet: `(len << 8) / truesize`.
+    /// What `tcp_measure_rcv_mss` would set from this packet (0 for a truesize of 0).
     #[inline(always)]
     pub fn ratio(&self) -> u64 {
-        if self.truesize == 0 {
-            return 0;
+        match formula::ratio(self.len, self.truesize) {
+            Some(r) => r,
+            None => 0,
         }
-        ((self.len as u64) << 8) / self.truesize as u64
     }
 }
 

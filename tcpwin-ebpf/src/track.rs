@@ -26,6 +26,7 @@ static CONFIG: Config = Config {
 
 macro_rules! cfg {
     ($field:ident) => {
+        // SAFETY: a read of our own .rodata global; volatile so the placeholder is not folded.
         unsafe { core::ptr::read_volatile(core::ptr::addr_of!(CONFIG.$field)) }
     };
 }
@@ -63,6 +64,7 @@ static SOCKS: LruHashMap<u64, SockState> = LruHashMap::with_max_entries(65536, 0
 /// `sk` reloaded from that slot could no longer be read through.
 #[inline(always)]
 fn key(sk: u64) -> u64 {
+    // SAFETY: a volatile read of a local: only forces a stack copy.
     unsafe { core::ptr::read_volatile(&sk) }
 }
 
@@ -83,7 +85,6 @@ static INIT_HOOKED: Array<u32> = Array::with_max_entries(1, 0);
 #[map(name = "PENDING_INIT")]
 static PENDING_INIT: LruHashMap<TupleKey, InitParams> = LruHashMap::with_max_entries(4096, 0);
 
-/// Per-packet `len * 256 / truesize`, per ingress interface: aggregated here, read by userspace.
 /// Per-packet `len * 256 / truesize`: `HIST_BUCKETS` counters per interface slot, per CPU.
 /// Aggregated here, read by userspace.
 #[map(name = "PKT_HIST")]
@@ -125,7 +126,9 @@ pub fn recently_checked<M: Mem>(sk: u64) -> bool {
     let Some(c) = CHECKED.get_ptr_mut(checked_slot::<M>(sk)) else {
         return false;
     };
+    // SAFETY: bpf_jiffies64 takes no arguments and only reads the clock.
     let now = unsafe { bpf_jiffies64() };
+    // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
     let c = unsafe { &mut *c };
     if c.sk == sk && now.wrapping_sub(c.at_jiffies) < RECHECK_JIFFIES {
         count(counter::RECHECK_SKIPPED);
@@ -140,19 +143,23 @@ pub fn recently_checked<M: Mem>(sk: u64) -> bool {
 #[inline(always)]
 fn if_slot(netns: u32, ifindex: u32) -> Option<u32> {
     let key = IfKey { netns, ifindex };
+    // SAFETY: IF_SLOTS values are plain u32 copied out at once.
     if let Some(s) = unsafe { IF_SLOTS.get(&key) } {
         return Some(*s);
     }
     let next = IF_NEXT.get_ptr_mut(0)?;
     for _ in 0..3 {
+        // SAFETY: `next` is a map value pointer from get_ptr_mut, valid for this program run.
         let c = unsafe { *next };
         if c >= HIST_IFACES {
             return None;
         }
+        // SAFETY: same map value pointer; a racing CPU is resolved by SLOT_OWNER below.
         unsafe { *next = c + 1 };
         if SLOT_OWNER.insert(&c, &key, BPF_NOEXIST as u64).is_ok() {
             // the same interface raced on another CPU: keep its slot, this one stays unused
             if IF_SLOTS.insert(&key, &c, BPF_NOEXIST as u64).is_err() {
+                // SAFETY: IF_SLOTS values are plain u32 copied out at once.
                 return unsafe { IF_SLOTS.get(&key) }.copied();
             }
             return Some(c);
@@ -180,6 +187,7 @@ fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
         }
     }
     let ino = read::inode(sk);
+    // SAFETY: OWNED_INODES values are plain bytes, only tested for presence.
     if ino != 0 && unsafe { OWNED_INODES.get(&ino) }.is_some() {
         return true;
     }
@@ -188,6 +196,7 @@ fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
         port: lport,
         _pad: 0,
     };
+    // SAFETY: OWNED_PORTS values are plain u32, only tested for presence.
     unsafe { OWNED_PORTS.get(&key) }.is_some()
 }
 
@@ -274,6 +283,7 @@ fn histogram(netns: u32, skb: &SkbShape, cache: Option<&mut SockState>) {
         },
     };
     if let Some(p) = PKT_HIST.get_ptr_mut(slot * HIST_BUCKETS + ratio) {
+        // SAFETY: a per-CPU array slot from get_ptr_mut: no other writer on this CPU.
         unsafe { *p += 1 };
     }
 }
@@ -352,6 +362,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         report::<M>(sk, kind::SEEN, hook, st.cookie, &snap, None, None, None);
         return;
     };
+    // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
     let st = unsafe { &mut *st_ptr };
     histogram(st.netns, &shape, Some(st));
     if cfg!(filter_pid) != 0 {
@@ -436,6 +447,7 @@ fn remember(st: &mut SockState, snap: &Snapshot) {
 /// The connection reached ESTABLISHED: report its initial window and start tracking it afresh.
 #[inline(always)]
 pub fn established(sk: u64, hook: u8, cookie: u64) {
+    // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
     let old = SOCKS.get_ptr_mut(&key(sk)).map(|p| unsafe { &*p });
     if !wanted::<Direct>(sk, old) {
         count(counter::FILTERED);
@@ -460,6 +472,7 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
     let mut init = None;
     if INIT_HOOKED.get(0).copied().unwrap_or(0) != 0 {
         let key = read::tuple::<Direct>(sk);
+        // SAFETY: PENDING_INIT values are plain data copied out at once.
         init = unsafe { PENDING_INIT.get(&key) }.copied();
         if init.is_some() {
             let _ = PENDING_INIT.remove(&key);
@@ -494,6 +507,7 @@ pub fn destroyed(sk: u64, hook: u8) {
     };
     // Tracked means it passed the filters (the port is already released here, so the port
     // filter could not be checked again; userspace restores the tuple from earlier events).
+    // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
     let st = unsafe { &*p };
     let snap = read::snapshot::<Direct>(sk);
     report::<Direct>(
@@ -543,6 +557,7 @@ fn report<M: Mem>(
     if cookie != 0 {
         f |= flag::COOKIE;
     }
+    // SAFETY: `ev` points into a ring-buffer reservation of size_of::<Event>() owned until submit.
     unsafe {
         (*ev).ts_ns = bpf_ktime_get_ns();
         (*ev).cookie = cookie;

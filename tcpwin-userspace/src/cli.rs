@@ -2,7 +2,9 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+
+use crate::kernel::{attach::Backend, btf::VMLINUX};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,7 +44,7 @@ pub struct TraceArgs {
     #[arg(long, default_value_t = 1024, value_name = "KIB")]
     pub ringbuf_kib: u32,
     /// Kernel BTF to resolve struct layouts from
-    #[arg(long, default_value = crate::btf::VMLINUX, value_name = "PATH")]
+    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,
     /// Load this eBPF object instead of the one built into the binary
     #[arg(long, value_name = "PATH")]
@@ -55,12 +57,9 @@ pub enum Cmd {
     Demo,
     /// The GRO / MTU / buffer experiment in namespaces of its own, measured with the tracer
     Lab(LabArgs),
-    /// Cost of tracing on veth bulk transfers, paired runs (use `cargo xtask bench`)
-    #[command(hide = true)]
-    Bench(crate::bench::BenchArgs),
-    /// Built-in traffic endpoints (used by the demo and the tests)
+    /// Built-in traffic endpoints, run by the lab and the demo inside their namespaces
     #[command(subcommand, hide = true)]
-    Transfer(crate::transfer::TransferCmd),
+    Transfer(tcpwin_lab::endpoints::TransferCmd),
 }
 
 #[derive(clap::Args, Debug)]
@@ -77,25 +76,6 @@ pub struct LabArgs {
     /// Bytes per transfer
     #[arg(long, default_value_t = 16 << 20)]
     pub bytes: u64,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Auto,
-    Fentry,
-    Kprobe,
-    Tracepoint,
-}
-
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Auto => "auto",
-            Backend::Fentry => "fentry",
-            Backend::Kprobe => "kprobe",
-            Backend::Tracepoint => "tracepoint",
-        }
-    }
 }
 
 fn parse_duration(s: &str) -> std::result::Result<f64, String> {

@@ -1,16 +1,8 @@
-//! tcpwin-trace: the userspace side. `main.rs` only parses the command line and runs a session.
-pub mod attach;
-pub mod bench;
-pub mod btf;
+//! tcpwin-trace, the userspace side. Dependencies run one way:
+//! `cmd` (commands) -> `kernel` (the only aya user) / `host` (/proc, /sys) / `view` (rendering)
+//! -> `tcpwin_model` -> `tcpwin_common`. The test hosts and endpoints are `tcpwin_lab`.
 pub mod cli;
-pub mod demo;
-pub mod hist;
-pub mod ifname;
-pub mod lab;
-pub mod netns;
-pub mod output;
-pub mod owner;
-pub mod record;
-pub mod session;
-pub mod sockets;
-pub mod transfer;
+pub mod cmd;
+pub mod host;
+pub mod kernel;
+pub mod view;

@@ -1,17 +1,15 @@
 use clap::Parser;
 use tcpwin_userspace::{
-    bench,
     cli::{Cli, Cmd},
-    demo, lab, session, transfer,
+    cmd,
 };
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Some(Cmd::Transfer(t)) => transfer::run(t),
-        Some(Cmd::Demo) => demo::run(),
-        Some(Cmd::Bench(a)) => bench::run(a),
-        Some(Cmd::Lab(a)) => lab::experiment::run(lab::experiment::LabOpts {
+        Some(Cmd::Transfer(t)) => tcpwin_lab::endpoints::run(t),
+        Some(Cmd::Demo) => cmd::demo::run(),
+        Some(Cmd::Lab(a)) => cmd::lab::run(cmd::lab::LabOpts {
             full: a.full,
             json: a.json,
             bytes: a.bytes,
@@ -20,7 +18,7 @@ fn main() {
             .enable_all()
             .build()
             .map_err(anyhow::Error::from)
-            .and_then(|rt| rt.block_on(session::run(cli.trace))),
+            .and_then(|rt| rt.block_on(cmd::trace::run(cli.trace))),
     };
     if let Err(e) = result {
         eprintln!("tcpwin-trace: error: {e:#}");

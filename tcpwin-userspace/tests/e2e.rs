@@ -12,11 +12,15 @@ use std::{
     time::Duration,
 };
 
-use serde_json::Value;
-use tcpwin_userspace::{
-    lab::{wait_bounded, Proc, Tracer, Transfer},
+use tcpwin_common::formula::{self, win_from_space};
+use tcpwin_lab::{
+    endpoints::ground_truth,
+    harness::{wait_bounded, Proc, Tracer, Transfer},
     netns::Pair,
-    transfer::ground_truth,
+};
+use tcpwin_model::{
+    kind::EventKind,
+    schema::{parse_line, EndpointReport, EventLine, Family, Line, SummaryLine},
 };
 
 const PINNED: u64 = 1 << 20;
@@ -43,37 +47,63 @@ fn start_tracer(args: &[&str]) -> Tracer {
     Tracer::start(&exe(), &all, Stdio::piped(), Duration::from_secs(60)).expect("tracer starts")
 }
 
+/// Every line is an event or the summary, with every key of the schema (null where absent)
+/// and no other.
+fn parse_complete(l: &str) -> Line {
+    let raw: serde_json::Value =
+        serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+    let line = parse_line(l).unwrap_or_else(|e| panic!("{e:#}"));
+    let back = match &line {
+        Line::Event(e) => serde_json::to_value(e),
+        Line::Summary(s) => serde_json::to_value(s),
+    }
+    .unwrap();
+    let keys = |v: &serde_json::Value| {
+        v.as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(keys(&raw), keys(&back), "keys of {l}");
+    line
+}
+
 /// Stops the tracer and returns (events, summary).
-fn finish(t: Tracer) -> (Vec<Value>, Value) {
+fn finish(t: Tracer) -> (Vec<EventLine>, SummaryLine) {
     let (status, out, stderr) = t.stop(Duration::from_secs(30)).expect("tracer stops");
     assert!(
         status.success(),
         "tracer failed: {status}\n{}",
         stderr.join("\n")
     );
-    let mut lines: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
-    let summary = lines.pop().expect("a summary line");
-    assert_eq!(summary["event"], "summary", "last line: {summary}");
-    let missed = &summary["counters"]["hook_runs_missed"];
+    let mut events = Vec::new();
+    let mut summary = None;
+    for l in out.lines() {
+        assert!(summary.is_none(), "a line after the summary: {l}");
+        match parse_complete(l) {
+            Line::Event(e) => events.push(*e),
+            Line::Summary(s) => summary = Some(*s),
+        }
+    }
+    let summary = summary.expect("a summary line");
+    let missed = summary.counters.hook_runs_missed;
     if missed != 0 {
         eprintln!("note: the kernel skipped {missed} hook runs in this trace (recursion)");
     }
     assert_eq!(
-        summary["events_lost"],
+        summary.events_lost,
         0,
-        "events lost: {summary}\n{}",
+        "events lost: {summary:?}\n{}",
         stderr.join("\n")
     );
-    (lines, summary)
+    (events, summary)
 }
 
-fn of_cookie(events: &[Value], cookie: &Value) -> Vec<Value> {
+fn of_cookie(events: &[EventLine], cookie: u64) -> Vec<EventLine> {
     events
         .iter()
-        .filter(|e| &e["cookie"] == cookie)
+        .filter(|e| e.cookie == Some(cookie))
         .cloned()
         .collect()
 }
@@ -97,7 +127,7 @@ fn traced_transfer(
     port: u16,
     conns: u32,
     ipv6: bool,
-) -> (Vec<Value>, Vec<Value>, Value) {
+) -> (Vec<EndpointReport>, Vec<EventLine>, SummaryLine) {
     let p = pair(tag, 1500);
     let tracer = start_tracer(&["--port", &port.to_string()]);
     let truths = transfer(&p, port, conns, ipv6).run().expect("transfer");
@@ -107,68 +137,47 @@ fn traced_transfer(
 }
 
 /// The last values the tracer reported for a socket equal what its owner reads itself.
-fn assert_last_values(mine: &[Value], truth: &Value) {
+fn assert_last_values(mine: &[EventLine], truth: &EndpointReport) {
     let last = mine.last().expect("events for the socket");
-    for (k, t) in [
-        ("window_clamp", "window_clamp"),
-        ("rcv_ssthresh", "rcv_ssthresh"),
-        ("rcvq_space", "rcv_space"),
+    for (k, mine, t) in [
+        ("window_clamp", last.window_clamp, truth.window_clamp),
+        ("rcv_ssthresh", last.rcv_ssthresh, truth.rcv_ssthresh),
+        ("rcvq_space", last.rcvq_space, truth.rcv_space),
     ] {
-        assert_eq!(
-            last[k], truth[t],
-            "{k}: {last} vs getsockopt/TCP_INFO {truth}"
-        );
+        assert_eq!(mine, t, "{k}: {last:?} vs getsockopt/TCP_INFO {truth:?}");
     }
 }
 
 /// The last values the tracer reported for each receiving socket equal what its owner reads.
 /// `summary` goes into failure messages: its hook hits and counters say whether a hook ran at all.
-fn assert_final_values_match(events: &[Value], truths: &[Value], summary: &Value) {
+fn assert_final_values_match(
+    events: &[EventLine],
+    truths: &[EndpointReport],
+    summary: &SummaryLine,
+) {
     assert!(!truths.is_empty());
     for t in truths {
-        let mine = of_cookie(events, &t["cookie"]);
-        assert!(!mine.is_empty(), "no events for receiver socket {t}");
+        let mine = of_cookie(events, t.cookie);
+        assert!(!mine.is_empty(), "no events for receiver socket {t:?}");
         assert!(
-            mine.iter().any(|e| e["event"] == "init"),
-            "no init event for {t}: {mine:?}\nhook hits {}, counters {}",
-            summary["hook_hits"],
-            summary["counters"]
+            mine.iter().any(|e| e.event == EventKind::Init),
+            "no init event for {t:?}: {mine:?}\nhook hits {:?}, counters {:?}",
+            summary.hook_hits,
+            summary.counters
         );
         assert!(
-            mine.iter().any(|e| e["event"] == "ratio"),
-            "no ratio event for {t}"
+            mine.iter().any(|e| e.event == EventKind::Ratio),
+            "no ratio event for {t:?}"
         );
         assert_last_values(&mine, t);
-        let init = mine.iter().find(|e| e["event"] == "init").unwrap();
+        let init = mine.iter().find(|e| e.event == EventKind::Init).unwrap();
         assert_eq!(
-            init["rcv_wscale"], t["rcv_wscale"],
-            "rcv_wscale: {init} vs tcp_info {t}"
+            init.init.as_ref().map(|i| i.rcv_wscale),
+            Some(t.rcv_wscale),
+            "rcv_wscale: {init:?} vs tcp_info {t:?}"
         );
     }
 }
-
-const EVENT_KEYS: [&str; 20] = [
-    "event",
-    "ts_ns",
-    "cookie",
-    "netns",
-    "pid",
-    "comm",
-    "family",
-    "laddr",
-    "lport",
-    "raddr",
-    "rport",
-    "scaling_ratio",
-    "window_clamp",
-    "rcv_ssthresh",
-    "rcv_wnd",
-    "sk_rcvbuf",
-    "rcvbuf_locked",
-    "rcv_mss",
-    "advmss",
-    "hook",
-];
 
 #[test]
 fn final_values_match_getsockopt_and_json_is_complete() {
@@ -177,44 +186,30 @@ fn final_values_match_getsockopt_and_json_is_complete() {
     assert_eq!(truths.len(), 3);
     assert_final_values_match(&events, &truths, &summary);
     for e in &events {
-        for k in EVENT_KEYS {
-            assert!(e.get(k).is_some(), "key {k} missing in {e}");
-        }
         assert!(
-            e["lport"] == port || e["rport"] == port,
-            "port filter leaked: {e}"
+            e.lport == port || e.rport == port,
+            "port filter leaked: {e:?}"
         );
-        if e["event"] == "ratio" {
-            for k in ["prev_scaling_ratio", "skb_len", "skb_truesize"] {
-                assert!(e.get(k).is_some(), "key {k} missing in {e}");
-            }
-        }
-        if e["event"] == "init" {
-            assert!(e.get("rcv_wscale").is_some());
-        }
+        // kind-specific parts present exactly on their kinds (key completeness: parse_complete)
+        assert_eq!(e.cause.is_some(), e.event == EventKind::Ratio, "{e:?}");
+        assert_eq!(e.init.is_some(), e.event == EventKind::Init, "{e:?}");
+        assert_eq!(e.prev.is_some(), e.event.has_prev(), "{e:?}");
     }
-    let hist = &summary["histograms"];
+    let hist = &summary.histograms;
     assert!(
-        hist["packet_ratio"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .any(|k| k.contains("veth-b")),
-        "{hist}"
+        hist.packet_ratio.keys().any(|k| k.contains("veth-b")),
+        "{hist:?}"
     );
-    assert!(
-        hist["scaling_ratio"]["count"].as_u64().unwrap() >= 3,
-        "{hist}"
-    );
+    assert!(hist.scaling_ratio.count >= 3, "{hist:?}");
 }
 
 #[test]
 fn ipv6_final_values_match_getsockopt() {
     let (truths, events, summary) = traced_transfer("v6", 5312, 1, true);
     assert_final_values_match(&events, &truths, &summary);
-    let mine = of_cookie(&events, &truths[0]["cookie"]);
-    assert!(mine.iter().all(|e| e["family"] == "ipv6"), "{mine:?}");
-    assert_eq!(mine[0]["laddr"], "fd00:248::2");
+    let mine = of_cookie(&events, truths[0].cookie);
+    assert!(mine.iter().all(|e| e.family == Family::Ipv6), "{mine:?}");
+    assert_eq!(mine[0].laddr.to_string(), "fd00:248::2");
 }
 
 /// With the receive buffer pinned at 1 MiB: window_clamp == 1 MiB * ratio >> 8 (the kernel's
@@ -233,47 +228,53 @@ fn pinned_buffer_ratio_identities_gro_off_and_on() {
         std::thread::sleep(Duration::from_millis(300));
         let (events, _) = finish(tracer);
         let t = &truths[0];
-        let mine = of_cookie(&events, &t["cookie"]);
-        let ratios: Vec<&Value> = mine.iter().filter(|e| e["event"] == "ratio").collect();
+        let mine = of_cookie(&events, t.cookie);
+        let ratios: Vec<&EventLine> = mine
+            .iter()
+            .filter(|e| e.event == EventKind::Ratio)
+            .collect();
         assert!(!ratios.is_empty(), "gro={gro}: no ratio event: {mine:?}");
         for r in &ratios {
-            let ratio = r["scaling_ratio"].as_u64().unwrap();
-            assert_eq!(r["sk_rcvbuf"].as_u64().unwrap(), PINNED, "{r}");
+            let ratio = r.scaling_ratio.expect("scaling_ratio on 6.18");
+            assert_eq!(r.sk_rcvbuf as u64, PINNED, "{r:?}");
             assert_eq!(
-                r["window_clamp"].as_u64().unwrap(),
-                (PINNED * ratio) >> 8,
-                "gro={gro}: {r}"
+                r.window_clamp as u64,
+                win_from_space(PINNED, ratio),
+                "gro={gro}: {r:?}"
             );
-            let (len, truesize) = (
-                r["skb_len"].as_u64().unwrap(),
-                r["skb_truesize"].as_u64().unwrap(),
+            let c = r.cause.as_ref().expect("a ratio event names its packet");
+            let (len, truesize) = (c.skb_len.unwrap(), c.skb_truesize.unwrap());
+            assert_eq!(
+                formula::ratio(len, truesize),
+                Some(ratio as u64),
+                "gro={gro}: {r:?}"
             );
-            assert_eq!((len << 8) / truesize, ratio, "gro={gro}: {r}");
             // GSO fields, when read: a coalesced packet is ceil(len / gso_size) segments, and
             // the kernel set rcv_mss from its gso_size (min(len, advmss))
-            if let (Some(size), Some(segs)) = (r["gso_size"].as_u64(), r["gso_segs"].as_u64()) {
+            if let (Some(size), Some(segs)) = (c.gso_size, c.gso_segs) {
                 if !gro {
-                    assert_eq!(size, 0, "GRO off, yet a GSO packet: {r}");
+                    assert_eq!(size, 0, "GRO off, yet a GSO packet: {r:?}");
                 } else if size > 0 {
-                    assert_eq!(segs, len.div_ceil(size), "{r}");
-                    let advmss = r["advmss"].as_u64().unwrap();
-                    assert_eq!(r["rcv_mss"].as_u64().unwrap(), size.min(advmss), "{r}");
+                    assert_eq!(segs as u32, len.div_ceil(size as u32), "{r:?}");
+                    assert_eq!(r.rcv_mss, (size as u32).min(r.advmss), "{r:?}");
                 }
             }
         }
         assert!(
-            ratios.iter().any(|r| r["gso_size"].is_u64()),
+            ratios
+                .iter()
+                .any(|r| r.cause.as_ref().is_some_and(|c| c.gso_size.is_some())),
             "gro={gro}: no ratio event with its packet's GSO fields: {ratios:?}"
         );
         // independent: the receiver's own TCP_WINDOW_CLAMP follows the same formula with the
         // ratio the tracer saw last
-        let last_ratio = ratios.last().unwrap()["scaling_ratio"].as_u64().unwrap();
+        let last_ratio = ratios.last().unwrap().scaling_ratio.unwrap();
         assert_eq!(
-            t["window_clamp"].as_u64().unwrap(),
-            (PINNED * last_ratio) >> 8,
-            "{t}"
+            t.window_clamp as u64,
+            win_from_space(PINNED, last_ratio),
+            "{t:?}"
         );
-        assert_eq!(t["so_rcvbuf"].as_u64().unwrap(), PINNED, "{t}");
+        assert_eq!(t.so_rcvbuf as u64, PINNED, "{t:?}");
         settled.push(last_ratio);
     }
     assert!(
@@ -302,7 +303,7 @@ fn pid_filter_follows_socket_ownership() {
         let mut s = String::new();
         std::io::Read::read_to_string(out, &mut s).unwrap();
         s.lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|l| serde_json::from_str::<EndpointReport>(l).unwrap())
             .collect::<Vec<_>>()
     };
     let truths1 = read_all(&mut out1);
@@ -315,18 +316,15 @@ fn pid_filter_follows_socket_ownership() {
     assert_final_values_match(&events, &truths1, &summary);
     for t in &truths2 {
         assert!(
-            of_cookie(&events, &t["cookie"]).is_empty(),
-            "second receiver leaked: {t}"
+            of_cookie(&events, t.cookie).is_empty(),
+            "second receiver leaked: {t:?}"
         );
     }
     for e in &events {
-        assert_eq!(e["lport"], p1, "only the traced receiver's sockets: {e}");
-        assert_eq!(e["pid"].to_string(), pid1, "{e}");
+        assert_eq!(e.lport, p1, "only the traced receiver's sockets: {e:?}");
+        assert_eq!(e.pid.map(|p| p.to_string()), Some(pid1.clone()), "{e:?}");
     }
-    assert!(
-        summary["counters"]["filtered_hits"].as_u64().unwrap() > 0,
-        "{summary}"
-    );
+    assert!(summary.counters.filtered_hits > 0, "{summary:?}");
 }
 
 /// `--pid` of a process that connects after the trace started: its connection is caught in the
@@ -365,20 +363,20 @@ fn pid_filter_catches_a_connection_opened_and_used_at_once() {
     std::io::Read::read_to_string(&mut rx_out, &mut rx_text).unwrap();
     wait_bounded(&mut rx, Duration::from_secs(30), "receiver").unwrap();
     let (events, _) = finish(tracer);
-    let truth: Value = serde_json::from_str(out.trim()).expect("sender report");
-    let mine = of_cookie(&events, &truth["cookie"]);
+    let truth: EndpointReport = serde_json::from_str(out.trim()).expect("sender report");
+    let mine = of_cookie(&events, truth.cookie);
     assert_eq!(
-        mine.first().map(|e| e["event"].clone()),
-        Some("init".into()),
+        mine.first().map(|e| e.event),
+        Some(EventKind::Init),
         "{events:?}"
     );
     assert_last_values(&mine, &truth);
-    let receiver: Value = serde_json::from_str(rx_text.trim()).unwrap();
+    let receiver: EndpointReport = serde_json::from_str(rx_text.trim()).unwrap();
     assert!(
-        of_cookie(&events, &receiver["cookie"]).is_empty(),
+        of_cookie(&events, receiver.cookie).is_empty(),
         "receiver is not the traced PID"
     );
-    assert!(events.iter().all(|e| e["rport"] == port), "{events:?}");
+    assert!(events.iter().all(|e| e.rport == port), "{events:?}");
 }
 
 /// A connection opened before the trace is found by whichever hook sees it first: the receiving
@@ -433,8 +431,8 @@ fn connection_from_before_the_trace_is_seen_live_from_data_and_acks() {
     let seen_both = |lines: &[String]| {
         truths.iter().all(|t| {
             lines.iter().any(|l| {
-                let e: Value = serde_json::from_str(l).unwrap_or_default();
-                e["event"] == "seen" && e["cookie"] == t["cookie"]
+                matches!(parse_line(l), Ok(Line::Event(e))
+                    if e.event == EventKind::Seen && e.cookie == Some(t.cookie))
             })
         })
     };
@@ -447,28 +445,28 @@ fn connection_from_before_the_trace_is_seen_live_from_data_and_acks() {
         "seen events for both ends did not arrive while tracing: {events:?}"
     );
     for t in &truths {
-        let mine = of_cookie(&events, &t["cookie"]);
+        let mine = of_cookie(&events, t.cookie);
         assert!(
-            mine.iter().any(|e| e["event"] == "close"),
-            "no close for {t}: {mine:?}"
+            mine.iter().any(|e| e.event == EventKind::Close),
+            "no close for {t:?}: {mine:?}"
         );
         assert_last_values(&mine, t);
-        let close = mine.iter().find(|e| e["event"] == "close").unwrap();
-        assert_eq!(close["sk_rcvbuf"], t["so_rcvbuf"], "{close} vs {t}");
+        let close = mine.iter().find(|e| e.event == EventKind::Close).unwrap();
+        assert_eq!(close.sk_rcvbuf, t.so_rcvbuf, "{close:?} vs {t:?}");
     }
     // SOCK_RCVBUF_LOCK, as the owners set it: on every event of the receiving end, none of the other
     for (t, want) in [(&truths[0], true), (&truths[1], false)] {
-        for e in of_cookie(&events, &t["cookie"]) {
-            assert_eq!(e["rcvbuf_locked"], want, "{e}");
+        for e in of_cookie(&events, t.cookie) {
+            assert_eq!(e.rcvbuf_locked, want, "{e:?}");
         }
     }
-    let sender_seen = of_cookie(&events, &truths[1]["cookie"])
+    let sender_seen = of_cookie(&events, truths[1].cookie)
         .into_iter()
-        .find(|e| e["event"] == "seen")
+        .find(|e| e.event == EventKind::Seen)
         .unwrap();
-    assert_eq!(sender_seen["hook"], "tcp:tcp_probe", "{sender_seen}");
+    assert_eq!(sender_seen.hook, "tcp:tcp_probe", "{sender_seen:?}");
     assert!(
-        summary["counters"]["recheck_skipped"].as_u64().unwrap() > 0,
-        "ACKs within 25 jiffies of a check were not skipped: {summary}"
+        summary.counters.recheck_skipped > 0,
+        "ACKs within 25 jiffies of a check were not skipped: {summary:?}"
     );
 }

@@ -5,7 +5,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde_json::Value;
+use tcpwin_common::formula::{self, win_from_space};
+use tcpwin_model::schema::{LabLine, MatrixRow};
 
 fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_tcpwin-trace")
@@ -43,14 +44,14 @@ fn leftover_processes(parent_marker: &str) -> Vec<String> {
         .collect()
 }
 
-fn u(v: &Value, k: &str) -> u64 {
-    v[k].as_u64()
-        .unwrap_or_else(|| panic!("{k} missing in {v}"))
+fn u(v: Option<u64>, k: &str, r: &MatrixRow) -> u64 {
+    v.unwrap_or_else(|| panic!("{k} missing in {r:?}"))
 }
 
-fn row<'a>(rows: &'a [Value], mtu: u64, gro: bool, tso: bool, buffer: &str) -> &'a Value {
+fn row(rows: &[MatrixRow], mtu: u32, gro: bool, tso: bool, buffer: &str) -> MatrixRow {
     rows.iter()
-        .find(|r| r["mtu"] == mtu && r["gro"] == gro && r["tso"] == tso && r["buffer"] == buffer)
+        .find(|r| r.mtu == mtu && r.gro == gro && r.tso == tso && r.buffer == buffer)
+        .cloned()
         .unwrap_or_else(|| panic!("no row {mtu} gro={gro} tso={tso} {buffer}"))
 }
 
@@ -67,57 +68,48 @@ fn quick_lab_identities_and_orderings() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "lab failed: {stderr}");
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+    let lines: Vec<LabLine> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
-    let rows: Vec<Value> = lines
+    let rows: Vec<MatrixRow> = lines
         .iter()
-        .filter(|l| l["table"] == "matrix")
-        .cloned()
+        .filter_map(|l| match l {
+            LabLine::Matrix(r) => Some(r.clone()),
+            _ => None,
+        })
         .collect();
     assert_eq!(rows.len(), 7, "{lines:?}");
     for r in &rows {
-        for k in [
-            "mtu",
-            "gro",
-            "tso",
-            "buffer",
-            "scaling_ratio",
-            "first_skb_len",
-            "first_skb_truesize",
-            "window_clamp",
-            "sk_rcvbuf",
-            "snd_wnd_peak",
-            "throughput_bps",
-            "init_rcv_wnd",
-        ] {
-            assert!(r.get(k).is_some(), "{k} missing: {r}");
-        }
-        let ratio = u(r, "scaling_ratio");
+        let ratio = u(r.scaling_ratio, "scaling_ratio", r);
+        let clamp = u(r.window_clamp, "window_clamp", r);
         // the rule in tcp_measure_rcv_mss
         assert_eq!(
-            (u(r, "first_skb_len") << 8) / u(r, "first_skb_truesize"),
-            ratio,
-            "{r}"
+            formula::ratio(
+                u(r.first_skb_len, "first_skb_len", r) as u32,
+                u(r.first_skb_truesize, "first_skb_truesize", r) as u32
+            ),
+            Some(ratio),
+            "{r:?}"
         );
         // the receiver's own TCP_WINDOW_CLAMP agrees with what the tracer read
-        assert_eq!(u(r, "window_clamp"), u(r, "getsockopt_window_clamp"), "{r}");
-        if r["buffer"] == "pinned-1m" {
+        assert_eq!(Some(clamp), r.getsockopt_window_clamp, "{r:?}");
+        if r.buffer == "pinned-1m" {
             // tcp_win_from_space, exactly
-            assert_eq!(u(r, "sk_rcvbuf"), 1 << 20, "{r}");
-            assert_eq!(
-                u(r, "window_clamp"),
-                (u(r, "sk_rcvbuf") * ratio) >> 8,
-                "{r}"
-            );
+            assert_eq!(r.sk_rcvbuf, Some(1 << 20), "{r:?}");
+            assert_eq!(clamp, win_from_space(1 << 20, ratio as u8), "{r:?}");
         }
         // the sender never saw more window than the receiver's clamp allows
-        assert!(u(r, "snd_wnd_peak") <= u(r, "window_clamp"), "{r}");
+        assert!(u(r.snd_wnd_peak, "snd_wnd_peak", r) <= clamp, "{r:?}");
+        assert!(
+            r.throughput_bps.is_some() && r.init_rcv_wnd.is_some(),
+            "{r:?}"
+        );
     }
-    let off1500 = u(row(&rows, 1500, false, false, "pinned-1m"), "scaling_ratio");
-    let gro1500 = u(row(&rows, 1500, true, false, "pinned-1m"), "scaling_ratio");
-    let off9000 = u(row(&rows, 9000, false, false, "pinned-1m"), "scaling_ratio");
+    let ratio_of = |r: MatrixRow| r.scaling_ratio.unwrap();
+    let off1500 = ratio_of(row(&rows, 1500, false, false, "pinned-1m"));
+    let gro1500 = ratio_of(row(&rows, 1500, true, false, "pinned-1m"));
+    let off9000 = ratio_of(row(&rows, 9000, false, false, "pinned-1m"));
     assert!(
         off1500 < gro1500,
         "aggregation raises the ratio: {off1500} vs {gro1500}"
@@ -128,19 +120,28 @@ fn quick_lab_identities_and_orderings() {
     );
     // SO_RCVBUF locks the buffer: the kernel doubles the request and autotuning leaves it
     let so = row(&rows, 1500, false, false, "so_rcvbuf-64k");
-    assert_eq!(u(so, "sk_rcvbuf"), 2 * 65536, "{so}");
+    assert_eq!(so.sk_rcvbuf, Some(2 * 65536), "{so:?}");
 
-    let hs: Vec<&Value> = lines.iter().filter(|l| l["table"] == "handshake").collect();
+    let hs: Vec<_> = lines
+        .iter()
+        .filter_map(|l| match l {
+            LabLine::Handshake(h) => Some(h),
+            _ => None,
+        })
+        .collect();
     assert_eq!(hs.len(), 2);
     for h in hs {
         // SYN-ACK window for a fresh socket (ratio 128 or the kernel's default): a multiple of
         // the MSS the window was rounded to, and never more than the buffer allows
-        let w = u(h, "syn_ack_window");
-        assert!(w > 0 && w <= 65536, "{h}");
+        let w = h.syn_ack_window.expect("SYN-ACK window");
+        assert!(w > 0 && w <= 65536, "{h:?}");
     }
-    let sweep: Vec<&Value> = lines
+    let sweep: Vec<_> = lines
         .iter()
-        .filter(|l| l["table"] == "tcp_adv_win_scale")
+        .filter_map(|l| match l {
+            LabLine::AdvWinScale(s) => Some(s),
+            _ => None,
+        })
         .collect();
     assert!(sweep.len() >= 5);
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
@@ -150,9 +151,9 @@ fn quick_lab_identities_and_orderings() {
         v.next().unwrap().parse().unwrap(),
     );
     if ver >= (6, 6) {
-        let first = &sweep[0]["syn_ack_window"];
+        let first = sweep[0].syn_ack_window;
         assert!(
-            sweep.iter().all(|s| &s["syn_ack_window"] == first),
+            sweep.iter().all(|s| s.syn_ack_window == first),
             "tcp_adv_win_scale is obsolete since 6.6: {sweep:?}"
         );
     }

@@ -13,7 +13,8 @@ use std::{
 };
 
 use serde_json::Value;
-use tcpwin_userspace::lab::Tracer;
+use tcpwin_lab::harness::Tracer;
+use tcpwin_model::schema::{parse_trace, SummaryLine};
 
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 
@@ -122,11 +123,10 @@ fn connections(port: u16, n: usize, bytes: usize) {
     }
 }
 
-fn summary_of(out: &str) -> Value {
-    out.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["event"] == "summary")
-        .unwrap_or_else(|| panic!("no summary in: {out}"))
+/// The trace's `--json` output: its events count and its summary.
+fn summary_of(out: &str) -> (usize, SummaryLine) {
+    let (events, summary) = parse_trace(out).unwrap_or_else(|e| panic!("{e:#}: {out}"));
+    (events.len(), summary)
 }
 
 #[test]
@@ -186,7 +186,7 @@ fn traced_pid_exit_ends_the_trace() {
         "{err:?}"
     );
     assert_eq!(
-        summary_of(&out)["stop_reason"],
+        summary_of(&out).1.stop_reason,
         format!("process {pid} exited")
     );
 }
@@ -212,29 +212,22 @@ fn flood_losses_are_counted_exactly() {
         status.success(),
         "the tracer keeps running through a flood: {err:?}"
     );
-    let s = summary_of(&out);
-    let c = &s["counters"];
-    let (due, sent, dropped) = (
-        c["due"].as_u64().unwrap(),
-        c["sent"].as_u64().unwrap(),
-        c["dropped"].as_u64().unwrap(),
-    );
-    let received = s["events_received"].as_u64().unwrap();
-    let printed = out
-        .lines()
-        .filter(|l| l.starts_with('{') && !l.contains("\"summary\""))
-        .count() as u64;
+    let (printed, s) = summary_of(&out);
+    let printed = printed as u64;
+    let c = &s.counters;
+    let (due, sent, dropped) = (c.due, c.sent, c.dropped);
+    let received = s.events_received;
     assert!(
         dropped > 0,
-        "the flood should overflow a 4 KiB ring buffer: {s}"
+        "the flood should overflow a 4 KiB ring buffer: {s:?}"
     );
-    assert_eq!(due, sent + dropped, "{s}");
+    assert_eq!(due, sent + dropped, "{s:?}");
     assert_eq!(
         received, sent,
-        "every event handed to the ring buffer was read: {s}"
+        "every event handed to the ring buffer was read: {s:?}"
     );
     assert_eq!(printed, received, "every event read was printed");
-    assert_eq!(s["events_lost"].as_u64().unwrap(), dropped, "{s}");
+    assert_eq!(s.events_lost, dropped, "{s:?}");
     assert!(
         err.iter().any(|l| l.contains("events lost")),
         "a loss is never silent: {err:?}"

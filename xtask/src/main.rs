@@ -1,4 +1,4 @@
-//! Developer tasks: `cargo xtask setup | build-ebpf | build | test | demo`.
+//! Developer tasks: `cargo xtask setup | build-ebpf | build | test | demo | bench | vm-test`.
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -42,7 +42,7 @@ enum Cmd {
     /// Build, then trace a transfer the tool generates itself between two network namespaces.
     Demo,
     /// Measure what tracing costs (paired veth transfers; prints ratios). Extra args go to
-    /// `tcpwin-trace bench` (--runs N, --bytes B, --json, --no-peers, --floor-alongside).
+    /// `tcpwin-bench` (--runs N, --bytes B, --json, --no-peers, --floor-alongside, --churn N).
     Bench {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -66,7 +66,7 @@ fn run() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Setup => toolchain::setup(),
         Cmd::BuildEbpf { debug } => build_ebpf(!debug).map(|_| ()),
-        Cmd::Build => build(),
+        Cmd::Build => build().map(|_| ()),
         Cmd::Test { args, no_vm } => {
             test(&args)?;
             if no_vm {
@@ -77,11 +77,14 @@ fn run() -> Result<()> {
         }
         Cmd::Demo => demo(),
         Cmd::Bench { args } => {
-            build()?;
+            let obj = build()?;
             toolchain::apt_install(&["bpftrace", "bpftool"])?;
             run_cmd(
-                Command::new(root().join("target/release/tcpwin-trace"))
-                    .arg("bench")
+                Command::new(root().join("target/release/tcpwin-bench"))
+                    .arg("--tracer")
+                    .arg(root().join("target/release/tcpwin-trace"))
+                    .arg("--obj")
+                    .arg(&obj)
                     .args(&args),
             )
         }
@@ -138,14 +141,24 @@ fn build_ebpf(release: bool) -> Result<PathBuf> {
     Ok(out)
 }
 
-fn build() -> Result<()> {
+/// Builds the eBPF object, then the product (`tcpwin-trace`, which embeds it) and the benchmark
+/// (`tcpwin-bench`, which loads its calibration program from it); returns the object's path.
+fn build() -> Result<PathBuf> {
     let obj = build_ebpf(true)?;
     run_cmd(
         Command::new(env!("CARGO"))
             .current_dir(root())
             .env("TCPWIN_EBPF_OBJ", &obj)
-            .args(["build", "--release", "-p", "tcpwin-userspace"]),
-    )
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "tcpwin-userspace",
+                "-p",
+                "tcpwin-lab",
+            ]),
+    )?;
+    Ok(obj)
 }
 
 fn test(extra: &[String]) -> Result<()> {

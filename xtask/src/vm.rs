@@ -16,7 +16,10 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use serde_json::Value;
+use tcpwin_model::{
+    kind::EventKind,
+    schema::{parse_line, EndpointReport, EventLine, Line},
+};
 
 use crate::{root, run_cmd, toolchain};
 
@@ -339,9 +342,9 @@ fn boot(vmlinuz: &Path, initrd: &Path, backends: &str, timeout: Duration) -> Res
 #[derive(Default, Debug)]
 struct Run {
     exit: String,
-    trace: Vec<Value>,
+    trace: Vec<EventLine>,
     err: String,
-    rx: Vec<Value>,
+    rx: Vec<EndpointReport>,
 }
 
 fn parse_console(out: &str) -> BTreeMap<String, Run> {
@@ -372,16 +375,15 @@ fn parse_console(out: &str) -> BTreeMap<String, Run> {
             "@@RX" => section = "rx",
             l if l.starts_with("@@EXIT ") => run.exit = l[7..].to_string(),
             l => match section {
+                // the serial console may interleave kernel messages: other lines are not ours
                 "trace" => {
-                    if let Ok(v) = serde_json::from_str(l) {
-                        run.trace.push(v)
+                    if let Ok(Line::Event(e)) = parse_line(l) {
+                        run.trace.push(*e)
                     }
                 }
                 "rx" => {
-                    if let Ok(v) = serde_json::from_str::<Value>(l) {
-                        if v.get("cookie").is_some() {
-                            run.rx.push(v)
-                        }
+                    if let Ok(v) = serde_json::from_str::<EndpointReport>(l) {
+                        run.rx.push(v)
                     }
                 }
                 "err" => {
@@ -406,32 +408,29 @@ fn check_run(backend: &str, run: &Run, series: &str, problems: &mut Vec<String>)
         problems.push(p("the receiver reported nothing".into()));
         return;
     };
-    let mine: Vec<&Value> = run
+    let mine: Vec<&EventLine> = run
         .trace
         .iter()
-        .filter(|e| e["cookie"] == truth["cookie"])
+        .filter(|e| e.cookie == Some(truth.cookie))
         .collect();
     let Some(last) = mine.last() else {
         problems.push(p(format!(
             "no event for the receiving socket {}",
-            truth["cookie"]
+            truth.cookie
         )));
         return;
     };
-    for (k, t) in [
-        ("window_clamp", "window_clamp"),
-        ("rcv_ssthresh", "rcv_ssthresh"),
+    for (k, mine, t) in [
+        ("window_clamp", last.window_clamp, truth.window_clamp),
+        ("rcv_ssthresh", last.rcv_ssthresh, truth.rcv_ssthresh),
     ] {
-        if last[k] != truth[t] {
-            problems.push(p(format!(
-                "{k} {} but getsockopt says {}",
-                last[k], truth[t]
-            )));
+        if mine != t {
+            problems.push(p(format!("{k} {mine} but getsockopt says {t}")));
         }
     }
     let legacy = series == "6.1";
     if legacy {
-        if mine.iter().any(|e| !e["scaling_ratio"].is_null()) {
+        if mine.iter().any(|e| e.scaling_ratio.is_some()) {
             problems.push(p("scaling_ratio should be null on 6.1".into()));
         }
         if !run.err.contains("tcp_adv_win_scale") {
@@ -440,7 +439,9 @@ fn check_run(backend: &str, run: &Run, series: &str, problems: &mut Vec<String>)
             ));
         }
     } else if !mine.iter().any(|e| {
-        e["event"] == "ratio" && e["prev_scaling_ratio"] == 128 && e["scaling_ratio"] != 128
+        e.event == EventKind::Ratio
+            && e.cause.as_ref().and_then(|c| c.prev_scaling_ratio) == Some(128)
+            && e.scaling_ratio != Some(128)
     }) {
         problems.push(p("no ratio event leaving 128".into()));
     }
@@ -449,8 +450,12 @@ fn check_run(backend: &str, run: &Run, series: &str, problems: &mut Vec<String>)
         problems.push(p(format!("forced backend but `{chosen}` attached")));
     }
     if chosen == "fentry" || chosen == "kprobe" {
-        let init = mine.iter().find(|e| e["event"] == "init");
-        if init.map(|e| e["space"].is_null()).unwrap_or(true) {
+        let init = mine.iter().find(|e| e.event == EventKind::Init);
+        if init
+            .and_then(|e| e.init.as_ref())
+            .and_then(|i| i.space)
+            .is_none()
+        {
             problems.push(p(
                 "the init event lacks tcp_select_initial_window's space/mss".into(),
             ));

@@ -1,5 +1,5 @@
 //! Experiments in namespaces: run the tracer as a child process and the built-in receiver/sender
-//! inside a `netns::Pair`. Shared by the demo and the end-to-end tests.
+//! inside a `netns::Pair`. Shared by the lab, the demo, the end-to-end tests and the bench.
 use std::{
     io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
@@ -12,9 +12,18 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use serde_json::Value;
+use tcpwin_model::schema::EndpointReport;
 
 use crate::netns::Pair;
+
+/// Refuses early when not root: namespaces, veth and sysctls need it.
+pub fn require_root(what: &str) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("{what} creates network namespaces and loads BPF programs: run it as root (sudo)");
+    }
+    Ok(())
+}
 
 /// A `tcpwin-trace` child whose stderr is watched for readiness.
 pub struct Tracer {
@@ -225,7 +234,7 @@ impl Transfer<'_> {
 
     /// Runs the sender; with `report`, returns its own view of each connection (`snd_wnd_peak`,
     /// `throughput_bps`, getsockopt values).
-    pub fn sender(&self, report: bool) -> Result<Vec<Value>> {
+    pub fn sender(&self, report: bool) -> Result<Vec<EndpointReport>> {
         let connect = if self.ipv6 {
             format!("[{}]:{}", self.pair.ip6_b, self.port)
         } else {
@@ -250,12 +259,15 @@ impl Transfer<'_> {
     }
 
     /// Runs the whole transfer and returns the receiver's ground truth per connection.
-    pub fn run(&self) -> Result<Vec<Value>> {
+    pub fn run(&self) -> Result<Vec<EndpointReport>> {
         self.run_both(false).map(|(rx, _)| rx)
     }
 
     /// Runs the whole transfer: (receiver's ground truth, sender's reports if asked).
-    pub fn run_both(&self, sender_report: bool) -> Result<(Vec<Value>, Vec<Value>)> {
+    pub fn run_both(
+        &self,
+        sender_report: bool,
+    ) -> Result<(Vec<EndpointReport>, Vec<EndpointReport>)> {
         let (mut rx, out) = self.start_receiver()?;
         // read while the sender runs: a receiver printing a line per connection must never
         // block on a full pipe

@@ -4,7 +4,8 @@
 use std::{collections::HashMap, net::IpAddr};
 
 use crate::{
-    hist::{Hist, Scale},
+    hist::{Hist, BYTES_SCALE, RATIO_SCALE},
+    kind::EventKind,
     record::Record,
 };
 
@@ -45,9 +46,9 @@ impl Default for Sockets {
             live: HashMap::new(),
             finals: Finals {
                 sockets: 0,
-                scaling_ratio: Hist::new(Scale::Linear(8)),
-                window_clamp: Hist::new(Scale::Log2),
-                rcv_ssthresh: Hist::new(Scale::Log2),
+                scaling_ratio: Hist::new(RATIO_SCALE),
+                window_clamp: Hist::new(BYTES_SCALE),
+                rcv_ssthresh: Hist::new(BYTES_SCALE),
             },
         }
     }
@@ -87,7 +88,7 @@ impl Sockets {
             rcv_ssthresh: 0,
             events: 0,
         });
-        if r.kind == "close" && r.ev.lport == 0 && e.lport != 0 {
+        if r.kind == EventKind::Close && r.ev.lport == 0 && e.lport != 0 {
             r.laddr = e.laddr;
             r.ev.lport = e.lport;
             r.raddr = e.raddr;
@@ -97,7 +98,7 @@ impl Sockets {
         e.window_clamp = r.ev.window_clamp;
         e.rcv_ssthresh = r.ev.rcv_ssthresh;
         e.events += 1;
-        if r.kind == "close" {
+        if r.kind == EventKind::Close {
             if let Some(done) = self.live.remove(&k) {
                 self.finals.record(&done);
             }
@@ -130,7 +131,7 @@ mod tests {
     fn rec_cookie(k: u8, lport: u16, cookie: u64) -> Record {
         let ev = Event {
             kind: k,
-            family: libc::AF_INET as u8,
+            family: tcpwin_common::AF_INET,
             cookie,
             flags: flag::COOKIE | flag::RATIO_PRESENT,
             lport,

@@ -1,4 +1,4 @@
-//! The benchmark runs end to end and reports every figure issue 5 names, in every mode. A smoke
+//! The benchmark runs end to end and reports every figure it promises, in every mode. A smoke
 //! test of the measuring tool, not a performance test: the numbers are only checked for being
 //! there and sane (hits counted, no drops), never against a target.
 use std::process::Command;
@@ -11,9 +11,22 @@ fn bench_reports_every_figure_per_mode() {
     if unsafe { libc::geteuid() } != 0 {
         panic!("BENCH SMOKE TEST CANNOT RUN: it needs root (run `sudo cargo xtask test`). Failing, not skipping.");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_tcpwin-trace"))
+    // the tracer is built beside the bench by the same `cargo test --workspace` (target/<profile>)
+    let tracer = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("tcpwin-trace");
+    assert!(
+        tracer.exists(),
+        "{} missing: build the workspace (`cargo xtask build`)",
+        tracer.display()
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpwin-bench"))
+        .arg("--tracer")
+        .arg(&tracer)
         .args([
-            "bench",
             "--runs",
             "1",
             "--bytes",
@@ -25,7 +38,7 @@ fn bench_reports_every_figure_per_mode() {
             "--json",
         ])
         .output()
-        .expect("run tcpwin-trace bench");
+        .expect("run tcpwin-bench");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench failed: {err}");
     let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)

@@ -9,7 +9,25 @@ use aya::{
     Btf, Ebpf,
 };
 
-use crate::cli::Backend;
+/// Which kind of kernel hooks to trace with.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Auto,
+    Fentry,
+    Kprobe,
+    Tracepoint,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Fentry => "fentry",
+            Backend::Kprobe => "kprobe",
+            Backend::Tracepoint => "tracepoint",
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
@@ -326,7 +344,6 @@ fn attach_one(bpf: &mut Ebpf, btf: &Btf, hook: &Hook) -> Result<(), String> {
     r.map_err(|e| format!("{} {}: {}", hook.method.name(), hook.target, reason(&e)))
 }
 
-/// Unloads (and so detaches) the programs of a failed attempt.
 /// Runs of the attached programs the kernel skipped: a tracing program does not nest on one CPU,
 /// so a hook that fires while the same program runs there (a softirq interrupting it in process
 /// context) is not run at all (`bpf_prog_info.recursion_misses`, Linux 5.12+; 0 where unknown).
@@ -372,6 +389,7 @@ fn prog_recursion_misses(fd: std::os::fd::RawFd) -> u64 {
     info.recursion_misses
 }
 
+/// Unloads (and so detaches) these programs: at the end of a trace, or after a failed attempt.
 pub fn release(bpf: &mut Ebpf, hooks: &[Hook]) {
     for h in hooks {
         if let Some(prog) = bpf.program_mut(h.prog) {

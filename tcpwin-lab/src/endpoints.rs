@@ -1,6 +1,7 @@
-//! Built-in traffic: a receiver that reports the kernel's own view of each connection at the end
-//! (getsockopt `TCP_WINDOW_CLAMP`, `TCP_INFO`, `SO_COOKIE`), and a sender. Used by the demo and
-//! the tests; these numbers are the ground truth the tracer is checked against.
+//! Built-in endpoints: a receiver that reports the kernel's own view of each connection at the end
+//! (getsockopt `TCP_WINDOW_CLAMP`, `TCP_INFO`, `SO_COOKIE`, `SO_RCVBUF`), and a sender. Run as
+//! `tcpwin-trace transfer recv|send` inside the lab's namespaces; these numbers are the ground
+//! truth the tracer is checked against ([`EndpointReport`]).
 use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpListener, TcpStream},
@@ -9,7 +10,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use serde_json::json;
+use tcpwin_model::{schema::EndpointReport, tcp_info::TcpInfo};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TransferCmd {
@@ -57,33 +58,8 @@ fn getsockopt<T: Copy>(fd: i32, level: i32, name: i32) -> Result<T> {
     Ok(v)
 }
 
-/// The kernel's view of a connection, from the socket's owner.
-pub fn ground_truth(s: &TcpStream) -> Result<serde_json::Value> {
-    let fd = s.as_raw_fd();
-    let info: libc::tcp_info = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO)?;
-    let clamp: i32 = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP)?;
-    let cookie: u64 = getsockopt(fd, libc::SOL_SOCKET, libc::SO_COOKIE)?;
-    let rcvbuf: i32 = getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)?;
-    Ok(json!({
-        "cookie": cookie,
-        "window_clamp": clamp,
-        "rcv_ssthresh": info.tcpi_rcv_ssthresh,
-        "rcv_space": info.tcpi_rcv_space,
-        "rcv_mss": info.tcpi_rcv_mss,
-        "advmss": info.tcpi_advmss,
-        // `tcpi_snd_wscale : 4, tcpi_rcv_wscale : 4`: the receive scale is the high nibble
-        "rcv_wscale": info.tcpi_snd_rcv_wscale >> 4,
-        "so_rcvbuf": rcvbuf,
-        "local": s.local_addr().ok().map(|a| a.to_string()),
-        "peer": s.peer_addr().ok().map(|a| a.to_string()),
-    }))
-}
-
-/// `tcpi_snd_wnd` (Linux 5.4+): the window the peer advertised, as this sender sees it. libc's
-/// `tcp_info` stops before it, so it is read at its uapi offset; a kernel whose `tcp_info` is too
-/// short to hold it answers None.
-pub fn snd_wnd(fd: i32) -> Option<u32> {
-    const TCPI_SND_WND: usize = 228;
+/// `getsockopt(TCP_INFO)` as the kernel's bytes (as long as this kernel's struct).
+pub fn tcp_info(fd: i32) -> Result<TcpInfo> {
     let mut buf = [0u8; 512];
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: buf is writable for len bytes.
@@ -96,12 +72,43 @@ pub fn snd_wnd(fd: i32) -> Option<u32> {
             &mut len,
         )
     };
-    if rc != 0 || (len as usize) < TCPI_SND_WND + 4 {
-        return None;
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).context("getsockopt(TCP_INFO)");
     }
-    Some(u32::from_ne_bytes(
-        buf[TCPI_SND_WND..TCPI_SND_WND + 4].try_into().ok()?,
-    ))
+    TcpInfo::parse(&buf[..len as usize]).context("TCP_INFO shorter than any kernel's")
+}
+
+/// The kernel's view of a connection, from the socket's owner.
+pub fn ground_truth(s: &TcpStream) -> Result<EndpointReport> {
+    let fd = s.as_raw_fd();
+    let info = tcp_info(fd)?;
+    let clamp: i32 = getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP)?;
+    let cookie: u64 = getsockopt(fd, libc::SOL_SOCKET, libc::SO_COOKIE)?;
+    let rcvbuf: i32 = getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF)?;
+    Ok(EndpointReport {
+        cookie,
+        window_clamp: clamp as u32,
+        rcv_ssthresh: info.rcv_ssthresh,
+        rcv_space: info.rcv_space,
+        rcv_mss: info.rcv_mss,
+        advmss: info.advmss,
+        rcv_wscale: info.rcv_wscale,
+        snd_wscale: info.snd_wscale,
+        so_rcvbuf: rcvbuf as u32,
+        min_rtt_us: info.min_rtt_us.unwrap_or(0),
+        rwnd_limited_us: info.rwnd_limited_us,
+        busy_us: info.busy_us,
+        snd_wnd: info.snd_wnd,
+        local: s.local_addr().ok().map(|a| a.to_string()),
+        peer: s.peer_addr().ok().map(|a| a.to_string()),
+        ..EndpointReport::default()
+    })
+}
+
+/// `tcpi_snd_wnd` (Linux 5.4+): the window the peer advertised, as this sender sees it; None
+/// where the kernel's `tcp_info` is too short to hold it.
+pub fn snd_wnd(fd: i32) -> Option<u32> {
+    tcp_info(fd).ok()?.snd_wnd
 }
 
 fn set_rcvbuf(fd: i32, bytes: u32) -> Result<()> {
@@ -134,7 +141,7 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             if let Some(b) = rcvbuf {
                 set_rcvbuf(l.as_raw_fd(), b)?;
             }
-            println!("{}", json!({"ready": l.local_addr()?.to_string()}));
+            println!("{{\"ready\":\"{}\"}}", l.local_addr()?);
             std::io::stdout().flush()?;
             let mut buf = vec![0u8; 256 << 10];
             for _ in 0..conns {
@@ -148,8 +155,8 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
                     total += n as u64;
                 }
                 let mut truth = ground_truth(&s)?;
-                truth["bytes"] = json!(total);
-                println!("{truth}");
+                truth.bytes = Some(total);
+                println!("{}", serde_json::to_string(&truth)?);
                 std::io::stdout().flush()?;
             }
             std::thread::sleep(Duration::from_millis(linger_ms));
@@ -185,10 +192,9 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
                 if report {
                     // after the peer's FIN the socket is closed: TCP_INFO still answers
                     let mut truth = ground_truth(&s)?;
-                    truth["snd_wnd_peak"] = json!(snd_wnd_peak);
-                    truth["throughput_bps"] =
-                        json!((bytes as f64 * 8.0 / elapsed.max(1e-9)) as u64);
-                    println!("{truth}");
+                    truth.snd_wnd_peak = Some(snd_wnd_peak);
+                    truth.throughput_bps = Some((bytes as f64 * 8.0 / elapsed.max(1e-9)) as u64);
+                    println!("{}", serde_json::to_string(&truth)?);
                     std::io::stdout().flush()?;
                 }
             }

@@ -5,14 +5,21 @@ use std::{process::Stdio, time::Duration};
 
 use anyhow::{bail, Context, Result};
 
-use super::harness::{check_stop, install_stop_handler};
-use serde_json::Value;
-
-use super::{
-    harness::{Tracer, Transfer},
-    table::{HandshakeRow, LabResult, Row, SysctlRow},
+use tcpwin_lab::{
+    harness::{check_stop, install_stop_handler, Tracer, Transfer},
+    netns::Pair,
 };
-use crate::{netns::Pair, session};
+use tcpwin_model::{
+    kind::EventKind,
+    schema::{parse_trace, EndpointReport, EventLine},
+};
+
+use crate::kernel::object::check_privileges;
+
+pub mod table;
+
+use table::{LabResult, Row};
+use tcpwin_model::schema::{AdvWinScaleRow, HandshakeRow};
 
 pub const PINNED: u32 = 1 << 20;
 const SMALL_BUF: u32 = 64 << 10;
@@ -95,8 +102,8 @@ fn apply_buffer(pair: &Pair, b: Buffer) -> Result<()> {
 
 /// What one transfer produced: the receiver's and sender's own reports.
 struct Done {
-    receiver: Value,
-    sender: Value,
+    receiver: EndpointReport,
+    sender: EndpointReport,
 }
 
 fn transfer(pair: &Pair, exe: &std::path::Path, bytes: u64, rcvbuf: Option<u32>) -> Result<Done> {
@@ -130,7 +137,7 @@ pub struct LabOpts {
 }
 
 pub fn run(opts: LabOpts) -> Result<()> {
-    session::check_privileges()?;
+    check_privileges()?;
     install_stop_handler();
     let exe = std::env::current_exe().context("locating tcpwin-trace")?;
     let pair = Pair::create(&format!("tcpwin-lab-{}", std::process::id()), 1500)
@@ -203,52 +210,41 @@ fn run_in(pair: &Pair, exe: &std::path::Path, opts: &LabOpts) -> Result<LabResul
     if !status.success() {
         bail!("the tracer failed: {}", stderr.join("\n"));
     }
-    let events: Vec<Value> = out
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let summary = events
-        .iter()
-        .find(|e| e["event"] == "summary")
-        .cloned()
-        .unwrap_or(Value::Null);
-    if summary["events_lost"].as_u64().unwrap_or(0) > 0 {
+    let (events, summary) = parse_trace(&out).context("the tracer's output")?;
+    if summary.events_lost > 0 {
         eprintln!(
             "lab: WARNING: the tracer lost {} events: some rows may be incomplete",
-            summary["events_lost"]
+            summary.events_lost
         );
     }
-    let of = |cookie: &Value| -> Vec<&Value> {
-        events
-            .iter()
-            .filter(|e| &e["cookie"] == cookie && e["event"] != "summary")
-            .collect()
+    let of = |cookie: u64| -> Vec<&EventLine> {
+        events.iter().filter(|e| e.cookie == Some(cookie)).collect()
     };
     let rows = matrix
         .iter()
-        .map(|(cond, d)| Row::from_events(*cond, &of(&d.receiver["cookie"]), d))
+        .map(|(cond, d)| Row::from_events(*cond, &of(d.receiver.cookie), d))
         .collect();
     let init_wnd = |d: &Done| -> Option<u64> {
-        of(&d.receiver["cookie"])
+        of(d.receiver.cookie)
             .iter()
-            .find(|e| e["event"] == "init")
-            .and_then(|e| e["rcv_wnd"].as_u64())
+            .find(|e| e.event == EventKind::Init)
+            .map(|e| e.rcv_wnd as u64)
     };
     let handshake = handshakes
         .iter()
         .map(|(mtu, d)| HandshakeRow {
             mtu: *mtu,
             rcvbuf: SMALL_BUF as u64,
-            advmss: d.receiver["advmss"].as_u64(),
+            advmss: Some(d.receiver.advmss as u64),
             syn_ack_window: init_wnd(d),
         })
         .collect();
     let sysctl = sweep
         .iter()
-        .map(|(n, d)| SysctlRow {
-            adv_win_scale: *n,
+        .map(|(n, d)| AdvWinScaleRow {
+            tcp_adv_win_scale: *n,
             syn_ack_window: init_wnd(d),
-            window_clamp: d.receiver["window_clamp"].as_u64(),
+            window_clamp: Some(d.receiver.window_clamp as u64),
         })
         .collect();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -272,25 +268,26 @@ pub fn on(b: bool) -> &'static str {
 }
 
 impl Row {
-    fn from_events(cond: Condition, events: &[&Value], d: &Done) -> Row {
-        let ratios: Vec<&&Value> = events.iter().filter(|e| e["event"] == "ratio").collect();
+    fn from_events(cond: Condition, events: &[&EventLine], d: &Done) -> Row {
+        let setter = events
+            .iter()
+            .rfind(|e| e.event == EventKind::Ratio)
+            .and_then(|e| e.cause.as_ref());
         let last = events.last();
-        let setter = ratios.last();
-        let num = |v: Option<&Value>| v.and_then(|v| v.as_u64());
         Row {
             cond,
-            scaling_ratio: num(last.map(|e| &e["scaling_ratio"])),
-            first_skb_len: num(setter.map(|e| &e["skb_len"])),
-            first_skb_truesize: num(setter.map(|e| &e["skb_truesize"])),
-            window_clamp: num(last.map(|e| &e["window_clamp"])),
-            sk_rcvbuf: num(last.map(|e| &e["sk_rcvbuf"])),
-            snd_wnd_peak: d.sender["snd_wnd_peak"].as_u64(),
-            throughput_bps: d.sender["throughput_bps"].as_u64(),
-            init_rcv_wnd: num(events
+            scaling_ratio: last.and_then(|e| e.scaling_ratio).map(u64::from),
+            first_skb_len: setter.and_then(|c| c.skb_len).map(u64::from),
+            first_skb_truesize: setter.and_then(|c| c.skb_truesize).map(u64::from),
+            window_clamp: last.map(|e| e.window_clamp as u64),
+            sk_rcvbuf: last.map(|e| e.sk_rcvbuf as u64),
+            snd_wnd_peak: d.sender.snd_wnd_peak.map(u64::from),
+            throughput_bps: d.sender.throughput_bps,
+            init_rcv_wnd: events
                 .iter()
-                .find(|e| e["event"] == "init")
-                .map(|e| &e["rcv_wnd"])),
-            getsockopt_window_clamp: d.receiver["window_clamp"].as_u64(),
+                .find(|e| e.event == EventKind::Init)
+                .map(|e| e.rcv_wnd as u64),
+            getsockopt_window_clamp: Some(d.receiver.window_clamp as u64),
         }
     }
 }

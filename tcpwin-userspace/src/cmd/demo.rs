@@ -6,17 +6,18 @@ use std::{process::Stdio, time::Duration};
 
 use anyhow::{Context, Result};
 
-use crate::{
-    lab::{Tracer, Transfer},
+use tcpwin_lab::{
+    harness::{Tracer, Transfer},
     netns::Pair,
-    session,
 };
+
+use crate::kernel::object::check_privileges;
 
 const PORT: u16 = 5299;
 const BUF: u32 = 1 << 20;
 
 pub fn run() -> Result<()> {
-    session::check_privileges()?;
+    check_privileges()?;
     let exe = std::env::current_exe().context("locating tcpwin-trace")?;
     let pair = Pair::create(&format!("tcpwin-demo-{}", std::process::id()), 1500)?;
     pair.pin_receiver_buffer(BUF)?;
@@ -53,8 +54,8 @@ pub fn run() -> Result<()> {
         for t in truths {
             println!(
                 "demo: receiver's getsockopt: TCP_WINDOW_CLAMP={} tcpi_rcv_ssthresh={} cookie={:x} -> window/buffer = {:.1}%",
-                t["window_clamp"], t["rcv_ssthresh"], t["cookie"].as_u64().unwrap_or(0),
-                t["window_clamp"].as_f64().unwrap_or(0.0) * 100.0 / BUF as f64
+                t.window_clamp, t.rcv_ssthresh, t.cookie,
+                t.window_clamp as f64 * 100.0 / BUF as f64
             );
         }
         std::thread::sleep(Duration::from_millis(300));

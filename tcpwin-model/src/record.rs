@@ -2,31 +2,24 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use anyhow::{bail, Result};
-use serde_json::{json, Map, Value};
-use tcpwin_common::{flag, hook, kind, Event};
+use tcpwin_common::{flag, hook, Event, AF_INET6};
+
+use crate::{
+    kind::EventKind,
+    schema::{Cause, EventLine, Family, Init, Prev},
+};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Record {
     pub ev: Event,
-    pub kind: &'static str,
+    pub kind: EventKind,
     pub laddr: IpAddr,
     pub raddr: IpAddr,
     pub comm: Option<String>,
 }
 
-pub fn kind_name(k: u8) -> Option<&'static str> {
-    Some(match k {
-        kind::INIT => "init",
-        kind::RATIO => "ratio",
-        kind::SPACE => "space",
-        kind::SEEN => "seen",
-        kind::CLOSE => "close",
-        _ => return None,
-    })
-}
-
 fn addr(family: u8, b: &[u8; 16]) -> IpAddr {
-    if family == libc::AF_INET6 as u8 {
+    if family == AF_INET6 {
         IpAddr::V6(Ipv6Addr::from(*b))
     } else {
         IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
@@ -45,7 +38,7 @@ pub fn decode(bytes: &[u8]) -> Result<Record> {
     // SAFETY: Event is repr(C) plain data and the slice is long enough; read_unaligned copes with
     // any alignment of the ring buffer slot.
     let ev: Event = unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const Event) };
-    let Some(kind) = kind_name(ev.kind) else {
+    let Some(kind) = EventKind::from_raw(ev.kind) else {
         bail!("unknown event kind {}", ev.kind);
     };
     let comm = (ev.flags & flag::PID != 0).then(|| {
@@ -83,85 +76,82 @@ impl Record {
     }
     /// The ratio `tcp_measure_rcv_mss` computes from the reported packet.
     pub fn skb_ratio(&self) -> Option<u64> {
-        (self.has(flag::SKB) && self.ev.skb_truesize != 0)
-            .then(|| ((self.ev.skb_len as u64) << 8) / self.ev.skb_truesize as u64)
+        if !self.has(flag::SKB) {
+            return None;
+        }
+        tcpwin_common::formula::ratio(self.ev.skb_len, self.ev.skb_truesize)
     }
 
-    /// The JSON object for `--json`; absent values are `null`, never 0.
-    pub fn to_json(&self, pid_override: Option<u32>) -> Value {
+    /// The `--json` line; absent values are `null`, never 0. `pid_override`: the traced PID,
+    /// when the kernel did not name the owner itself.
+    pub fn to_line(&self, pid_override: Option<u32>) -> EventLine {
         let e = &self.ev;
         let skb = self.has(flag::SKB);
         let prev = self.has(flag::PREV);
-        let ratio_present = self.has(flag::RATIO_PRESENT);
-        let opt = |cond: bool, v: Value| if cond { v } else { Value::Null };
-        let mut m = Map::new();
-        m.insert("event".into(), json!(self.kind));
-        m.insert("ts_ns".into(), json!(e.ts_ns));
-        m.insert("cookie".into(), json!(self.cookie()));
-        m.insert("netns".into(), json!(e.netns));
-        m.insert("pid".into(), json!(self.pid().or(pid_override)));
-        m.insert("comm".into(), json!(self.comm));
-        m.insert(
-            "family".into(),
-            json!(if self.laddr.is_ipv6() { "ipv6" } else { "ipv4" }),
-        );
-        m.insert("laddr".into(), json!(self.laddr.to_string()));
-        m.insert("lport".into(), json!(e.lport));
-        m.insert("raddr".into(), json!(self.raddr.to_string()));
-        m.insert("rport".into(), json!(e.rport));
-        m.insert("hook".into(), json!(self.hook_name()));
-        m.insert("scaling_ratio".into(), json!(self.ratio()));
-        if self.kind == "ratio" {
-            m.insert(
-                "prev_scaling_ratio".into(),
-                opt(prev && ratio_present, json!(e.prev_scaling_ratio)),
-            );
+        let gso = skb && e.gso_read != 0;
+        EventLine {
+            event: self.kind,
+            ts_ns: e.ts_ns,
+            cookie: self.cookie(),
+            netns: e.netns,
+            pid: self.pid().or(pid_override),
+            comm: self.comm.clone(),
+            family: if self.laddr.is_ipv6() {
+                Family::Ipv6
+            } else {
+                Family::Ipv4
+            },
+            laddr: self.laddr,
+            lport: e.lport,
+            raddr: self.raddr,
+            rport: e.rport,
+            hook: self.hook_name().to_string(),
+            scaling_ratio: self.ratio(),
+            window_clamp: e.window_clamp,
+            rcv_ssthresh: e.rcv_ssthresh,
+            rcv_wnd: e.rcv_wnd,
+            sk_rcvbuf: e.sk_rcvbuf,
+            rcvq_space: e.rcvq_space,
+            rcvbuf_locked: self.has(flag::RCVBUF_LOCKED),
+            rcv_mss: e.rcv_mss,
+            advmss: e.advmss,
+            prev: self.kind.has_prev().then(|| Prev {
+                prev_window_clamp: prev.then_some(e.prev_window_clamp),
+                prev_rcv_ssthresh: prev.then_some(e.prev_rcv_ssthresh),
+                prev_sk_rcvbuf: prev.then_some(e.prev_sk_rcvbuf),
+                prev_rcvq_space: prev.then_some(e.prev_rcvq_space),
+            }),
+            cause: (self.kind == EventKind::Ratio).then(|| Cause {
+                prev_scaling_ratio: (prev && self.ratio().is_some())
+                    .then_some(e.prev_scaling_ratio),
+                skb_len: skb.then_some(e.skb_len),
+                skb_truesize: skb.then_some(e.skb_truesize),
+                gso_size: gso.then_some(e.gso_size),
+                gso_segs: gso.then_some(e.gso_segs),
+                ifindex: skb.then_some(e.ifindex),
+            }),
+            init: (self.kind == EventKind::Init).then(|| {
+                let p = self.has(flag::INIT_PARAMS);
+                Init {
+                    rcv_wscale: e.rcv_wscale,
+                    wscale_ok: self.has(flag::WSCALE_OK),
+                    space: p.then_some(e.init_space),
+                    mss: p.then_some(e.init_mss),
+                }
+            }),
         }
-        m.insert("window_clamp".into(), json!(e.window_clamp));
-        m.insert("rcv_ssthresh".into(), json!(e.rcv_ssthresh));
-        m.insert("rcv_wnd".into(), json!(e.rcv_wnd));
-        m.insert("sk_rcvbuf".into(), json!(e.sk_rcvbuf));
-        m.insert("rcvq_space".into(), json!(e.rcvq_space));
-        m.insert("rcvbuf_locked".into(), json!(self.has(flag::RCVBUF_LOCKED)));
-        m.insert("rcv_mss".into(), json!(e.rcv_mss));
-        m.insert("advmss".into(), json!(e.advmss));
-        if matches!(self.kind, "ratio" | "space" | "close") {
-            m.insert(
-                "prev_window_clamp".into(),
-                opt(prev, json!(e.prev_window_clamp)),
-            );
-            m.insert(
-                "prev_rcv_ssthresh".into(),
-                opt(prev, json!(e.prev_rcv_ssthresh)),
-            );
-            m.insert("prev_sk_rcvbuf".into(), opt(prev, json!(e.prev_sk_rcvbuf)));
-            m.insert(
-                "prev_rcvq_space".into(),
-                opt(prev, json!(e.prev_rcvq_space)),
-            );
-        }
-        if self.kind == "ratio" {
-            m.insert("skb_len".into(), opt(skb, json!(e.skb_len)));
-            m.insert("skb_truesize".into(), opt(skb, json!(e.skb_truesize)));
-            let gso = skb && e.gso_read != 0;
-            m.insert("gso_size".into(), opt(gso, json!(e.gso_size)));
-            m.insert("gso_segs".into(), opt(gso, json!(e.gso_segs)));
-            m.insert("ifindex".into(), opt(skb, json!(e.ifindex)));
-        }
-        if self.kind == "init" {
-            m.insert("rcv_wscale".into(), json!(e.rcv_wscale));
-            m.insert("wscale_ok".into(), json!(self.has(flag::WSCALE_OK)));
-            let p = self.has(flag::INIT_PARAMS);
-            m.insert("space".into(), opt(p, json!(e.init_space)));
-            m.insert("mss".into(), opt(p, json!(e.init_mss)));
-        }
-        Value::Object(m)
+    }
+
+    /// [`Record::to_line`] as a JSON value.
+    pub fn to_json(&self, pid_override: Option<u32>) -> serde_json::Value {
+        serde_json::to_value(self.to_line(pid_override)).expect("plain data serializes")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tcpwin_common::kind;
 
     fn raw(ev: &Event) -> Vec<u8> {
         // SAFETY: Event is repr(C) plain data.
@@ -190,7 +180,7 @@ mod tests {
             lport: 5201,
             rport: 40000,
             kind: kind::RATIO,
-            family: libc::AF_INET as u8,
+            family: tcpwin_common::AF_INET,
             hook: hook::TP_TCP_PROBE,
             flags: flag::RATIO_PRESENT | flag::SKB | flag::PREV | flag::PID | flag::COOKIE,
             scaling_ratio: 162,
@@ -205,7 +195,7 @@ mod tests {
     #[test]
     fn decodes_a_ratio_event() {
         let r = decode(&raw(&ratio_event())).unwrap();
-        assert_eq!(r.kind, "ratio");
+        assert_eq!(r.kind, EventKind::Ratio);
         assert_eq!(r.laddr.to_string(), "10.0.0.2");
         assert_eq!(r.comm.as_deref(), Some("recv"));
         assert_eq!(r.skb_ratio(), Some(162));
@@ -240,7 +230,7 @@ mod tests {
     #[test]
     fn ipv6_addresses() {
         let mut e = ratio_event();
-        e.family = libc::AF_INET6 as u8;
+        e.family = tcpwin_common::AF_INET6;
         e.laddr = std::net::Ipv6Addr::LOCALHOST.octets();
         let r = decode(&raw(&e)).unwrap();
         assert_eq!(r.laddr.to_string(), "::1");

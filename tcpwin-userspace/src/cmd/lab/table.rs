@@ -1,7 +1,7 @@
 //! Lab results as text tables or JSON lines.
-use serde_json::{json, Value};
+use tcpwin_model::schema::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow};
 
-use super::experiment::{on, Condition};
+use super::{on, Condition};
 
 pub struct Row {
     pub cond: Condition,
@@ -18,24 +18,11 @@ pub struct Row {
     pub getsockopt_window_clamp: Option<u64>,
 }
 
-pub struct HandshakeRow {
-    pub mtu: u32,
-    pub rcvbuf: u64,
-    pub advmss: Option<u64>,
-    pub syn_ack_window: Option<u64>,
-}
-
-pub struct SysctlRow {
-    pub adv_win_scale: i32,
-    pub syn_ack_window: Option<u64>,
-    pub window_clamp: Option<u64>,
-}
-
 pub struct LabResult {
     pub kernel: String,
     pub rows: Vec<Row>,
     pub handshake: Vec<HandshakeRow>,
-    pub sysctl: Vec<SysctlRow>,
+    pub sysctl: Vec<AdvWinScaleRow>,
 }
 
 fn opt(v: Option<u64>) -> String {
@@ -50,44 +37,39 @@ impl Row {
         }
     }
 
-    pub fn to_json(&self) -> Value {
-        json!({
-            "table": "matrix",
-            "mtu": self.cond.mtu,
-            "gro": self.cond.gro,
-            "tso": self.cond.tso,
-            "buffer": self.cond.buffer.name(),
-            "scaling_ratio": self.scaling_ratio,
-            "first_skb_len": self.first_skb_len,
-            "first_skb_truesize": self.first_skb_truesize,
-            "window_clamp": self.window_clamp,
-            "sk_rcvbuf": self.sk_rcvbuf,
-            "window_share": self.share(),
-            "snd_wnd_peak": self.snd_wnd_peak,
-            "throughput_bps": self.throughput_bps,
-            "init_rcv_wnd": self.init_rcv_wnd,
-            "getsockopt_window_clamp": self.getsockopt_window_clamp,
-        })
+    pub fn to_line(&self) -> MatrixRow {
+        MatrixRow {
+            mtu: self.cond.mtu,
+            gro: self.cond.gro,
+            tso: self.cond.tso,
+            buffer: self.cond.buffer.name().to_string(),
+            scaling_ratio: self.scaling_ratio,
+            first_skb_len: self.first_skb_len,
+            first_skb_truesize: self.first_skb_truesize,
+            window_clamp: self.window_clamp,
+            sk_rcvbuf: self.sk_rcvbuf,
+            window_share: self.share(),
+            snd_wnd_peak: self.snd_wnd_peak,
+            throughput_bps: self.throughput_bps,
+            init_rcv_wnd: self.init_rcv_wnd,
+            getsockopt_window_clamp: self.getsockopt_window_clamp,
+        }
     }
 }
 
 impl LabResult {
+    pub fn lines(&self) -> Vec<LabLine> {
+        let rows = self.rows.iter().map(|r| LabLine::Matrix(r.to_line()));
+        let hs = self.handshake.iter().cloned().map(LabLine::Handshake);
+        let sw = self.sysctl.iter().cloned().map(LabLine::AdvWinScale);
+        rows.chain(hs).chain(sw).collect()
+    }
+
     pub fn print_json(&self) {
-        for r in &self.rows {
-            println!("{}", r.to_json());
-        }
-        for h in &self.handshake {
+        for l in self.lines() {
             println!(
                 "{}",
-                json!({"table": "handshake", "mtu": h.mtu, "rcvbuf": h.rcvbuf, "advmss": h.advmss,
-                       "syn_ack_window": h.syn_ack_window})
-            );
-        }
-        for s in &self.sysctl {
-            println!(
-                "{}",
-                json!({"table": "tcp_adv_win_scale", "tcp_adv_win_scale": s.adv_win_scale,
-                       "syn_ack_window": s.syn_ack_window, "window_clamp": s.window_clamp})
+                serde_json::to_string(&l).expect("plain data serializes")
             );
         }
     }
@@ -160,7 +142,7 @@ impl LabResult {
         for s in &self.sysctl {
             println!(
                 "{:>17} {:>15} {:>13}",
-                s.adv_win_scale,
+                s.tcp_adv_win_scale,
                 opt(s.syn_ack_window),
                 opt(s.window_clamp)
             );

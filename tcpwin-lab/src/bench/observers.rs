@@ -1,0 +1,191 @@
+//! The observers a traced run is measured with: the tracer itself, the empty program on the same
+//! hook (the floor), bpftrace reading the same fields, and `ss -tinm` polling.
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        mpsc, Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use tcpwin_lab::{harness::Tracer, netns::Pair};
+
+use crate::{Env, Mode, FLOOR_PROG, PORT};
+
+/// A running observer for one traced run.
+pub enum Observer {
+    None,
+    /// held for its attached program; dropping it detaches
+    Empty(Box<aya::Ebpf>),
+    Tracer(Tracer),
+    /// bpftrace and the rest of its stdout (read on a thread), for its changes count
+    Bpftrace(Child, mpsc::Receiver<String>),
+    Ss {
+        stop: Arc<AtomicBool>,
+        handle: std::thread::JoinHandle<(u64, f64)>,
+    },
+}
+
+const BPFTRACE_SCRIPT: &str = r#"
+tracepoint:tcp:tcp_probe /args->sport == PORT || args->dport == PORT/ {
+  $tp = (struct tcp_sock *)args->skaddr;
+  $v = ((uint64)$tp->scaling_ratio << 56) | ((uint64)$tp->window_clamp << 24) ^ (uint64)$tp->rcv_ssthresh;
+  if (@last[args->sock_cookie] != $v) { @changes = count(); @last[args->sock_cookie] = $v; }
+}
+tracepoint:tcp:tcp_rcv_space_adjust /args->sport == PORT || args->dport == PORT/ {
+  $tp = (struct tcp_sock *)args->skaddr;
+  $v = ((uint64)$tp->scaling_ratio << 56) | ((uint64)$tp->window_clamp << 24) ^ (uint64)$tp->rcv_ssthresh;
+  if (@last[args->sock_cookie] != $v) { @changes = count(); @last[args->sock_cookie] = $v; }
+}
+END { clear(@last); }
+"#;
+
+fn ensure_tracefs() {
+    if !std::path::Path::new("/sys/kernel/tracing/events").exists() {
+        let _ = Command::new("mount")
+            .args(["-t", "tracefs", "tracefs", "/sys/kernel/tracing"])
+            .status();
+    }
+}
+
+fn start_bpftrace() -> Result<(Child, mpsc::Receiver<String>)> {
+    ensure_tracefs();
+    let script = BPFTRACE_SCRIPT.replace("PORT", &PORT.to_string());
+    let mut child = Command::new("bpftrace")
+        .args(["-e", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("bpftrace (apt-get install bpftrace)")?;
+    // wait for "Attaching N probes..."
+    let so = child.stdout.take().expect("piped");
+    let mut r = BufReader::new(so);
+    let mut line = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        line.clear();
+        if r.read_line(&mut line)? == 0 {
+            bail!("bpftrace exited before attaching");
+        }
+        if line.contains("Attaching") {
+            break;
+        }
+    }
+    // keep the rest of stdout for the changes count
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut r, &mut s);
+        let _ = tx.send(s);
+    });
+    Ok((child, rx))
+}
+
+/// Polls `ss -tinm` in the receiver's namespace every 100 ms; returns (changes of rcv_ssthresh
+/// seen, CPU seconds the polling cost).
+fn start_ss(ns: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, f64)> {
+    std::thread::spawn(move || {
+        let mut last: HashMap<String, String> = HashMap::new();
+        let (mut changes, mut cpu) = (0u64, 0.0f64);
+        while !stop.load(Ordering::SeqCst) {
+            let t0 = Instant::now();
+            let Ok(child) = Pair::exec(&ns, "ss")
+                .args(["-tinmH", "state", "established"])
+                .stdout(Stdio::piped())
+                .spawn()
+            else {
+                break;
+            };
+            let pid = child.id() as i32;
+            let out = child.wait_with_output_rusage(pid);
+            cpu += out.1;
+            let text = out.0;
+            let mut key = String::new();
+            for l in text.lines() {
+                if !l.starts_with(char::is_whitespace) {
+                    key = l
+                        .split_whitespace()
+                        .skip(2)
+                        .take(2)
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                    continue;
+                }
+                if let Some(v) = l
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("rcv_ssthresh:"))
+                {
+                    if last.get(&key).map(String::as_str) != Some(v) {
+                        changes += 1;
+                        last.insert(key.clone(), v.to_string());
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100).saturating_sub(t0.elapsed()));
+        }
+        (changes, cpu)
+    })
+}
+
+trait RusageWait {
+    fn wait_with_output_rusage(self, pid: i32) -> (String, f64);
+}
+
+impl RusageWait for Child {
+    /// Reads stdout, then reaps the child with wait4 to learn its CPU time.
+    fn wait_with_output_rusage(mut self, pid: i32) -> (String, f64) {
+        let mut s = String::new();
+        if let Some(mut so) = self.stdout.take() {
+            let _ = std::io::Read::read_to_string(&mut so, &mut s);
+        }
+        let mut status = 0;
+        // SAFETY: zeroed rusage is valid; wait4 on our own child.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (s, secs(ru.ru_utime) + secs(ru.ru_stime))
+    }
+}
+
+/// Loads the object and attaches only its empty `calib_tcp_probe` program.
+pub fn load_empty(obj: &Path) -> Result<aya::Ebpf> {
+    let btf = aya::Btf::from_sys_fs().context("kernel BTF")?;
+    let mut bpf = aya::EbpfLoader::new()
+        .btf(Some(&btf))
+        .load_file(obj)
+        .with_context(|| format!("loading the eBPF object {}", obj.display()))?;
+    let p: &mut aya::programs::BtfTracePoint = bpf
+        .program_mut(FLOOR_PROG)
+        .context("calib_tcp_probe missing from the object")?
+        .try_into()?;
+    p.load("tcp_probe", &btf)?;
+    p.attach()?;
+    Ok(bpf)
+}
+
+pub fn start_observer(mode: Mode, pair: &Pair, env: &Env) -> Result<Observer> {
+    Ok(match mode {
+        Mode::Untraced => Observer::None,
+        Mode::Empty => Observer::Empty(Box::new(load_empty(&env.obj)?)),
+        Mode::Default => Observer::Tracer(Tracer::start(
+            &env.tracer,
+            &["--port", &PORT.to_string(), "-q", "--json"],
+            Stdio::piped(),
+            Duration::from_secs(60),
+        )?),
+        Mode::Bpftrace => {
+            let (child, out) = start_bpftrace()?;
+            Observer::Bpftrace(child, out)
+        }
+        Mode::SsPoll => {
+            let stop = Arc::new(AtomicBool::new(false));
+            let handle = start_ss(pair.b.clone(), stop.clone());
+            Observer::Ss { stop, handle }
+        }
+    })
+}

@@ -1,0 +1,126 @@
+//! What a run cost: the machine's and a process's CPU time from /proc, peak RSS, and each BPF
+//! program's run time and count from bpftool (with `kernel.bpf_stats_enabled` on).
+use std::{collections::HashSet, process::Command};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+/// Total CPU time of the machine (user+nice+system+irq+softirq), seconds.
+pub fn cpu_seconds() -> f64 {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<f64> = s
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    let busy = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .map(|&i| f.get(i).copied().unwrap_or(0.0))
+        .sum::<f64>();
+    // SAFETY: sysconf has no preconditions.
+    busy / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+pub fn proc_cpu_seconds(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // fields after "(comm)": state=0 ... utime=11 stime=12
+    let (u, st) = (
+        f.get(11).copied().unwrap_or(0.0),
+        f.get(12).copied().unwrap_or(0.0),
+    );
+    // SAFETY: sysconf has no preconditions.
+    (u + st) / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|k| k * 1024)
+}
+
+/// IDs of every loaded BPF program (bpftool's listing).
+pub fn program_ids() -> HashSet<u64> {
+    let Ok(out) = Command::new("bpftool")
+        .args(["prog", "show", "-j"])
+        .output()
+    else {
+        return Default::default();
+    };
+    let progs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    progs.iter().filter_map(|p| p["id"].as_u64()).collect()
+}
+
+/// Per program name: (run_time_ns, run_cnt) of the given programs.
+pub type ProgStats = std::collections::BTreeMap<String, (u64, u64)>;
+
+pub fn bpf_stats(ids: &HashSet<u64>) -> ProgStats {
+    let mut m = ProgStats::new();
+    let Ok(out) = Command::new("bpftool")
+        .args(["prog", "show", "-j"])
+        .output()
+    else {
+        return m;
+    };
+    let progs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    for p in progs
+        .iter()
+        .filter(|p| p["id"].as_u64().is_some_and(|id| ids.contains(&id)))
+    {
+        let e = m
+            .entry(p["name"].as_str().unwrap_or("?").to_string())
+            .or_default();
+        e.0 += p["run_time_ns"].as_u64().unwrap_or(0);
+        e.1 += p["run_cnt"].as_u64().unwrap_or(0);
+    }
+    m
+}
+
+/// `after - before`, per program.
+pub fn stats_delta(before: &ProgStats, after: &ProgStats) -> ProgStats {
+    after
+        .iter()
+        .map(|(k, (ns, n))| {
+            let (ns0, n0) = before.get(k).copied().unwrap_or_default();
+            (k.clone(), (ns.saturating_sub(ns0), n.saturating_sub(n0)))
+        })
+        .collect()
+}
+
+/// Turns `kernel.bpf_stats_enabled` on and restores it when dropped.
+pub struct BpfStats(String);
+
+impl BpfStats {
+    pub fn enable() -> Result<BpfStats> {
+        let path = "/proc/sys/kernel/bpf_stats_enabled";
+        let old = std::fs::read_to_string(path).context("kernel.bpf_stats_enabled")?;
+        std::fs::write(path, "1")?;
+        Ok(BpfStats(old.trim().to_string()))
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/proc/sys/kernel/bpf_stats_enabled", &self.0);
+    }
+}
+
+/// The median (the upper one for an even count); NaN for no values.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v[v.len() / 2]
+}

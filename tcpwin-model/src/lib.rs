@@ -1,0 +1,16 @@
+//! tcpwin-model: what tcpwin-trace knows about sockets, whatever read it (the tracer's ring
+//! buffer, the socket iterator, a recording). Pure: no kernel access, no aya, no libc; every test
+//! runs without root.
+//!
+//! - `kind`: event kinds;
+//! - `record`: a kernel event decoded, with absent facts made explicit;
+//! - `schema`: the JSON written and read (the only place key names exist);
+//! - `timeline`: per-socket last and final values;
+//! - `hist`: histograms;
+//! - `tcp_info`: `struct tcp_info` from its bytes.
+pub mod hist;
+pub mod kind;
+pub mod record;
+pub mod schema;
+pub mod tcp_info;
+pub mod timeline;

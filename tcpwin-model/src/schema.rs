@@ -1,0 +1,371 @@
+//! The JSON that tcpwin-trace writes and its harnesses read, as typed structs: the only place the
+//! key names exist. A fact the kernel or backend did not give is `null` (an `Option`), never 0; a
+//! key that only some event kinds carry is absent from the others.
+use std::{collections::BTreeMap, net::IpAddr};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::kind::EventKind;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+}
+
+/// A key that must be present, whose value may be null: absent facts are `null`, and a line
+/// missing the key is not this schema (so a flattened part missing all its keys is `None`).
+fn nullable<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d)
+}
+
+/// One live event line (`--json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventLine {
+    pub event: EventKind,
+    /// CLOCK_MONOTONIC, ns
+    pub ts_ns: u64,
+    /// socket cookie (`ss -e` `sk:`)
+    #[serde(deserialize_with = "nullable")]
+    pub cookie: Option<u64>,
+    pub netns: u32,
+    #[serde(deserialize_with = "nullable")]
+    pub pid: Option<u32>,
+    #[serde(deserialize_with = "nullable")]
+    pub comm: Option<String>,
+    pub family: Family,
+    pub laddr: IpAddr,
+    pub lport: u16,
+    pub raddr: IpAddr,
+    pub rport: u16,
+    /// the kernel hook that reported it
+    pub hook: String,
+    /// null before 6.6 (the field does not exist)
+    #[serde(deserialize_with = "nullable")]
+    pub scaling_ratio: Option<u8>,
+    pub window_clamp: u32,
+    pub rcv_ssthresh: u32,
+    pub rcv_wnd: u32,
+    pub sk_rcvbuf: u32,
+    pub rcvq_space: u32,
+    pub rcvbuf_locked: bool,
+    pub rcv_mss: u32,
+    pub advmss: u32,
+    /// `ratio`, `space` and `close` events: the values reported before this one
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "nullable")]
+    pub prev: Option<Prev>,
+    /// `ratio` events: the packet that set the ratio
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "nullable")]
+    pub cause: Option<Cause>,
+    /// `init` events: the handshake's outcome
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "nullable")]
+    pub init: Option<Init>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prev {
+    #[serde(deserialize_with = "nullable")]
+    pub prev_window_clamp: Option<u32>,
+    #[serde(deserialize_with = "nullable")]
+    pub prev_rcv_ssthresh: Option<u32>,
+    #[serde(deserialize_with = "nullable")]
+    pub prev_sk_rcvbuf: Option<u32>,
+    #[serde(deserialize_with = "nullable")]
+    pub prev_rcvq_space: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cause {
+    #[serde(deserialize_with = "nullable")]
+    pub prev_scaling_ratio: Option<u8>,
+    /// payload bytes of the packet (`tcp_measure_rcv_mss`'s `skb->len`)
+    #[serde(deserialize_with = "nullable")]
+    pub skb_len: Option<u32>,
+    #[serde(deserialize_with = "nullable")]
+    pub skb_truesize: Option<u32>,
+    /// null when the tracer did not read the packet's shared info
+    #[serde(deserialize_with = "nullable")]
+    pub gso_size: Option<u16>,
+    #[serde(deserialize_with = "nullable")]
+    pub gso_segs: Option<u16>,
+    /// ingress interface
+    #[serde(deserialize_with = "nullable")]
+    pub ifindex: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Init {
+    pub rcv_wscale: u8,
+    pub wscale_ok: bool,
+    /// `tcp_select_initial_window(__space, mss)`: function-hook backends only
+    #[serde(deserialize_with = "nullable")]
+    pub space: Option<u32>,
+    #[serde(deserialize_with = "nullable")]
+    pub mss: Option<u32>,
+}
+
+impl EventLine {
+    /// The ratio `tcp_measure_rcv_mss` computes from the reported packet.
+    pub fn cause_ratio(&self) -> Option<u64> {
+        let c = self.cause.as_ref()?;
+        tcpwin_common::formula::ratio(c.skb_len?, c.skb_truesize?)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SummaryTag {
+    Summary,
+}
+
+/// The closing line of a trace (`--json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SummaryLine {
+    pub event: SummaryTag,
+    pub backend: String,
+    pub hooks: String,
+    pub duration_s: f64,
+    pub stop_reason: String,
+    /// per hook name: runs of its program
+    pub hook_hits: BTreeMap<String, u64>,
+    pub counters: Counters,
+    pub events_received: u64,
+    /// dropped in the kernel (ring full) plus sent but never read
+    pub events_lost: u64,
+    pub decode_errors: u64,
+    pub sockets: u64,
+    pub scaling_ratio_present: bool,
+    pub histograms: Histograms,
+}
+
+/// The kernel side's counters (per-CPU sums) and the runs the kernel skipped.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// an event was due (a tracked value changed, or init/seen/close)
+    pub due: u64,
+    pub sent: u64,
+    /// ring buffer full
+    pub dropped: u64,
+    pub filtered_hits: u64,
+    pub state_full: u64,
+    /// data packets counted in the per-packet histogram
+    pub packets: u64,
+    pub hist_full: u64,
+    pub recheck_skipped: u64,
+    /// runs of the tracer's programs the kernel skipped (recursion on one CPU)
+    pub hook_runs_missed: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Histograms {
+    /// per ingress interface name: `skb->len * 256 / truesize` of each data packet
+    pub packet_ratio: BTreeMap<String, HistSummary>,
+    pub scaling_ratio: HistSummary,
+    pub window_clamp: HistSummary,
+    pub rcv_ssthresh: HistSummary,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistSummary {
+    pub count: u64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub min: u64,
+    pub max: u64,
+    /// `[low, high, count]` of each non-empty bucket
+    pub buckets: Vec<(u64, u64, u64)>,
+}
+
+/// One line of the tracer's `--json` output.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Line {
+    Event(Box<EventLine>),
+    Summary(Box<SummaryLine>),
+}
+
+/// Parses one line of `--json` output.
+pub fn parse_line(line: &str) -> Result<Line> {
+    let v: serde_json::Value =
+        serde_json::from_str(line).with_context(|| format!("not JSON: {line}"))?;
+    if v.get("event").and_then(|e| e.as_str()) == Some("summary") {
+        return Ok(Line::Summary(Box::new(
+            serde_json::from_value(v).with_context(|| format!("not a summary line: {line}"))?,
+        )));
+    }
+    Ok(Line::Event(Box::new(
+        serde_json::from_value(v).with_context(|| format!("not an event line: {line}"))?,
+    )))
+}
+
+/// A whole `--json` trace: its events and the summary that must close it.
+pub fn parse_trace(text: &str) -> Result<(Vec<EventLine>, SummaryLine)> {
+    let mut events = Vec::new();
+    let mut summary = None;
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        if summary.is_some() {
+            bail!("a line after the summary: {l}");
+        }
+        match parse_line(l)? {
+            Line::Event(e) => events.push(*e),
+            Line::Summary(s) => summary = Some(*s),
+        }
+    }
+    let summary = summary.context("the trace has no summary line (the tracer did not finish)")?;
+    Ok((events, summary))
+}
+
+/// What the built-in endpoints report about a connection from its owning process: getsockopt
+/// `TCP_INFO`, `TCP_WINDOW_CLAMP`, `SO_COOKIE`, `SO_RCVBUF`. The ground truth tests and the lab
+/// compare the tracer with.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointReport {
+    pub cookie: u64,
+    pub window_clamp: u32,
+    pub rcv_ssthresh: u32,
+    pub rcv_space: u32,
+    pub rcv_mss: u32,
+    pub advmss: u32,
+    pub rcv_wscale: u8,
+    pub snd_wscale: u8,
+    /// `getsockopt(SO_RCVBUF)`: the kernel's `sk_rcvbuf`
+    pub so_rcvbuf: u32,
+    /// `tcpi_min_rtt`, µs
+    pub min_rtt_us: u32,
+    /// `tcpi_rwnd_limited` and `tcpi_busy_time`, µs (Linux 4.10+; null where `tcp_info` is
+    /// shorter)
+    pub rwnd_limited_us: Option<u64>,
+    pub busy_us: Option<u64>,
+    /// `tcpi_snd_wnd` (5.4+)
+    pub snd_wnd: Option<u32>,
+    pub local: Option<String>,
+    pub peer: Option<String>,
+    /// receiver: bytes read
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// sender: the largest window the peer advertised during the transfer
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snd_wnd_peak: Option<u32>,
+    /// sender: bytes * 8 / time spent writing and waiting for the peer's close
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_bps: Option<u64>,
+}
+
+/// One line of `tcpwin-trace lab --json`, tagged by its table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "table", rename_all = "snake_case")]
+pub enum LabLine {
+    /// the GRO / MTU / buffer matrix
+    Matrix(MatrixRow),
+    /// the SYN-ACK window for a small buffer
+    Handshake(HandshakeRow),
+    /// the `tcp_adv_win_scale` sweep
+    #[serde(rename = "tcp_adv_win_scale")]
+    AdvWinScale(AdvWinScaleRow),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatrixRow {
+    pub mtu: u32,
+    /// receiver GRO
+    pub gro: bool,
+    /// sender TSO/GSO
+    pub tso: bool,
+    /// `pinned-1m`, `auto` or `so_rcvbuf-64k`
+    pub buffer: String,
+    pub scaling_ratio: Option<u64>,
+    /// the packet that set the settled ratio
+    pub first_skb_len: Option<u64>,
+    pub first_skb_truesize: Option<u64>,
+    pub window_clamp: Option<u64>,
+    pub sk_rcvbuf: Option<u64>,
+    /// window_clamp / sk_rcvbuf
+    pub window_share: Option<f64>,
+    pub snd_wnd_peak: Option<u64>,
+    pub throughput_bps: Option<u64>,
+    pub init_rcv_wnd: Option<u64>,
+    /// the receiver's own TCP_WINDOW_CLAMP, for cross-checking
+    pub getsockopt_window_clamp: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandshakeRow {
+    pub mtu: u32,
+    pub rcvbuf: u64,
+    pub advmss: Option<u64>,
+    pub syn_ack_window: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdvWinScaleRow {
+    pub tcp_adv_win_scale: i32,
+    pub syn_ack_window: Option<u64>,
+    pub window_clamp: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RATIO: &str = r#"{"event":"ratio","ts_ns":1,"cookie":7,"netns":4026531840,"pid":null,"comm":null,"family":"ipv4","laddr":"10.0.0.2","lport":5201,"raddr":"10.0.0.1","rport":40000,"hook":"tcp:tcp_probe","scaling_ratio":162,"window_clamp":663552,"rcv_ssthresh":64000,"rcv_wnd":65535,"sk_rcvbuf":1048576,"rcvq_space":14480,"rcvbuf_locked":false,"rcv_mss":1448,"advmss":1448,"prev_window_clamp":524288,"prev_rcv_ssthresh":null,"prev_sk_rcvbuf":1048576,"prev_rcvq_space":14480,"prev_scaling_ratio":128,"skb_len":1448,"skb_truesize":2280,"gso_size":null,"gso_segs":null,"ifindex":2}"#;
+
+    #[test]
+    fn a_ratio_line_round_trips() {
+        let Line::Event(e) = parse_line(RATIO).unwrap() else {
+            panic!("an event")
+        };
+        assert_eq!(e.event, EventKind::Ratio);
+        assert_eq!(e.cause_ratio(), Some(162));
+        assert_eq!(e.prev.as_ref().unwrap().prev_rcv_ssthresh, None);
+        assert!(e.init.is_none());
+        let back = serde_json::to_value(&*e).unwrap();
+        let orig: serde_json::Value = serde_json::from_str(RATIO).unwrap();
+        assert_eq!(back, orig);
+    }
+
+    #[test]
+    fn lab_lines_are_tagged_by_table() {
+        let l = LabLine::AdvWinScale(AdvWinScaleRow {
+            tcp_adv_win_scale: -2,
+            syn_ack_window: Some(31856),
+            window_clamp: None,
+        });
+        let v = serde_json::to_value(&l).unwrap();
+        assert_eq!(v["table"], "tcp_adv_win_scale");
+        assert!(v["window_clamp"].is_null());
+        assert_eq!(serde_json::from_value::<LabLine>(v).unwrap(), l);
+    }
+
+    #[test]
+    fn parts_are_present_only_on_their_kinds() {
+        let seen = r#"{"event":"seen","ts_ns":1,"cookie":null,"netns":1,"pid":null,"comm":null,"family":"ipv6","laddr":"::1","lport":1,"raddr":"::1","rport":2,"hook":"h","scaling_ratio":null,"window_clamp":1,"rcv_ssthresh":1,"rcv_wnd":1,"sk_rcvbuf":1,"rcvq_space":1,"rcvbuf_locked":true,"rcv_mss":1,"advmss":1}"#;
+        let Line::Event(e) = parse_line(seen).unwrap() else {
+            panic!("an event")
+        };
+        assert!(e.prev.is_none() && e.cause.is_none() && e.init.is_none());
+        let back = serde_json::to_value(&*e).unwrap();
+        assert_eq!(
+            back,
+            serde_json::from_str::<serde_json::Value>(seen).unwrap()
+        );
+        // a missing key is not null
+        assert!(parse_line(&seen.replace(r#""cookie":null,"#, "")).is_err());
+    }
+
+    #[test]
+    fn a_trace_needs_its_summary() {
+        let e = parse_trace(RATIO).unwrap_err().to_string();
+        assert!(e.contains("no summary"), "{e}");
+        assert!(parse_line("{\"event\":\"bogus\"}").is_err());
+        assert!(parse_line("not json").is_err());
+    }
+}

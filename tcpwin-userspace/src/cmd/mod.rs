@@ -1,0 +1,4 @@
+//! The product's commands: each turns its arguments into kernel, host and view calls.
+pub mod demo;
+pub mod lab;
+pub mod trace;

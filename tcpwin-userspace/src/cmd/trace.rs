@@ -1,0 +1,256 @@
+//! The trace command: load with the running kernel's offsets, attach, keep the PID's sockets
+//! fresh, read the ring buffer (tokio), stop on Ctrl-C / SIGTERM / --duration / PID exit, detach
+//! cleanly and print the summary.
+use std::{
+    collections::BTreeMap,
+    io::{BufWriter, Write},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result};
+use aya::Endianness;
+use tcpwin_common::{counter, hook, Config};
+use tcpwin_model::{
+    record::Record,
+    schema::{Counters, Histograms, SummaryLine, SummaryTag},
+    timeline::Sockets,
+};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::{
+    cli::TraceArgs,
+    host::sysctl,
+    kernel::{
+        attach::{self, Attached},
+        btf::{Layout, Resolver},
+        maps::{self, OwnerSync},
+        object::{self, LoadOpts},
+        ring::Ring,
+    },
+    view,
+};
+
+struct Out {
+    json: bool,
+    quiet: bool,
+    pid: Option<u32>,
+    t0_ns: u64,
+    w: BufWriter<std::io::Stdout>,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn emit(out: &mut Out, r: &Record) -> Result<()> {
+    if out.quiet {
+        return Ok(());
+    }
+    if out.json {
+        serde_json::to_writer(&mut out.w, &r.to_line(out.pid))?;
+        writeln!(out.w)?;
+    } else {
+        writeln!(out.w, "{}", view::text::text_line(r, out.t0_ns, out.pid))?;
+    }
+    Ok(())
+}
+
+fn announce(attached: &Attached, layout: &Layout, args: &TraceArgs) {
+    let target = match (args.pid, args.port) {
+        (Some(p), Some(port)) => format!("sockets of pid {p} with port {port}"),
+        (Some(p), None) => format!("sockets of pid {p} (listeners' children included)"),
+        (None, Some(port)) => format!("TCP sockets with port {port}"),
+        (None, None) => "every TCP socket on the host".into(),
+    };
+    eprintln!(
+        "tcpwin-trace: backend {} (hooks {})",
+        attached.backend,
+        attached.hook_list()
+    );
+    for (b, why) in &attached.rejected {
+        eprintln!("tcpwin-trace: backend {b} not used: {why}");
+    }
+    for n in &attached.notes {
+        eprintln!("tcpwin-trace: note: {n}");
+    }
+    if !layout.has_scaling_ratio() {
+        eprintln!(
+            "tcpwin-trace: {}",
+            sysctl::legacy_note(sysctl::tcp_adv_win_scale())
+        );
+    }
+    for (field, why) in &layout.absent {
+        if field != "tcp_sock.scaling_ratio" {
+            eprintln!("tcpwin-trace: {field} {why}: reported as absent");
+        }
+    }
+    let stop = match args.duration {
+        Some(d) => format!("for {d} s"),
+        None => "until Ctrl-C".into(),
+    };
+    eprintln!("tcpwin-trace: tracing {target} {stop}");
+}
+
+pub async fn run(args: TraceArgs) -> Result<()> {
+    args.validate()?;
+    object::check_privileges()?;
+    let layout = Resolver::from_file(&args.btf)?.layout()?;
+    let btf = aya::Btf::parse_file(&args.btf, Endianness::default())
+        .with_context(|| format!("aya cannot parse BTF from {}", args.btf.display()))?;
+    let opts = LoadOpts {
+        obj: args.obj.as_deref(),
+        config: Config {
+            target_tgid: args.pid.unwrap_or(0),
+            filter_pid: args.pid.is_some() as u8,
+            _pad: 0,
+            port: args.port.unwrap_or(0),
+        },
+        ringbuf_bytes: args.ringbuf_kib * 1024,
+    };
+    let mut bpf = object::load(&opts, &layout, &btf)?;
+    let attached = attach::attach(&mut bpf, &btf, args.backend)?;
+    if attached
+        .hooks
+        .iter()
+        .any(|h| h.target == "tcp_select_initial_window")
+    {
+        maps::enable_init_matching(&mut bpf)?;
+    }
+
+    // Before saying "tracing": a signal from then on must reach the clean shutdown path.
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut owner = args.pid.map(OwnerSync::new);
+    if let Some(o) = owner.as_mut() {
+        o.sync(&mut bpf)?;
+    }
+    announce(&attached, &layout, &args);
+
+    let mut ring = Ring::take(&mut bpf)?;
+    let mut out = Out {
+        json: args.json,
+        quiet: args.quiet,
+        pid: args.pid,
+        t0_ns: monotonic_ns(),
+        w: BufWriter::new(std::io::stdout()),
+    };
+    let mut socks = Sockets::default();
+    // Each record updates the timeline and is printed; the lines leave at each drain (at least
+    // every 100 ms), not at exit.
+    let mut drain = |ring: &mut Ring| -> Result<()> {
+        ring.drain(&mut |mut r: Record| {
+            socks.update(&mut r);
+            emit(&mut out, &r)
+        })?;
+        Ok(out.w.flush()?)
+    };
+    let started = Instant::now();
+    let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
+    let mut refresh = tokio::time::interval(Duration::from_millis(100));
+    let sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d.into()).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(sleep);
+    let stop_reason = loop {
+        tokio::select! {
+            r = ring.readable() => {
+                r?;
+                drain(&mut ring)?;
+            }
+            _ = sigint.recv() => break "SIGINT".to_string(),
+            _ = sigterm.recv() => break "SIGTERM".to_string(),
+            _ = &mut sleep => break "duration".to_string(),
+            _ = refresh.tick() => {
+                // the kernel side wakes us only when the ring fills up (see emit.rs)
+                drain(&mut ring)?;
+                if let Some(o) = owner.as_mut() {
+                    if !std::path::Path::new(&format!("/proc/{}", o.pid)).exists() {
+                        eprintln!("tcpwin-trace: process {} exited; stopping", o.pid);
+                        break format!("process {} exited", o.pid);
+                    }
+                    if let Err(e) = o.sync(&mut bpf) {
+                        eprintln!("tcpwin-trace: process {} is gone ({e:#}); stopping", o.pid);
+                        break format!("process {} exited", o.pid);
+                    }
+                }
+            }
+        }
+    };
+    // Detach first, then drain what is already in the ring buffer, then count.
+    let missed_runs = attach::recursion_misses(&bpf, &attached.hooks);
+    attach::release(&mut bpf, &attached.hooks);
+    drain(&mut ring)?;
+
+    let c = maps::read_counters(&bpf)?;
+    let finals = socks.finish();
+    let packet_ratio = maps::read_packet_hist(&bpf)?;
+    let at = |i: u32| c[i as usize];
+    let summary = SummaryLine {
+        event: SummaryTag::Summary,
+        backend: attached.backend.to_string(),
+        hooks: attached.hook_list(),
+        duration_s: started.elapsed().as_secs_f64(),
+        stop_reason,
+        hook_hits: hook::NAMES
+            .iter()
+            .zip(&c)
+            .map(|(n, v)| (n.to_string(), *v))
+            .collect(),
+        counters: Counters {
+            due: at(counter::EVENTS_DUE),
+            sent: at(counter::EVENTS_SENT),
+            dropped: at(counter::EVENTS_DROPPED),
+            filtered_hits: at(counter::FILTERED),
+            state_full: at(counter::STATE_FULL),
+            // data packets: what the in-kernel histogram counted (no per-packet counter on the
+            // hot path)
+            packets: packet_ratio.iter().map(|(_, h)| h.count()).sum(),
+            hist_full: at(counter::HIST_FULL),
+            recheck_skipped: at(counter::RECHECK_SKIPPED),
+            hook_runs_missed: missed_runs,
+        },
+        events_received: ring.received,
+        events_lost: at(counter::EVENTS_DROPPED)
+            + at(counter::EVENTS_SENT).saturating_sub(ring.received),
+        decode_errors: ring.decode_errors,
+        sockets: finals.sockets,
+        scaling_ratio_present: layout.has_scaling_ratio(),
+        histograms: Histograms {
+            packet_ratio: packet_ratio
+                .iter()
+                .map(|(n, h)| (n.clone(), h.summary()))
+                .collect::<BTreeMap<_, _>>(),
+            scaling_ratio: finals.scaling_ratio.summary(),
+            window_clamp: finals.window_clamp.summary(),
+            rcv_ssthresh: finals.rcv_ssthresh.summary(),
+        },
+    };
+    if args.json {
+        serde_json::to_writer(&mut out.w, &summary)?;
+        writeln!(out.w)?;
+    } else {
+        view::summary::render(&summary, &mut out.w)?;
+    }
+    out.w.flush()?;
+    if missed_runs > 0 {
+        eprintln!(
+            "tcpwin-trace: the kernel skipped {missed_runs} hook runs (a hook fired on a CPU where the same program was running, e.g. a softirq interrupting it): a change there is reported at the socket's next hook, an init or close there is missed"
+        );
+    }
+    if summary.events_lost > 0 {
+        eprintln!(
+            "tcpwin-trace: {} events lost (ring buffer full); see the summary",
+            summary.events_lost
+        );
+    }
+    Ok(())
+}

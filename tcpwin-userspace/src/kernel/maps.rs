@@ -1,0 +1,109 @@
+//! The object's maps as userspace reads and writes them: counters, the per-packet histogram, the
+//! owner maps of `--pid`, the initial-window switch.
+use std::collections::HashSet;
+
+use anyhow::{Context, Result};
+use aya::{
+    maps::{Array, HashMap as BpfHashMap, PerCpuArray},
+    Ebpf,
+};
+use tcpwin_common::{counter, names, IfKey, PortKey, HIST_BUCKETS};
+use tcpwin_model::hist::{Hist, Scale};
+
+use crate::host::{ifname::IfNames, owner};
+
+/// Per-CPU counters summed, indexed by `tcpwin_common::counter` (hook hits first).
+pub fn read_counters(bpf: &Ebpf) -> Result<Vec<u64>> {
+    let arr: PerCpuArray<_, u64> =
+        PerCpuArray::try_from(bpf.map(names::COUNTERS).context("COUNTERS map")?)?;
+    (0..counter::COUNT)
+        .map(|i| Ok(arr.get(&i, 0)?.iter().sum()))
+        .collect()
+}
+
+/// The per-packet ratio histogram, per ingress interface (by name).
+pub fn read_packet_hist(bpf: &Ebpf) -> Result<Vec<(String, Hist)>> {
+    let slots: BpfHashMap<_, IfKey, u32> =
+        BpfHashMap::try_from(bpf.map(names::IF_SLOTS).context("IF_SLOTS map")?)?;
+    let hist: PerCpuArray<_, u64> =
+        PerCpuArray::try_from(bpf.map(names::PKT_HIST).context("PKT_HIST map")?)?;
+    let mut names = IfNames::default();
+    let mut v = Vec::new();
+    for item in slots.iter() {
+        let (k, slot) = item?;
+        let mut h = Hist::new(Scale::Linear(8));
+        for ratio in 0..HIST_BUCKETS {
+            let n: u64 = hist.get(&(slot * HIST_BUCKETS + ratio), 0)?.iter().sum();
+            if n > 0 {
+                h.record_n(ratio as u64, n);
+            }
+        }
+        if h.count() > 0 {
+            v.push((names.name(k.netns, k.ifindex), h));
+        }
+    }
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(v)
+}
+
+/// Tells the programs that an initial-window hook is attached (so `established` looks up what
+/// it stashed; without one the lookup is skipped).
+pub fn enable_init_matching(bpf: &mut Ebpf) -> Result<()> {
+    let mut m: Array<_, u32> =
+        Array::try_from(bpf.map_mut(names::INIT_HOOKED).context("INIT_HOOKED map")?)?;
+    m.set(0, 1, 0)
+        .context("enabling the initial-window matching")
+}
+
+/// Keeps the kernel's owner maps equal to what /proc says the PID owns.
+pub struct OwnerSync {
+    pub pid: u32,
+    inodes: HashSet<u64>,
+    ports: HashSet<PortKey>,
+}
+
+impl OwnerSync {
+    pub fn new(pid: u32) -> Self {
+        OwnerSync {
+            pid,
+            inodes: HashSet::new(),
+            ports: HashSet::new(),
+        }
+    }
+
+    pub fn sync(&mut self, bpf: &mut Ebpf) -> Result<()> {
+        let own = owner::scan(self.pid)?;
+        {
+            let mut m: BpfHashMap<_, u64, u8> = BpfHashMap::try_from(
+                bpf.map_mut(names::OWNED_INODES)
+                    .context("OWNED_INODES map")?,
+            )?;
+            for ino in own.inodes.difference(&self.inodes) {
+                m.insert(ino, 1, 0)?;
+            }
+            for ino in self.inodes.difference(&own.inodes) {
+                let _ = m.remove(ino);
+            }
+        }
+        let ports: HashSet<PortKey> = own
+            .listen_ports
+            .iter()
+            .map(|&port| PortKey {
+                netns: own.netns,
+                port,
+                _pad: 0,
+            })
+            .collect();
+        {
+            let mut m: BpfHashMap<_, PortKey, u32> =
+                BpfHashMap::try_from(bpf.map_mut(names::OWNED_PORTS).context("OWNED_PORTS map")?)?;
+            for p in ports.difference(&self.ports) {
+                m.insert(p, self.pid, 0)?;
+            }
+        }
+        // Ports are kept after the listener closes: its accepted children may still be traced.
+        self.ports.extend(ports);
+        self.inodes = own.inodes;
+        Ok(())
+    }
+}

@@ -1,0 +1,7 @@
+//! Everything that talks to the kernel's BPF side (the only aya user): the object and privileges,
+//! struct layouts from BTF, attaching hooks (and the `Backend` choice), maps, the ring buffer.
+pub mod attach;
+pub mod btf;
+pub mod maps;
+pub mod object;
+pub mod ring;

@@ -1,0 +1,84 @@
+//! The kernel side as an object: embedded at build time, checked for privileges, loaded with the
+//! running kernel's offsets and the session's settings.
+use std::{borrow::Cow, path::Path};
+
+use anyhow::{bail, Context, Result};
+use aya::{Ebpf, EbpfLoader};
+use tcpwin_common::{names, Config};
+
+use super::btf::Layout;
+
+#[repr(C, align(32))]
+pub struct Aligned<B: ?Sized>(pub B);
+
+/// The kernel side, built by `cargo xtask build-ebpf` (see build.rs).
+pub static EMBEDDED: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("TCPWIN_EBPF_OBJ_PATH")));
+
+/// Refuses early, with the fix, when the process cannot load tracing programs.
+pub fn check_privileges() -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(());
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    const CAP_SYS_ADMIN: u64 = 21;
+    const CAP_PERFMON: u64 = 38;
+    const CAP_BPF: u64 = 39;
+    let has = |c: u64| cap_eff & (1 << c) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        return Ok(());
+    }
+    bail!("tcpwin-trace loads kernel tracing programs: run it as root (sudo), or give it CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon,cap_sys_ptrace+ep)")
+}
+
+/// What to load: the embedded object or a file, and the session's settings.
+pub struct LoadOpts<'a> {
+    pub obj: Option<&'a Path>,
+    pub config: Config,
+    /// ring buffer size in bytes (a power of two)
+    pub ringbuf_bytes: u32,
+}
+
+/// Loads the object (programs not yet loaded into the kernel: see `attach`), with the offsets of
+/// the running kernel and the settings written into `.rodata`.
+pub fn load(opts: &LoadOpts, layout: &Layout, btf: &aya::Btf) -> Result<Ebpf> {
+    let bytes: Cow<[u8]> = match opts.obj {
+        Some(p) => {
+            Cow::Owned(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)
+        }
+        None => Cow::Borrowed(&EMBEDDED.0),
+    };
+    let _ = raise_memlock();
+    EbpfLoader::new()
+        .btf(Some(btf))
+        .override_global(names::OFFSETS, &layout.offsets, true)
+        .override_global(names::CONFIG, &opts.config, true)
+        .map_max_entries(names::EVENTS, opts.ringbuf_bytes)
+        .load(&bytes)
+        .map_err(|e| {
+            let text = format!("{e:#}");
+            if text.contains("Operation not permitted") {
+                anyhow::anyhow!("creating BPF maps was refused ({text}): run as root (sudo)")
+            } else {
+                anyhow::anyhow!("loading the eBPF object failed: {text}")
+            }
+        })
+}
+
+/// Harmless where it fails (5.11+ charges BPF memory to the cgroup instead).
+fn raise_memlock() -> std::io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: valid rlimit struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

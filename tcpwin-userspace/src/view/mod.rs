@@ -1,0 +1,4 @@
+//! Rendering into a `Write`, nothing else: live event lines, histograms, the summary.
+pub mod hist;
+pub mod summary;
+pub mod text;
