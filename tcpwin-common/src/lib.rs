@@ -155,6 +155,27 @@ pub struct Offsets {
     pub skb_tcb_seq: u32,
     pub skb_tcb_end_seq: u32,
     pub skb_tcb_flags: u32,
+    // read by the socket iterator only (`tcpwin-trace ss`)
+    pub tp_rcv_nxt: u32,
+    pub tp_copied_seq: u32,
+    /// `sk_backlog.rmem_alloc`: bytes queued for reading
+    pub sk_rmem_alloc: u32,
+    /// `rcv_rtt_est.rtt_us` (µs << 3)
+    pub tp_rcv_rtt_us: u32,
+    /// `srtt_us` (µs << 3)
+    pub tp_srtt_us: u32,
+    pub tp_bytes_received: u32,
+    pub tp_bytes_acked: u32,
+    pub tp_snd_wnd: u32,
+    pub sk_sndbuf: u32,
+    pub sk_wmem_queued: u32,
+    pub tp_chrono_start: u32,
+    /// `chrono_stat[3]` (jiffies: busy, rwnd-limited, sndbuf-limited)
+    pub tp_chrono_stat: u32,
+    /// bit offset and width of `rx_opt.snd_wscale`, bit offset of `chrono_type` (2 bits)
+    pub tp_snd_wscale_bit: u32,
+    pub tp_snd_wscale_bits: u32,
+    pub tp_chrono_type_bit: u32,
 }
 
 impl Offsets {
@@ -198,6 +219,21 @@ impl Offsets {
             skb_tcb_seq: ABSENT,
             skb_tcb_end_seq: ABSENT,
             skb_tcb_flags: ABSENT,
+            tp_rcv_nxt: ABSENT,
+            tp_copied_seq: ABSENT,
+            sk_rmem_alloc: ABSENT,
+            tp_rcv_rtt_us: ABSENT,
+            tp_srtt_us: ABSENT,
+            tp_bytes_received: ABSENT,
+            tp_bytes_acked: ABSENT,
+            tp_snd_wnd: ABSENT,
+            sk_sndbuf: ABSENT,
+            sk_wmem_queued: ABSENT,
+            tp_chrono_start: ABSENT,
+            tp_chrono_stat: ABSENT,
+            tp_snd_wscale_bit: ABSENT,
+            tp_snd_wscale_bits: ABSENT,
+            tp_chrono_type_bit: ABSENT,
         }
     }
 }
@@ -368,6 +404,52 @@ pub struct Event {
     pub _pad: [u8; 7],
 }
 
+/// One TCP socket as the `iter/tcp` program writes it (`tcpwin-trace ss`): raw kernel values;
+/// userspace turns them into facts. Written only for full TCP sockets outside LISTEN.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SockRecord {
+    pub cookie: u64,
+    /// socket inode (0: no file)
+    pub inode: u64,
+    pub bytes_received: u64,
+    pub bytes_acked: u64,
+    /// `bpf_jiffies64()` at the read (the running chrono's end)
+    pub jiffies: u64,
+    pub laddr: [u8; 16],
+    pub raddr: [u8; 16],
+    pub netns: u32,
+    pub lport: u16,
+    pub rport: u16,
+    pub family: u8,
+    pub state: u8,
+    /// `flag::RATIO_PRESENT`, `flag::RCVBUF_LOCKED`, `flag::WSCALE_OK` (which other fields the
+    /// running kernel lacks, userspace knows from the offsets it resolved)
+    pub flags: u8,
+    pub scaling_ratio: u8,
+    pub rcv_wscale: u8,
+    pub snd_wscale: u8,
+    pub chrono_type: u8,
+    pub _pad: u8,
+    pub window_clamp: u32,
+    pub rcv_ssthresh: u32,
+    pub rcv_wnd: u32,
+    pub sk_rcvbuf: u32,
+    pub rcv_mss: u32,
+    pub advmss: u32,
+    pub rcv_nxt: u32,
+    pub copied_seq: u32,
+    pub rmem_alloc: u32,
+    /// raw `rcv_rtt_est.rtt_us` and `srtt_us` (µs << 3)
+    pub rcv_rtt_us8: u32,
+    pub srtt_us8: u32,
+    pub snd_wnd: u32,
+    pub sk_sndbuf: u32,
+    pub wmem_queued: u32,
+    pub chrono_start: u32,
+    pub chrono_stat: [u32; 3],
+}
+
 /// An ingress interface of the per-packet histogram; `IF_SLOTS` maps it to a slot of `PKT_HIST`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -445,6 +527,8 @@ pub mod names {
     pub const OFFSETS: &str = "OFFSETS";
     pub const CONFIG: &str = "CONFIG";
     pub const INIT_HOOKED: &str = "INIT_HOOKED";
+    /// the `iter/tcp` program
+    pub const ITER_TCP: &str = "tcp_sockets";
 }
 
 #[cfg(feature = "user")]
@@ -455,4 +539,5 @@ mod user {
     unsafe impl aya::Pod for Event {}
     unsafe impl aya::Pod for IfKey {}
     unsafe impl aya::Pod for PortKey {}
+    unsafe impl aya::Pod for SockRecord {}
 }

@@ -10,6 +10,7 @@
 #![no_main]
 
 mod emit;
+mod iter;
 mod read;
 mod track;
 
@@ -138,6 +139,16 @@ pub fn tp_tcp_rcvbuf_grow(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "tcp_probe")]
 pub fn calib_tcp_probe(_ctx: BtfTracePointContext) -> i32 {
     0
+}
+
+// ---------------------------------------------------------------- socket iterator (`ss`)
+
+/// `iter/tcp`: every TCP socket of the iterator's network namespace (aya-ebpf 0.2 has no macro
+/// for iterators: the section name is the program type).
+#[unsafe(no_mangle)]
+#[unsafe(link_section = "iter/tcp")]
+pub fn tcp_sockets(ctx: *const iter::IterTcpCtx) -> i32 {
+    iter::run(ctx)
 }
 
 // ---------------------------------------------------------------- fentry / fexit backend

@@ -300,11 +300,24 @@ pub fn skb_gso<M: Mem>(skb: u64, shape: &mut SkbShape) {
     }
 }
 
+/// Writes the connection's addresses in place; returns (family, netns, local port, remote port).
+#[inline(always)]
+pub fn identity_into<M: Mem>(
+    sk: u64,
+    laddr: &mut [u8; 16],
+    raddr: &mut [u8; 16],
+) -> (u8, u32, u16, u16) {
+    (
+        addrs::<M>(sk, laddr, raddr) as u8,
+        netns::<M>(sk),
+        lport_in::<M>(sk),
+        rport_in::<M>(sk),
+    )
+}
+
 /// Writes the connection's identity straight into an event (no copy on the stack).
 #[inline(always)]
 pub fn tuple_into<M: Mem>(sk: u64, ev: &mut tcpwin_common::Event) {
-    ev.family = addrs::<M>(sk, &mut ev.laddr, &mut ev.raddr) as u8;
-    ev.netns = netns::<M>(sk);
-    ev.lport = lport_in::<M>(sk);
-    ev.rport = rport_in::<M>(sk);
+    (ev.family, ev.netns, ev.lport, ev.rport) =
+        identity_into::<M>(sk, &mut ev.laddr, &mut ev.raddr);
 }

@@ -316,6 +316,23 @@ pub fn install_stop_handler() {
     }
 }
 
+/// Sleeps up to `d`, waking early on Ctrl-C / SIGTERM (after [`install_stop_handler`]); true when
+/// asked to stop.
+pub fn wait_or_stop(d: Duration) -> bool {
+    let deadline = Instant::now() + d;
+    while Instant::now() < deadline {
+        if STOP.load(Ordering::SeqCst) {
+            return true;
+        }
+        std::thread::sleep(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(20)),
+        );
+    }
+    STOP.load(Ordering::SeqCst)
+}
+
 pub fn check_stop() -> Result<()> {
     if STOP.load(Ordering::SeqCst) {
         bail!("interrupted: its namespaces and processes removed");

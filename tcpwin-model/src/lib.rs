@@ -7,10 +7,16 @@
 //! - `schema`: the JSON written and read (the only place key names exist);
 //! - `timeline`: per-socket last and final values;
 //! - `hist`: histograms;
-//! - `tcp_info`: `struct tcp_info` from its bytes.
+//! - `tcp_info`: `struct tcp_info` from its bytes;
+//! - `facts`: what verdicts read (a socket, the host limits);
+//! - `verdict`: which limit binds a window, and the change that lifts it;
+//! - `units`: rates and durations as users write them.
+pub mod facts;
 pub mod hist;
 pub mod kind;
 pub mod record;
 pub mod schema;
 pub mod tcp_info;
 pub mod timeline;
+pub mod units;
+pub mod verdict;

@@ -260,6 +260,22 @@ pub struct EndpointReport {
     pub throughput_bps: Option<u64>,
 }
 
+/// One socket of `tcpwin-trace ss --json`: its facts (null where the source cannot read them),
+/// where they came from, and the verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SsLine {
+    /// `iterator` (BPF iter/tcp) or `sock_diag`
+    pub source: String,
+    /// the namespace's name (`ip netns`), `pid:N` for one only a process lives in, `-` for the
+    /// caller's
+    pub netns_name: String,
+    /// `ESTAB`, `FIN-WAIT-1`, ... as `ss` names states
+    pub state_name: String,
+    #[serde(flatten)]
+    pub facts: crate::facts::SockFacts,
+    pub verdict: crate::verdict::Verdict,
+}
+
 /// One line of `tcpwin-trace lab --json`, tagged by its table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "table", rename_all = "snake_case")]

@@ -20,14 +20,38 @@ pub struct Cli {
     pub cmd: Option<Cmd>,
 }
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct TraceArgs {
+/// Which sockets: the filters every command shares.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SocketFilter {
     /// Only sockets owned by this process (its fds, and children of its listeners)
     #[arg(short, long, value_name = "PID")]
     pub pid: Option<u32>,
     /// Only connections with this local or remote port
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
+}
+
+impl SocketFilter {
+    /// A --pid must name a running process.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(pid) = self.pid {
+            if pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                bail!("--pid {pid}: no such process (check `ps -p {pid}`)");
+            }
+        }
+        Ok(())
+    }
+
+    /// Either end's port matches (or no port was asked).
+    pub fn port_matches(&self, lport: u16, rport: u16) -> bool {
+        self.port.is_none_or(|p| lport == p || rport == p)
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub filter: SocketFilter,
     /// Which kernel hooks to use; auto tries fentry, then kprobe, then tracepoint
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     pub backend: Backend,
@@ -57,6 +81,8 @@ pub enum Cmd {
     Demo,
     /// The GRO / MTU / buffer experiment in namespaces of its own, measured with the tracer
     Lab(LabArgs),
+    /// Every TCP socket now, with scaling_ratio, window_clamp and the limit that binds its window
+    Ss(crate::cmd::ss::SsArgs),
     /// Built-in traffic endpoints, run by the lab and the demo inside their namespaces
     #[command(subcommand, hide = true)]
     Transfer(tcpwin_lab::endpoints::TransferCmd),
@@ -98,11 +124,7 @@ impl TraceArgs {
         if kib < 4 || !kib.is_power_of_two() || kib > 1 << 20 {
             bail!("--ringbuf-kib {kib}: the ring buffer size must be a power of two between 4 and 1048576 KiB");
         }
-        if let Some(pid) = self.pid {
-            if pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                bail!("--pid {pid}: no such process (check `ps -p {pid}`)");
-            }
-        }
+        self.filter.validate()?;
         if let Some(obj) = &self.obj {
             if !obj.exists() {
                 bail!(
@@ -126,8 +148,8 @@ mod tests {
     #[test]
     fn accepts_the_documented_forms() {
         let c = parse(&["--pid", "1", "--port", "5201", "--json", "-d", "2.5"]).unwrap();
-        assert_eq!(c.trace.pid, Some(1));
-        assert_eq!(c.trace.port, Some(5201));
+        assert_eq!(c.trace.filter.pid, Some(1));
+        assert_eq!(c.trace.filter.port, Some(5201));
         assert_eq!(c.trace.duration, Some(2.5));
         assert!(c.trace.json);
         assert_eq!(c.trace.backend, Backend::Auto);
@@ -160,13 +182,13 @@ mod tests {
             .to_string()
             .contains("power of two"));
         c.ringbuf_kib = 64;
-        c.pid = Some(u32::MAX - 1);
+        c.filter.pid = Some(u32::MAX - 1);
         assert!(c
             .validate()
             .unwrap_err()
             .to_string()
             .contains("no such process"));
-        c.pid = Some(std::process::id());
+        c.filter.pid = Some(std::process::id());
         c.validate().unwrap();
     }
 }

@@ -19,7 +19,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
     cli::TraceArgs,
-    host::sysctl,
+    host::{monotonic_ns, sysctl},
     kernel::{
         attach::{self, Attached},
         btf::{Layout, Resolver},
@@ -38,16 +38,6 @@ struct Out {
     w: BufWriter<std::io::Stdout>,
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn emit(out: &mut Out, r: &Record) -> Result<()> {
     if out.quiet {
         return Ok(());
@@ -62,7 +52,7 @@ fn emit(out: &mut Out, r: &Record) -> Result<()> {
 }
 
 fn announce(attached: &Attached, layout: &Layout, args: &TraceArgs) {
-    let target = match (args.pid, args.port) {
+    let target = match (args.filter.pid, args.filter.port) {
         (Some(p), Some(port)) => format!("sockets of pid {p} with port {port}"),
         (Some(p), None) => format!("sockets of pid {p} (listeners' children included)"),
         (None, Some(port)) => format!("TCP sockets with port {port}"),
@@ -106,10 +96,10 @@ pub async fn run(args: TraceArgs) -> Result<()> {
     let opts = LoadOpts {
         obj: args.obj.as_deref(),
         config: Config {
-            target_tgid: args.pid.unwrap_or(0),
-            filter_pid: args.pid.is_some() as u8,
+            target_tgid: args.filter.pid.unwrap_or(0),
+            filter_pid: args.filter.pid.is_some() as u8,
             _pad: 0,
-            port: args.port.unwrap_or(0),
+            port: args.filter.port.unwrap_or(0),
         },
         ringbuf_bytes: args.ringbuf_kib * 1024,
     };
@@ -126,7 +116,7 @@ pub async fn run(args: TraceArgs) -> Result<()> {
     // Before saying "tracing": a signal from then on must reach the clean shutdown path.
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
-    let mut owner = args.pid.map(OwnerSync::new);
+    let mut owner = args.filter.pid.map(OwnerSync::new);
     if let Some(o) = owner.as_mut() {
         o.sync(&mut bpf)?;
     }
@@ -136,7 +126,7 @@ pub async fn run(args: TraceArgs) -> Result<()> {
     let mut out = Out {
         json: args.json,
         quiet: args.quiet,
-        pid: args.pid,
+        pid: args.filter.pid,
         t0_ns: monotonic_ns(),
         w: BufWriter::new(std::io::stdout()),
     };

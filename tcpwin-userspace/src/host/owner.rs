@@ -1,7 +1,11 @@
 //! Which sockets belong to a PID: its socket fds (inodes) and its listeners (netns + port), read
 //! from /proc and kept fresh while it runs. The kernel side also marks sockets the PID connects
 //! or listens on itself (process context), so new sockets are caught before the next refresh.
-use std::{collections::HashSet, fs, path::Path};
+use std::{
+    collections::{HashMap, HashSet},
+    fs,
+    path::Path,
+};
 
 use anyhow::{bail, Context, Result};
 
@@ -46,6 +50,37 @@ pub fn parse_listeners(table: &str) -> Vec<(u64, u16)> {
         .collect()
 }
 
+/// The socket inodes among a process's fds (empty when it cannot be read: gone, or no right).
+fn socket_inodes(pid: u32) -> impl Iterator<Item = u64> {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| fs::read_link(e.path()).ok())
+        .filter_map(|link| bracketed(&link.to_string_lossy(), "socket:"))
+}
+
+/// Every socket inode on the host with the process holding it (the first one found, as `ss -p`
+/// shows one of them) and its command name.
+pub fn socket_owners() -> HashMap<u64, (u32, String)> {
+    let mut owners = HashMap::new();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return owners;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm"))
+            .map(|c| c.trim().to_string())
+            .unwrap_or_default();
+        for ino in socket_inodes(pid) {
+            owners.entry(ino).or_insert_with(|| (pid, comm.clone()));
+        }
+    }
+    owners
+}
+
 pub fn scan(pid: u32) -> Result<Ownership> {
     let fd_dir = format!("/proc/{pid}/fd");
     if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -55,16 +90,10 @@ pub fn scan(pid: u32) -> Result<Ownership> {
         netns: netns_of(pid)?,
         ..Default::default()
     };
-    let entries = fs::read_dir(&fd_dir).with_context(|| {
+    fs::read_dir(&fd_dir).with_context(|| {
         format!("cannot list {fd_dir}: reading another process's fds needs root (CAP_SYS_PTRACE)")
     })?;
-    for e in entries.flatten() {
-        if let Ok(link) = fs::read_link(e.path()) {
-            if let Some(ino) = bracketed(&link.to_string_lossy(), "socket:") {
-                own.inodes.insert(ino);
-            }
-        }
-    }
+    own.inodes.extend(socket_inodes(pid));
     for table in ["tcp", "tcp6"] {
         if let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{table}")) {
             for (ino, port) in parse_listeners(&text) {
@@ -97,6 +126,18 @@ mod tests {
         assert!(own.listen_ports.contains(&port), "{own:?}");
         assert!(!own.inodes.is_empty());
         assert_eq!(own.netns, netns_of(1).unwrap_or(own.netns));
+    }
+
+    #[test]
+    fn owners_include_this_process() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let own = scan(std::process::id()).unwrap();
+        let all = socket_owners();
+        assert!(own
+            .inodes
+            .iter()
+            .all(|i| all.get(i).map(|o| o.0) == Some(std::process::id())));
+        drop(l);
     }
 
     #[test]

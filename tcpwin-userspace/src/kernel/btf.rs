@@ -165,7 +165,7 @@ impl Resolver {
             }
         }
         // (field, struct, path, expected size in bytes)
-        let plain: [(&mut u32, &str, &str, usize); 30] = [
+        let plain: [(&mut u32, &str, &str, usize); 42] = [
             (&mut o.skc_family, "sock_common", "skc_family", 2),
             (&mut o.skc_state, "sock_common", "skc_state", 1),
             (&mut o.skc_num, "sock_common", "skc_num", 2),
@@ -206,6 +206,19 @@ impl Resolver {
             (&mut o.skb_iif, "sk_buff", "skb_iif", 4),
             (&mut o.shinfo_gso_size, "skb_shared_info", "gso_size", 2),
             (&mut o.shinfo_gso_segs, "skb_shared_info", "gso_segs", 2),
+            // the socket iterator's (`ss`)
+            (&mut o.tp_rcv_nxt, "tcp_sock", "rcv_nxt", 4),
+            (&mut o.tp_copied_seq, "tcp_sock", "copied_seq", 4),
+            (&mut o.sk_rmem_alloc, "sock", "sk_backlog.rmem_alloc", 4),
+            (&mut o.tp_rcv_rtt_us, "tcp_sock", "rcv_rtt_est.rtt_us", 4),
+            (&mut o.tp_srtt_us, "tcp_sock", "srtt_us", 4),
+            (&mut o.tp_bytes_received, "tcp_sock", "bytes_received", 8),
+            (&mut o.tp_bytes_acked, "tcp_sock", "bytes_acked", 8),
+            (&mut o.tp_snd_wnd, "tcp_sock", "snd_wnd", 4),
+            (&mut o.sk_sndbuf, "sock", "sk_sndbuf", 4),
+            (&mut o.sk_wmem_queued, "sock", "sk_wmem_queued", 4),
+            (&mut o.tp_chrono_start, "tcp_sock", "chrono_start", 4),
+            (&mut o.tp_chrono_stat, "tcp_sock", "chrono_stat", 12),
         ];
         for (slot, st, path, size) in plain {
             match self.member(st, path) {
@@ -237,6 +250,12 @@ impl Resolver {
                 "rx_opt.rcv_wscale",
             ),
             (&mut o.tp_wscale_ok_bit, None, "rx_opt.wscale_ok"),
+            (
+                &mut o.tp_snd_wscale_bit,
+                Some(&mut o.tp_snd_wscale_bits),
+                "rx_opt.snd_wscale",
+            ),
+            (&mut o.tp_chrono_type_bit, None, "chrono_type"),
         ] {
             match self.member("tcp_sock", path) {
                 Some(m) => {

@@ -2,6 +2,7 @@
 //! struct layouts from BTF, attaching hooks (and the `Backend` choice), maps, the ring buffer.
 pub mod attach;
 pub mod btf;
+pub mod iter;
 pub mod maps;
 pub mod object;
 pub mod ring;

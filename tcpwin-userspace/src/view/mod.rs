@@ -1,4 +1,5 @@
 //! Rendering into a `Write`, nothing else: live event lines, histograms, the summary.
 pub mod hist;
+pub mod ss;
 pub mod summary;
 pub mod text;

@@ -1,0 +1,93 @@
+//! `iter/tcp`: one fixed record per full TCP socket outside LISTEN (`tcpwin-trace ss`). The
+//! kernel holds the socket lock while this runs; nothing runs per packet.
+use aya_ebpf::helpers::{bpf_jiffies64, generated::bpf_seq_write};
+use tcpwin_common::{flag, tcp_state, SockRecord, SOCK_RCVBUF_LOCK};
+
+use crate::read::{self, bits, off, Direct, Mem};
+
+/// `struct bpf_iter__tcp`: `meta`, `sk_common`, `uid`.
+#[repr(C)]
+pub struct IterTcpCtx {
+    meta: u64,
+    sk_common: u64,
+}
+
+/// Writes the socket's record into the iterator's seq_file.
+#[inline(always)]
+pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
+    let state: u8 = Direct::at(sk, off!(skc_state));
+    if state == tcp_state::LISTEN {
+        return;
+    }
+    let mut r = SockRecord {
+        cookie: crate::cookie(sk),
+        inode: read::inode(sk),
+        bytes_received: Direct::at(sk, off!(tp_bytes_received)),
+        bytes_acked: Direct::at(sk, off!(tp_bytes_acked)),
+        // SAFETY: bpf_jiffies64 takes no arguments and only reads the clock.
+        jiffies: unsafe { bpf_jiffies64() },
+        state,
+        ..SockRecord::default()
+    };
+    (r.family, r.netns, r.lport, r.rport) =
+        read::identity_into::<Direct>(sk, &mut r.laddr, &mut r.raddr);
+    let snap = read::snapshot::<Direct>(sk);
+    let d = read::details::<Direct>(sk);
+    let (wscale, wscale_ok) = read::wscale::<Direct>(sk);
+    let mut f = 0;
+    if off!(tp_scaling_ratio) != tcpwin_common::ABSENT {
+        f |= flag::RATIO_PRESENT;
+    }
+    if d.userlocks & SOCK_RCVBUF_LOCK != 0 {
+        f |= flag::RCVBUF_LOCKED;
+    }
+    if wscale_ok {
+        f |= flag::WSCALE_OK;
+    }
+    r.flags = f;
+    r.scaling_ratio = snap.ratio;
+    r.rcv_wscale = wscale;
+    r.snd_wscale = bits::<Direct>(sk, off!(tp_snd_wscale_bit), off!(tp_snd_wscale_bits)) as u8;
+    r.chrono_type = bits::<Direct>(sk, off!(tp_chrono_type_bit), 2) as u8;
+    r.window_clamp = snap.window_clamp;
+    r.rcv_ssthresh = snap.rcv_ssthresh;
+    r.rcv_wnd = d.rcv_wnd;
+    r.sk_rcvbuf = snap.sk_rcvbuf;
+    r.rcv_mss = d.rcv_mss;
+    r.advmss = d.advmss;
+    r.rcv_nxt = Direct::at(sk, off!(tp_rcv_nxt));
+    r.copied_seq = Direct::at(sk, off!(tp_copied_seq));
+    r.rmem_alloc = Direct::at(sk, off!(sk_rmem_alloc));
+    r.rcv_rtt_us8 = Direct::at(sk, off!(tp_rcv_rtt_us));
+    r.srtt_us8 = Direct::at(sk, off!(tp_srtt_us));
+    r.snd_wnd = Direct::at(sk, off!(tp_snd_wnd));
+    r.sk_sndbuf = Direct::at(sk, off!(sk_sndbuf));
+    r.wmem_queued = Direct::at(sk, off!(sk_wmem_queued));
+    r.chrono_start = Direct::at(sk, off!(tp_chrono_start));
+    r.chrono_stat = Direct::at(sk, off!(tp_chrono_stat));
+    let seq: u64 = Direct::at(ctx.meta, 0);
+    // SAFETY: `seq` is the iterator's seq_file (bpf_iter_meta.seq, offset 0); the helper copies
+    // size_of::<SockRecord>() bytes from `r`, a local.
+    unsafe {
+        bpf_seq_write(
+            seq as *mut _,
+            &r as *const SockRecord as *const _,
+            core::mem::size_of::<SockRecord>() as u32,
+        )
+    };
+}
+
+/// The entry point's body: `sk_common` is NULL once, at the end.
+#[inline(always)]
+pub fn run(ctx: *const IterTcpCtx) -> i32 {
+    // SAFETY: the iterator's context is a `struct bpf_iter__tcp`; the verifier checks the loads.
+    let ctx = unsafe { &*ctx };
+    if ctx.sk_common == 0 {
+        return 0;
+    }
+    let sk = crate::tcp_sk(ctx.sk_common);
+    if sk != 0 {
+        tcp_socket(ctx, sk);
+    }
+    0
+}

@@ -1,0 +1,255 @@
+//! The facts verdicts read: one socket's window machinery and the host limits of its namespace.
+//! Filled from an iterator snapshot, sock_diag, a trace event or a recording; a fact the source
+//! did not give is `None` (absent is never 0).
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+use tcpwin_common::{flag, Offsets, SockRecord, ABSENT, AF_INET6};
+
+/// One TCP socket at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SockFacts {
+    /// CLOCK_MONOTONIC ns of the reading
+    pub ts_ns: u64,
+    pub cookie: Option<u64>,
+    pub netns: Option<u32>,
+    pub laddr: Option<IpAddr>,
+    pub lport: u16,
+    pub raddr: Option<IpAddr>,
+    pub rport: u16,
+    /// TCP state (`TCP_ESTABLISHED` = 1, ...)
+    pub state: u8,
+    /// socket inode (to find the owner)
+    pub inode: Option<u64>,
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+    /// null before 6.6
+    pub scaling_ratio: Option<u8>,
+    pub window_clamp: Option<u32>,
+    pub rcv_ssthresh: Option<u32>,
+    /// the window last advertised
+    pub rcv_wnd: Option<u32>,
+    pub sk_rcvbuf: Option<u32>,
+    /// `SO_RCVBUF` set: autotuning off
+    pub rcvbuf_locked: Option<bool>,
+    /// window scaling negotiated with the peer
+    pub wscale_ok: Option<bool>,
+    pub rcv_wscale: Option<u8>,
+    pub snd_wscale: Option<u8>,
+    pub rcv_mss: Option<u32>,
+    pub advmss: Option<u32>,
+    /// received, not yet read by the application (`rcv_nxt - copied_seq`)
+    pub unread: Option<u32>,
+    pub rmem_alloc: Option<u32>,
+    /// the receiver's RTT estimate, µs (0: no sample yet)
+    pub rcv_rtt_us: Option<u32>,
+    /// smoothed RTT, µs
+    pub srtt_us: Option<u32>,
+    pub bytes_received: Option<u64>,
+    pub bytes_acked: Option<u64>,
+    /// the peer's advertised window, bytes (scaled)
+    pub snd_wnd: Option<u32>,
+    pub sk_sndbuf: Option<u32>,
+    pub wmem_queued: Option<u32>,
+    /// chrono times as `tcp_info` reports them, µs
+    pub busy_us: Option<u64>,
+    pub rwnd_limited_us: Option<u64>,
+    pub sndbuf_limited_us: Option<u64>,
+}
+
+impl SockFacts {
+    /// The RTT a receiver's window is judged against: its own estimate when it has one, else the
+    /// smoothed RTT (a pure receiver's srtt stays at the handshake sample).
+    pub fn receiver_rtt_us(&self) -> Option<u32> {
+        match self.rcv_rtt_us {
+            Some(r) if r > 0 => Some(r),
+            _ => self.srtt_us.filter(|s| *s > 0),
+        }
+    }
+}
+
+/// A TCP state as `ss` names it.
+pub fn state_name(state: u8) -> &'static str {
+    match state {
+        1 => "ESTAB",
+        2 => "SYN-SENT",
+        3 => "SYN-RECV",
+        4 => "FIN-WAIT-1",
+        5 => "FIN-WAIT-2",
+        6 => "TIME-WAIT",
+        7 => "UNCONN",
+        8 => "CLOSE-WAIT",
+        9 => "LAST-ACK",
+        10 => "LISTEN",
+        11 => "CLOSING",
+        _ => "UNKNOWN",
+    }
+}
+
+/// `tcp_get_info_chrono_stats`: busy, rwnd-limited and sndbuf-limited times in µs, the running
+/// chrono included (`chrono_type` 1..=3 is the one running since `chrono_start`).
+pub fn chrono_us(r: &SockRecord, hz: u32) -> [u64; 3] {
+    let mut out = [0u64; 3];
+    for (i, slot) in out.iter_mut().enumerate() {
+        let mut j = r.chrono_stat[i] as u64;
+        if r.chrono_type as usize == i + 1 {
+            j += (r.jiffies as u32).wrapping_sub(r.chrono_start) as u64;
+        }
+        *slot = j * (1_000_000 / hz.max(1) as u64);
+    }
+    // busy_time is the sum of the three states
+    [out[0] + out[1] + out[2], out[1], out[2]]
+}
+
+impl SockFacts {
+    /// The facts of an iterator record. `o`: the offsets the record was read with (a member the
+    /// kernel lacks gives `None`); `hz`: the kernel's tick rate, for the chrono times (None:
+    /// unknown, so are they).
+    pub fn from_record(r: &SockRecord, o: &Offsets, hz: Option<u32>, ts_ns: u64) -> SockFacts {
+        fn has(off: u32) -> bool {
+            off != ABSENT
+        }
+        fn opt<T>(off: u32, v: T) -> Option<T> {
+            has(off).then_some(v)
+        }
+        let addr = |b: &[u8; 16]| -> IpAddr {
+            if r.family == AF_INET6 {
+                IpAddr::from(*b)
+            } else {
+                IpAddr::from([b[0], b[1], b[2], b[3]])
+            }
+        };
+        let chrono = hz
+            .filter(|_| has(o.tp_chrono_stat) && has(o.tp_chrono_type_bit))
+            .map(|hz| chrono_us(r, hz));
+        let wscale_known = has(o.tp_wscale_ok_bit);
+        SockFacts {
+            ts_ns,
+            cookie: Some(r.cookie),
+            netns: Some(r.netns),
+            laddr: Some(addr(&r.laddr)),
+            lport: r.lport,
+            raddr: Some(addr(&r.raddr)),
+            rport: r.rport,
+            state: r.state,
+            inode: (r.inode != 0).then_some(r.inode),
+            pid: None,
+            comm: None,
+            scaling_ratio: (r.flags & flag::RATIO_PRESENT != 0).then_some(r.scaling_ratio),
+            window_clamp: opt(o.tp_window_clamp, r.window_clamp),
+            rcv_ssthresh: opt(o.tp_rcv_ssthresh, r.rcv_ssthresh),
+            rcv_wnd: opt(o.tp_rcv_wnd, r.rcv_wnd),
+            sk_rcvbuf: opt(o.sk_rcvbuf, r.sk_rcvbuf),
+            rcvbuf_locked: opt(o.sk_userlocks, r.flags & flag::RCVBUF_LOCKED != 0),
+            wscale_ok: wscale_known.then_some(r.flags & flag::WSCALE_OK != 0),
+            rcv_wscale: opt(o.tp_rcv_wscale_bit, r.rcv_wscale),
+            snd_wscale: opt(o.tp_snd_wscale_bit, r.snd_wscale),
+            rcv_mss: opt(o.icsk_rcv_mss, r.rcv_mss),
+            advmss: opt(o.tp_advmss, r.advmss),
+            unread: (has(o.tp_rcv_nxt) && has(o.tp_copied_seq))
+                .then(|| r.rcv_nxt.wrapping_sub(r.copied_seq)),
+            rmem_alloc: opt(o.sk_rmem_alloc, r.rmem_alloc),
+            rcv_rtt_us: opt(o.tp_rcv_rtt_us, r.rcv_rtt_us8 >> 3),
+            srtt_us: opt(o.tp_srtt_us, r.srtt_us8 >> 3),
+            bytes_received: opt(o.tp_bytes_received, r.bytes_received),
+            bytes_acked: opt(o.tp_bytes_acked, r.bytes_acked),
+            snd_wnd: opt(o.tp_snd_wnd, r.snd_wnd),
+            sk_sndbuf: opt(o.sk_sndbuf, r.sk_sndbuf),
+            wmem_queued: opt(o.sk_wmem_queued, r.wmem_queued),
+            busy_us: chrono.map(|c| c[0]),
+            rwnd_limited_us: chrono.map(|c| c[1]),
+            sndbuf_limited_us: chrono.map(|c| c[2]),
+        }
+    }
+}
+
+/// The sysctls and state of the host (and of the socket's namespace) that cap a window.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostLimits {
+    /// `net.core.rmem_max` (global): caps an `SO_RCVBUF` request
+    pub rmem_max: Option<u64>,
+    pub wmem_max: Option<u64>,
+    /// `net.ipv4.tcp_rmem` of the namespace: min, default, max (autotuning's cap)
+    pub tcp_rmem: Option<[u64; 3]>,
+    pub tcp_wmem: Option<[u64; 3]>,
+    pub tcp_window_scaling: Option<bool>,
+    pub tcp_moderate_rcvbuf: Option<bool>,
+    pub tcp_adv_win_scale: Option<i32>,
+    /// TCP memory pressure (`tcp_mem` crossed)
+    pub memory_pressure: Option<bool>,
+}
+
+impl HostLimits {
+    /// Parses `"4096 131072 33554432"`.
+    pub fn triple(s: &str) -> Option<[u64; 3]> {
+        let v: Vec<u64> = s
+            .split_whitespace()
+            .map(|x| x.parse().ok())
+            .collect::<Option<_>>()?;
+        v.try_into().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chrono_like_tcp_info() {
+        // HZ 250: 4000 µs per jiffy; rwnd-limited running for 10 jiffies more
+        let r = SockRecord {
+            chrono_stat: [100, 50, 0],
+            chrono_type: 2,
+            chrono_start: 1000,
+            jiffies: (1u64 << 32) + 1010,
+            ..Default::default()
+        };
+        assert_eq!(chrono_us(&r, 250), [640_000, 240_000, 0]);
+    }
+
+    #[test]
+    fn record_fields_the_kernel_lacks_are_absent() {
+        let mut o = Offsets::absent();
+        o.tp_window_clamp = 1676;
+        o.tp_wscale_ok_bit = 1;
+        let r = SockRecord {
+            window_clamp: 663552,
+            rcv_nxt: 5,
+            copied_seq: u32::MAX,
+            family: AF_INET6,
+            laddr: std::net::Ipv6Addr::LOCALHOST.octets(),
+            ..Default::default()
+        };
+        let f = SockFacts::from_record(&r, &o, Some(250), 7);
+        assert_eq!(f.window_clamp, Some(663552));
+        assert_eq!(f.wscale_ok, Some(false));
+        assert_eq!(f.scaling_ratio, None);
+        assert_eq!(f.unread, None);
+        assert_eq!(f.busy_us, None);
+        assert_eq!(f.laddr.unwrap().to_string(), "::1");
+        o.tp_rcv_nxt = 1;
+        o.tp_copied_seq = 2;
+        // sequence numbers wrap
+        assert_eq!(SockFacts::from_record(&r, &o, None, 7).unread, Some(6));
+    }
+
+    #[test]
+    fn receiver_rtt_prefers_its_own_estimate() {
+        let mut f = SockFacts {
+            rcv_rtt_us: Some(0),
+            srtt_us: Some(50),
+            ..Default::default()
+        };
+        assert_eq!(f.receiver_rtt_us(), Some(50));
+        f.rcv_rtt_us = Some(18_000);
+        assert_eq!(f.receiver_rtt_us(), Some(18_000));
+        f.srtt_us = None;
+        f.rcv_rtt_us = None;
+        assert_eq!(f.receiver_rtt_us(), None);
+        assert_eq!(
+            HostLimits::triple("4096 131072 33554432"),
+            Some([4096, 131072, 33554432])
+        );
+        assert_eq!(HostLimits::triple("1 2"), None);
+    }
+}

@@ -1,0 +1,158 @@
+//! Network namespaces to read sockets in: by name (`ip netns`), all of them (named ones and those
+//! processes live in), or the caller's. Entering one changes only the calling thread's network
+//! namespace (setns), never its mount namespace, and is undone on drop.
+use std::{
+    collections::BTreeMap,
+    fs::File,
+    os::{fd::AsRawFd, unix::fs::MetadataExt},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{bail, Context, Result};
+
+pub const NAMED: &str = "/run/netns";
+
+/// A namespace to enter: its name for people, the file to setns to, its inode (`netns` in
+/// events).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Netns {
+    pub name: String,
+    pub path: PathBuf,
+    pub inode: u64,
+}
+
+fn inode_of(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).ok().map(|m| m.ino())
+}
+
+/// The caller's own namespace.
+pub fn own() -> Result<Netns> {
+    let path = PathBuf::from("/proc/thread-self/ns/net");
+    Ok(Netns {
+        name: "-".into(),
+        inode: inode_of(&path).context("cannot read /proc/thread-self/ns/net")?,
+        path,
+    })
+}
+
+/// Named namespaces (`ip netns add`), by name.
+pub fn named() -> Vec<Netns> {
+    let mut v: Vec<Netns> = std::fs::read_dir(NAMED)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            Some(Netns {
+                name: e.file_name().to_string_lossy().into_owned(),
+                inode: inode_of(&path)?,
+                path,
+            })
+        })
+        .collect();
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    v
+}
+
+/// `--netns`: None = the caller's, `all` = every namespace with a name or a process, else a
+/// name from `ip netns list`.
+pub fn resolve(arg: Option<&str>) -> Result<Vec<Netns>> {
+    match arg {
+        None => Ok(vec![own()?]),
+        Some("all") => {
+            let mut by_inode: BTreeMap<u64, Netns> = BTreeMap::new();
+            let me = own()?;
+            by_inode.insert(me.inode, me);
+            for n in named() {
+                by_inode.insert(n.inode, n);
+            }
+            for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+                let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                    continue;
+                };
+                let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
+                if let Some(inode) = inode_of(&path) {
+                    by_inode.entry(inode).or_insert(Netns {
+                        name: format!("pid:{pid}"),
+                        path,
+                        inode,
+                    });
+                }
+            }
+            Ok(by_inode.into_values().collect())
+        }
+        Some(name) => {
+            if name.is_empty() || name.contains('/') {
+                bail!("--netns {name:?}: not a namespace name (see `ip netns list`, or use `all`)");
+            }
+            let path = Path::new(NAMED).join(name);
+            let Some(inode) = inode_of(&path) else {
+                bail!(
+                    "--netns {name}: no such network namespace (see `ip netns list`, or use `all`)"
+                );
+            };
+            Ok(vec![Netns {
+                name: name.to_string(),
+                path,
+                inode,
+            }])
+        }
+    }
+}
+
+/// Inside a namespace until dropped.
+pub struct Entered {
+    home: File,
+}
+
+fn setns(f: &File) -> std::io::Result<()> {
+    // SAFETY: setns on an open namespace fd; CLONE_NEWNET checks it is a network namespace.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Moves the calling thread into `ns` (a namespace that vanished is an error naming it).
+pub fn enter(ns: &Netns) -> Result<Entered> {
+    let home = File::open("/proc/thread-self/ns/net").context("opening the own namespace")?;
+    let target = File::open(&ns.path).with_context(|| {
+        format!(
+            "network namespace {} ({}) is gone",
+            ns.name,
+            ns.path.display()
+        )
+    })?;
+    setns(&target).with_context(|| {
+        format!(
+            "entering network namespace {} needs root (CAP_SYS_ADMIN)",
+            ns.name
+        )
+    })?;
+    Ok(Entered { home })
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if let Err(e) = setns(&self.home) {
+            // the thread would go on reading the wrong namespace: stop rather than mislead
+            eprintln!("tcpwin-trace: cannot return to the own network namespace: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_names_are_refused_with_the_fix() {
+        let e = resolve(Some("no-such-ns-tcpwin")).unwrap_err().to_string();
+        assert!(e.contains("ip netns list"), "{e}");
+        assert!(resolve(Some("../etc")).is_err());
+        assert_eq!(resolve(None).unwrap().len(), 1);
+        let all = resolve(Some("all")).unwrap();
+        assert!(all.iter().any(|n| n.inode == own().unwrap().inode));
+    }
+}

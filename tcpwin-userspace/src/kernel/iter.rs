@@ -1,0 +1,99 @@
+//! The socket iterator (`iter/tcp`): a snapshot of every TCP socket of one network namespace,
+//! read as fixed records. Nothing runs per packet; the program runs only while it is read.
+use std::{io::Read, path::Path};
+
+use anyhow::{Context, Result};
+use aya::{programs::Iter, Ebpf, Endianness};
+use tcpwin_common::{names, Config, Offsets, SockRecord};
+
+use super::{
+    attach::reason,
+    btf::Resolver,
+    object::{self, LoadOpts},
+};
+
+pub struct SocketIter {
+    bpf: Ebpf,
+    pub offsets: Offsets,
+    /// kernel members the iterator cannot read here (reported as absent)
+    pub absent: Vec<(String, String)>,
+}
+
+impl SocketIter {
+    /// Loads the iterator program with the running kernel's offsets.
+    pub fn load(btf_path: &Path, obj: Option<&Path>) -> Result<SocketIter> {
+        object::check_privileges()?;
+        let layout = Resolver::from_file(btf_path)?.layout()?;
+        let btf = aya::Btf::parse_file(btf_path, Endianness::default())
+            .with_context(|| format!("aya cannot parse BTF from {}", btf_path.display()))?;
+        let opts = LoadOpts {
+            obj,
+            config: Config::default(),
+            // the tracer's ring buffer is not used here: the smallest one
+            ringbuf_bytes: 4096,
+        };
+        let mut bpf = object::load(&opts, &layout, &btf)?;
+        let prog: &mut Iter = bpf
+            .program_mut(names::ITER_TCP)
+            .context("the iter/tcp program is missing from the eBPF object")?
+            .try_into()?;
+        prog.load("tcp", &btf).map_err(|e| {
+            anyhow::anyhow!(
+                "the kernel refused the socket iterator (iter/tcp needs Linux 5.9+ with BPF iterators): {}",
+                reason(&e)
+            )
+        })?;
+        Ok(SocketIter {
+            bpf,
+            offsets: layout.offsets,
+            absent: layout.absent,
+        })
+    }
+
+    /// Every TCP socket (outside LISTEN) of the calling thread's network namespace.
+    pub fn read(&mut self) -> Result<Vec<SockRecord>> {
+        let prog: &mut Iter = self
+            .bpf
+            .program_mut(names::ITER_TCP)
+            .context("iter/tcp program")?
+            .try_into()?;
+        let link = prog.attach().context("attaching the socket iterator")?;
+        let link = prog.take_link(link)?;
+        let mut file = link
+            .into_file()
+            .context("creating the socket iterator's file")?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .context("reading the socket iterator")?;
+        parse_records(&bytes)
+    }
+}
+
+/// The iterator's output: whole records, nothing left over.
+pub fn parse_records(bytes: &[u8]) -> Result<Vec<SockRecord>> {
+    let size = std::mem::size_of::<SockRecord>();
+    if !bytes.len().is_multiple_of(size) {
+        anyhow::bail!(
+            "the socket iterator returned {} bytes, not a whole number of {size}-byte records",
+            bytes.len()
+        );
+    }
+    Ok(bytes
+        .chunks_exact(size)
+        // SAFETY: SockRecord is repr(C) plain data and each chunk is exactly its size.
+        .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr() as *const SockRecord) })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_must_be_whole() {
+        let size = std::mem::size_of::<SockRecord>();
+        assert_eq!(parse_records(&vec![0u8; 2 * size]).unwrap().len(), 2);
+        assert!(parse_records(&vec![0u8; size + 3]).is_err());
+        assert!(parse_records(&[]).unwrap().is_empty());
+    }
+}

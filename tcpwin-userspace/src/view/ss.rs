@@ -1,0 +1,122 @@
+//! `tcpwin-trace ss` as text: a line per socket in `ss` style with what `ss` cannot show, then
+//! its verdict.
+use std::io::Write;
+
+use tcpwin_model::{
+    facts::SockFacts,
+    schema::SsLine,
+    verdict::{fmt_rate, Verdict},
+};
+
+fn o<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn ms(us: Option<u64>) -> String {
+    match us {
+        Some(u) if u < 1000 => format!("{u}us"),
+        Some(u) => format!("{:.1}ms", u as f64 / 1000.0),
+        None => "-".into(),
+    }
+}
+
+fn endpoint(a: Option<std::net::IpAddr>, port: u16) -> String {
+    match a {
+        Some(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        Some(v4) => format!("{v4}:{port}"),
+        None => format!("?:{port}"),
+    }
+}
+
+/// The socket's facts on one line (kernel / `ss` names).
+pub fn facts_line(l: &SsLine) -> String {
+    let f: &SockFacts = &l.facts;
+    let who = match (f.pid, &f.comm) {
+        (Some(p), Some(c)) => format!(" pid={p}/{c}"),
+        _ => String::new(),
+    };
+    let ns = if l.netns_name == "-" {
+        String::new()
+    } else {
+        format!(" netns={}", l.netns_name)
+    };
+    let wscale = match (f.wscale_ok, f.rcv_wscale, f.snd_wscale) {
+        (Some(false), _, _) => "off".to_string(),
+        (Some(true), r, s) => format!("{}/{}", o(r), o(s)),
+        _ => "-".into(),
+    };
+    format!(
+        "{:<10} {} <-> {}{who}{ns} sk={}\n  scaling_ratio={} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} wscale(rcv/snd)={wscale} rcv_mss={} advmss={} unread={} rmem_alloc={} rcv_rtt={} srtt={} bytes_received={} bytes_acked={} snd_wnd={} busy={} rwnd_limited={} sndbuf_limited={}",
+        l.state_name,
+        endpoint(f.laddr, f.lport),
+        endpoint(f.raddr, f.rport),
+        f.cookie.map(|c| format!("{c:x}")).unwrap_or_else(|| "-".into()),
+        o(f.scaling_ratio),
+        o(f.window_clamp),
+        o(f.rcv_ssthresh),
+        o(f.rcv_wnd),
+        o(f.sk_rcvbuf),
+        if f.rcvbuf_locked == Some(true) { "(locked)" } else { "" },
+        o(f.rcv_mss),
+        o(f.advmss),
+        o(f.unread),
+        o(f.rmem_alloc),
+        ms(f.rcv_rtt_us.map(u64::from)),
+        ms(f.srtt_us.map(u64::from)),
+        o(f.bytes_received),
+        o(f.bytes_acked),
+        o(f.snd_wnd),
+        ms(f.busy_us),
+        ms(f.rwnd_limited_us),
+        ms(f.sndbuf_limited_us),
+    )
+}
+
+/// `verdict: rcvbuf-locked (receiving, 210 Mbit/s of a 240 Mbit/s ceiling: ...)`
+pub fn verdict_line(v: &Verdict) -> String {
+    let mut s = format!("  verdict: {} ({:?}", v.limit.id(), v.side).to_lowercase();
+    let numbers: Vec<String> = [
+        v.rate_bps.map(|r| format!("rate {}", fmt_rate(r))),
+        v.window.map(|w| format!("window {w} B")),
+        v.rtt_us.map(|r| {
+            if r < 1000 {
+                format!("rtt {r} us")
+            } else {
+                format!("rtt {:.1} ms", r as f64 / 1000.0)
+            }
+        }),
+        v.ceiling_bps.map(|c| format!("ceiling {}", fmt_rate(c))),
+        v.rwnd_limited_share
+            .map(|r| format!("rwnd-limited {:.0} %", r * 100.0)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !numbers.is_empty() {
+        s.push_str(", ");
+        s.push_str(&numbers.join(", "));
+    }
+    s.push(')');
+    if let Some(set) = &v.setting {
+        s.push_str(&format!("\n    why: {set}"));
+    }
+    if let Some(sug) = &v.suggested {
+        s.push_str(&format!("\n    fix: {sug}"));
+    }
+    s
+}
+
+/// A snapshot: its sockets, or a sentence saying there are none.
+pub fn render(lines: &[SsLine], with_rates: bool, out: &mut impl Write) -> std::io::Result<()> {
+    if with_rates {
+        writeln!(out, "--- interval")?;
+    }
+    if lines.is_empty() {
+        writeln!(out, "(no TCP connection matches)")?;
+    }
+    for l in lines {
+        writeln!(out, "{}", facts_line(l))?;
+        writeln!(out, "{}", verdict_line(&l.verdict))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,234 @@
+//! `tcpwin-trace ss` against what the owning process reads itself: getsockopt(TCP_INFO,
+//! TCP_WINDOW_CLAMP, SO_RCVBUF, SO_COOKIE) and ioctl(FIONREAD) on idle connections this test
+//! opens, in its own namespace and in one it creates. Needs root and BPF iterators: fails, never
+//! skips, without them.
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    os::fd::AsRawFd,
+    process::Command,
+    time::Duration,
+};
+
+use tcpwin_lab::{endpoints::tcp_info, netns::Pair};
+use tcpwin_model::{schema::SsLine, verdict::Limit};
+
+const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("SS TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
+    }
+}
+
+fn ss(args: &[&str]) -> Vec<SsLine> {
+    let out = Command::new(EXE)
+        .arg("ss")
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("run tcpwin-trace ss");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ss failed: {err}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn opt<T: Copy>(fd: i32, level: i32, name: i32) -> T {
+    // SAFETY: plain C types for which all-zero is valid.
+    let mut v: T = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: v is a valid T-sized buffer and len says so.
+    let rc = unsafe { libc::getsockopt(fd, level, name, &mut v as *mut T as *mut _, &mut len) };
+    assert_eq!(rc, 0, "getsockopt({level}, {name})");
+    v
+}
+
+fn set_int(fd: i32, level: i32, name: i32, v: i32) {
+    // SAFETY: plain int option on an open socket.
+    let rc = unsafe { libc::setsockopt(fd, level, name, &v as *const i32 as *const _, 4) };
+    assert_eq!(rc, 0, "setsockopt({level}, {name})");
+}
+
+fn unread(fd: i32) -> u32 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int.
+    assert_eq!(unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) }, 0);
+    n as u32
+}
+
+/// Every fact `ss` reports for the socket equals what its owner reads.
+fn assert_matches_owner(s: &TcpStream, lines: &[SsLine]) {
+    let fd = s.as_raw_fd();
+    let cookie: u64 = opt(fd, libc::SOL_SOCKET, libc::SO_COOKIE);
+    let l = lines
+        .iter()
+        .find(|l| l.facts.cookie == Some(cookie))
+        .unwrap_or_else(|| panic!("socket {cookie:x} not listed: {lines:?}"));
+    let f = &l.facts;
+    let info = tcp_info(fd).unwrap();
+    let clamp: i32 = opt(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP);
+    let rcvbuf: i32 = opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF);
+    let ctx = format!("{l:?}\nvs tcp_info {info:?}");
+    assert_eq!(f.window_clamp, Some(clamp as u32), "window_clamp {ctx}");
+    assert_eq!(f.sk_rcvbuf, Some(rcvbuf as u32), "sk_rcvbuf {ctx}");
+    assert_eq!(
+        f.rcv_ssthresh,
+        Some(info.rcv_ssthresh),
+        "rcv_ssthresh {ctx}"
+    );
+    assert_eq!(f.rcv_wnd, info.rcv_wnd, "rcv_wnd {ctx}");
+    assert_eq!(f.rcv_wscale, Some(info.rcv_wscale), "rcv_wscale {ctx}");
+    assert_eq!(f.snd_wscale, Some(info.snd_wscale), "snd_wscale {ctx}");
+    assert_eq!(f.wscale_ok, Some(info.wscale_ok), "wscale_ok {ctx}");
+    assert_eq!(f.rcv_mss, Some(info.rcv_mss), "rcv_mss {ctx}");
+    assert_eq!(f.advmss, Some(info.advmss), "advmss {ctx}");
+    assert_eq!(f.rcv_rtt_us, Some(info.rcv_rtt_us), "rcv_rtt {ctx}");
+    assert_eq!(f.srtt_us, Some(info.rtt_us), "srtt {ctx}");
+    assert_eq!(
+        f.bytes_received, info.bytes_received,
+        "bytes_received {ctx}"
+    );
+    assert_eq!(f.bytes_acked, info.bytes_acked, "bytes_acked {ctx}");
+    assert_eq!(f.snd_wnd, info.snd_wnd, "snd_wnd {ctx}");
+    assert_eq!(f.busy_us, info.busy_us, "busy {ctx}");
+    assert_eq!(
+        f.rwnd_limited_us, info.rwnd_limited_us,
+        "rwnd_limited {ctx}"
+    );
+    assert_eq!(
+        f.sndbuf_limited_us, info.sndbuf_limited_us,
+        "sndbuf_limited {ctx}"
+    );
+    assert_eq!(f.unread, Some(unread(fd)), "unread vs FIONREAD {ctx}");
+    assert_eq!(f.pid, Some(std::process::id()), "owner {ctx}");
+    assert_eq!(l.state_name, "ESTAB");
+}
+
+/// Three idle loopback connections of this process: a plain one, one whose receiver locked its
+/// buffer and left data unread, one with a TCP_WINDOW_CLAMP.
+#[test]
+fn ss_fields_equal_the_owners_getsockopt() {
+    require_root();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let mut pairs = Vec::new();
+    for case in 0..3 {
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        if case == 1 {
+            set_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 96 << 10);
+        }
+        let data = vec![7u8; 300_000];
+        let writer = {
+            let mut c2 = c.try_clone().unwrap();
+            std::thread::spawn(move || c2.write_all(&data).unwrap())
+        };
+        // read all but 5000 bytes in case 1, everything otherwise
+        let want = if case == 1 { 295_000 } else { 300_000 };
+        let mut buf = vec![0u8; 65536];
+        let mut got = 0;
+        while got < want {
+            let n = s.read(&mut buf[..(want - got).min(65536)]).unwrap();
+            assert!(n > 0);
+            got += n;
+        }
+        writer.join().unwrap();
+        if case == 2 {
+            // after the data: a ratio change or autotuning would overwrite the clamp
+            set_int(
+                s.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_WINDOW_CLAMP,
+                20_000,
+            );
+        }
+        c.write_all(b"pong").unwrap();
+        pairs.push((c, s));
+    }
+    // let the last ACKs land: the connections are idle from here on
+    std::thread::sleep(Duration::from_millis(300));
+    let lines = ss(&["--port", &port.to_string()]);
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    for (c, s) in &pairs {
+        assert_matches_owner(c, &lines);
+        assert_matches_owner(s, &lines);
+    }
+    let locked = lines
+        .iter()
+        .find(|l| l.facts.sk_rcvbuf == Some(2 * (96 << 10)))
+        .expect("the locked socket");
+    assert_eq!(locked.facts.rcvbuf_locked, Some(true));
+    assert!(lines
+        .iter()
+        .filter(|l| l.facts.sk_rcvbuf != Some(2 * (96 << 10)))
+        .all(|l| l.facts.rcvbuf_locked == Some(false)));
+    // one snapshot: no rates; the idle clamped receiver's window is judged by its clamp
+    let clamped = lines
+        .iter()
+        .find(|l| l.facts.window_clamp == Some(20_000))
+        .expect("the clamped socket");
+    assert_eq!(clamped.verdict.rate_bps, None);
+    assert_eq!(clamped.verdict.limit, Limit::WindowClamp, "{clamped:?}");
+    // the pid filter keeps this process's sockets
+    let mine = ss(&["--pid", &std::process::id().to_string()]);
+    assert!(mine.iter().all(|l| l.facts.pid == Some(std::process::id())));
+    assert!(mine.len() >= 6);
+}
+
+/// `--netns NAME` reads the sockets of that namespace (entered by setns), not the caller's.
+#[test]
+fn ss_reads_another_namespace() {
+    require_root();
+    let pair = Pair::create(&format!("tcpwt-ss-{}", std::process::id()), 1500).unwrap();
+    let ns = pair.b.clone();
+    let port = 5331;
+    // a listener and a connection inside the namespace, made by a thread that entered it
+    let (c, s) = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on an open namespace fd, for this thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (s, _) = l.accept().unwrap();
+        c.write_all(b"hello").unwrap();
+        (c, s)
+    })
+    .join()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let lines = ss(&["--netns", &pair.b, "--port", &port.to_string()]);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines.iter().all(|l| l.netns_name == pair.b));
+    assert_matches_owner(&c, &lines);
+    assert_matches_owner(&s, &lines);
+    // the caller's namespace has no such connection
+    assert!(ss(&["--port", &port.to_string()]).is_empty());
+    // and `all` finds it with its name
+    let all = ss(&["--netns", "all", "--port", &port.to_string()]);
+    assert!(
+        all.iter().filter(|l| l.netns_name == pair.b).count() == 2,
+        "{all:?}"
+    );
+}
+
+#[test]
+fn ss_bad_input_is_one_clear_sentence() {
+    for (args, needle) in [
+        (&["ss", "--netns", "no-such-ns-tcpwin"][..], "ip netns list"),
+        (&["ss", "--target", "1gbps"][..], "bits"),
+        (&["ss", "--interval", "5"][..], "5"),
+        (&["ss", "--pid", "4294967290"][..], "no such process"),
+        (&["ss", "--btf", "/nonexistent"][..], "no such file"),
+    ] {
+        let out = Command::new(EXE).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed output");
+    }
+}
