@@ -10,7 +10,9 @@
 //! - `tcp_info`: `struct tcp_info` from its bytes;
 //! - `facts`: what verdicts read (a socket, the host limits);
 //! - `verdict`: which limit binds a window, and the change that lifts it;
-//! - `units`: rates and durations as users write them.
+//! - `units`: rates and durations as users write them;
+//! - `check`: the host audited, and whether a bandwidth-delay product fits.
+pub mod check;
 pub mod facts;
 pub mod hist;
 pub mod kind;

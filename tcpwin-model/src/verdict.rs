@@ -256,9 +256,11 @@ fn receiving(i: &Input, rate: Option<u64>) -> Verdict {
         _ => format!("{for_target} the window must reach {need} B{what}"),
     };
 
-    // the application, not the buffer, closes the window
+    // the application, not the buffer, closes the window: a zero window, or half the window
+    // unread while the flow runs at its ceiling
     let unread = f.unread.unwrap_or(0) as u64;
-    if f.rcv_wnd == Some(0) || (unread > 0 && 2 * unread >= window) {
+    let queue_full = unread > 0 && 2 * unread >= window && v.window_limited != Some(false);
+    if f.rcv_wnd == Some(0) || queue_full {
         v.limit = Limit::AppNotReading;
         v.setting = Some(format!(
             "{unread} bytes received and not read by the application{}",
@@ -628,6 +630,15 @@ mod tests {
             judge(&rcv(1.0, 0), &n, &h, None).limit,
             Limit::MemoryPressure
         );
+    }
+
+    #[test]
+    fn a_queue_that_does_not_slow_the_flow_is_not_blamed() {
+        // half the window unread, but the flow runs at a tenth of its ceiling
+        let mut n = rcv(2.0, 24_000_000 / 8);
+        n.unread = Some(300_000);
+        let v = judge(&rcv(1.0, 0), &n, &host(), None);
+        assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
     }
 
     #[test]

@@ -83,6 +83,8 @@ pub enum Cmd {
     Lab(LabArgs),
     /// Every TCP socket now, with scaling_ratio, window_clamp and the limit that binds its window
     Ss(crate::cmd::ss::SsArgs),
+    /// Audit the host's receive-window settings; with --bdp, exit 0 if the BDP fits, 1 if not
+    Check(crate::cmd::check::CheckArgs),
     /// Built-in traffic endpoints, run by the lab and the demo inside their namespaces
     #[command(subcommand, hide = true)]
     Transfer(tcpwin_lab::endpoints::TransferCmd),

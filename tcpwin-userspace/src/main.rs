@@ -4,12 +4,29 @@ use tcpwin_userspace::{
     cmd,
 };
 
+/// `tcpwin-trace ss | head`: the reader left, nothing is wrong.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.cmd {
         Some(Cmd::Transfer(t)) => tcpwin_lab::endpoints::run(t),
         Some(Cmd::Demo) => cmd::demo::run(),
         Some(Cmd::Ss(a)) => cmd::ss::run(a),
+        Some(Cmd::Check(a)) => match cmd::check::run(a) {
+            Ok(fits) => std::process::exit(if fits { 0 } else { 1 }),
+            Err(e) if broken_pipe(&e) => return,
+            // a health check tells "does not fit" (1) from "could not tell" (2)
+            Err(e) => {
+                eprintln!("tcpwin-trace: error: {e:#}");
+                std::process::exit(2);
+            }
+        },
         Some(Cmd::Lab(a)) => cmd::lab::run(cmd::lab::LabOpts {
             full: a.full,
             json: a.json,
@@ -22,11 +39,7 @@ fn main() {
             .and_then(|rt| rt.block_on(cmd::trace::run(cli.trace))),
     };
     if let Err(e) = result {
-        // `tcpwin-trace ss | head`: the reader left, nothing is wrong
-        if e.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-        }) {
+        if broken_pipe(&e) {
             return;
         }
         eprintln!("tcpwin-trace: error: {e:#}");

@@ -1,4 +1,5 @@
 //! The product's commands: each turns its arguments into kernel, host and view calls.
+pub mod check;
 pub mod demo;
 pub mod lab;
 pub mod ss;

@@ -2,6 +2,7 @@
 //! names, network namespaces, sysctls, the kernel's configuration.
 pub mod ifname;
 pub mod kconfig;
+pub mod netdev;
 pub mod netns;
 pub mod owner;
 pub mod sysctl;

@@ -1,4 +1,5 @@
 //! Rendering into a `Write`, nothing else: live event lines, histograms, the summary.
+pub mod check;
 pub mod hist;
 pub mod ss;
 pub mod summary;

@@ -1,0 +1,92 @@
+//! `tcpwin-trace check` against what the test set itself in a namespace of its own: the sysctls
+//! (per namespace) and the receiver interface's MTU and GRO (set with `ip` and `ethtool`), and
+//! the kernel's formula for the window a buffer allows. Needs root: fails, never skips.
+use std::process::Command;
+
+use tcpwin_common::formula::{space_from_win, win_from_space};
+use tcpwin_lab::netns::Pair;
+use tcpwin_model::check::CheckReport;
+
+const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+
+fn check(args: &[&str]) -> (i32, Option<CheckReport>, String) {
+    let out = Command::new(EXE)
+        .arg("check")
+        .args(args)
+        .output()
+        .expect("run tcpwin-trace check");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let report = serde_json::from_slice(&out.stdout).ok();
+    (out.status.code().unwrap_or(-1), report, err)
+}
+
+#[test]
+fn check_reads_the_namespace_and_sizes_the_bdp() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("CHECK TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
+    }
+    let p = Pair::create(&format!("tcpwt-chk-{}", std::process::id()), 9000).unwrap();
+    Pair::sysctl(&p.b, "net.ipv4.tcp_rmem", "4096 131072 1048576").unwrap();
+    Pair::offload(&p.b, p.dev_b, "gro", false).unwrap();
+    let (code, r, err) = check(&[
+        "--netns",
+        &p.b,
+        "--bdp",
+        "1gbit:18ms",
+        "--ratio",
+        "162",
+        "--json",
+    ]);
+    let r = r.unwrap_or_else(|| panic!("no JSON report: {err}"));
+    assert_eq!(code, 1, "does not fit: exit 1 ({err})");
+    assert_eq!(r.limits.tcp_rmem, Some([4096, 131072, 1048576]));
+    let veth = r
+        .interfaces
+        .iter()
+        .find(|i| i.name == p.dev_b)
+        .expect("the namespace's veth");
+    assert_eq!(veth.mtu, Some(9000));
+    assert_eq!(veth.gro, Some(false));
+    // the caller's interfaces are not this namespace's
+    assert!(r
+        .interfaces
+        .iter()
+        .all(|i| i.name == "lo" || i.name == p.dev_b));
+    assert_eq!(r.bdp_bytes, Some(2_250_000));
+    let auto = &r.fits[0];
+    assert_eq!(auto.max_window, Some(win_from_space(1 << 20, 162)));
+    assert_eq!(auto.fits, Some(false));
+    let need = space_from_win(2_250_000, 162).unwrap();
+    assert!(
+        auto.fix
+            .iter()
+            .any(|f| f.contains(&format!("tcp_rmem=\"4096 131072 {need}\""))),
+        "{:?}",
+        auto.fix
+    );
+    // GRO back on: the report follows
+    Pair::offload(&p.b, p.dev_b, "gro", true).unwrap();
+    let (code, r, err) = check(&["--netns", &p.b, "--bdp", "10mbit:1ms", "--json"]);
+    assert_eq!(code, 0, "fits: exit 0 ({err})");
+    let r = r.unwrap();
+    assert_eq!(
+        r.interfaces.iter().find(|i| i.name == p.dev_b).unwrap().gro,
+        Some(true)
+    );
+}
+
+#[test]
+fn check_errors_exit_2_with_one_sentence() {
+    for (args, needle) in [
+        (&["--bdp", "1gbit"][..], "RATE:RTT"),
+        (&["--bdp", "1gbps:18ms"][..], "bits"),
+        (&["--netns", "no-such-ns-tcpwin"][..], "ip netns list"),
+        (&["--ratio", "0"][..], "0"),
+    ] {
+        let (code, _, err) = check(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
