@@ -5,7 +5,7 @@
 use std::{
     io::{Read, Write},
     net::{SocketAddr, TcpListener, TcpStream},
-    os::fd::AsRawFd,
+    os::fd::{AsRawFd, FromRawFd},
     time::Duration,
 };
 
@@ -27,6 +27,13 @@ pub enum TransferCmd {
         /// stay alive this many ms after the last connection (so tracers can see it)
         #[arg(long, default_value_t = 0)]
         linger_ms: u64,
+        /// setsockopt(TCP_WINDOW_CLAMP) on each connection once 256 KiB arrived (a ratio change
+        /// before that would overwrite it)
+        #[arg(long)]
+        window_clamp: Option<u32>,
+        /// read no faster than this many bits per second (an application that falls behind)
+        #[arg(long)]
+        read_bps: Option<u64>,
     },
     /// Connect and send bytes, then close
     Send {
@@ -42,6 +49,13 @@ pub enum TransferCmd {
         /// print the kernel's view of each connection (JSON) before closing it
         #[arg(long)]
         report: bool,
+        /// send for this many seconds instead of --bytes
+        #[arg(long)]
+        secs: Option<f64>,
+        /// congestion control of the sending socket (TCP_CONGESTION; a namespace may allow
+        /// fewer than the host: set it per socket)
+        #[arg(long)]
+        cc: Option<String>,
     },
 }
 
@@ -111,22 +125,81 @@ pub fn snd_wnd(fd: i32) -> Option<u32> {
     tcp_info(fd).ok()?.snd_wnd
 }
 
-fn set_rcvbuf(fd: i32, bytes: u32) -> Result<()> {
-    let v = bytes as i32;
-    // SAFETY: plain int option.
+/// A socket with TCP_CONGESTION set, then connected (blocking).
+fn connect_with_cc(addr: SocketAddr, cc: &str) -> std::io::Result<TcpStream> {
+    let domain = if addr.is_ipv6() {
+        libc::AF_INET6
+    } else {
+        libc::AF_INET
+    };
+    // SAFETY: plain socket(2); the fd is owned by the TcpStream at once.
+    let fd = unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket not owned elsewhere.
+    let s = unsafe { TcpStream::from_raw_fd(fd) };
+    // SAFETY: the option value is cc's bytes, of the length given.
     let rc = unsafe {
         libc::setsockopt(
             fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            &v as *const i32 as *const _,
-            4,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr() as *const _,
+            cc.len() as u32,
         )
     };
     if rc != 0 {
-        return Err(std::io::Error::last_os_error()).context("setsockopt(SO_RCVBUF)");
+        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("TCP_CONGESTION {cc}: {e}"),
+        ));
+    }
+    let (sa, len) = sockaddr(addr);
+    // SAFETY: connect with a sockaddr of the length given.
+    let rc = unsafe { libc::connect(fd, &sa as *const _ as *const libc::sockaddr, len) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(s)
+}
+
+fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data, valid all-zero.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
+            let sin = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in) };
+            sin.sin_family = libc::AF_INET as u16;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from_ne_bytes(a.ip().octets());
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in6.
+            let sin6 = unsafe { &mut *(&mut ss as *mut _ as *mut libc::sockaddr_in6) };
+            sin6.sin6_family = libc::AF_INET6 as u16;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (ss, len as libc::socklen_t)
+}
+
+fn set_int(fd: i32, level: i32, name: i32, v: i32) -> std::io::Result<()> {
+    // SAFETY: plain int option.
+    let rc = unsafe { libc::setsockopt(fd, level, name, &v as *const i32 as *const _, 4) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+fn set_rcvbuf(fd: i32, bytes: u32) -> Result<()> {
+    set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, bytes as i32).context("setsockopt(SO_RCVBUF)")
 }
 
 pub fn run(cmd: TransferCmd) -> Result<()> {
@@ -136,6 +209,8 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             conns,
             rcvbuf,
             linger_ms,
+            window_clamp,
+            read_bps,
         } => {
             let l = TcpListener::bind(listen).with_context(|| format!("bind {listen}"))?;
             if let Some(b) = rcvbuf {
@@ -147,12 +222,34 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             for _ in 0..conns {
                 let (mut s, _) = l.accept()?;
                 let mut total = 0u64;
+                let started = std::time::Instant::now();
+                let mut clamp = window_clamp;
+                // a slow reader reads small pieces, so the queue, not one read, is what waits
+                let chunk = if read_bps.is_some() {
+                    16 << 10
+                } else {
+                    buf.len()
+                };
                 loop {
-                    let n = s.read(&mut buf)?;
+                    let n = s.read(&mut buf[..chunk])?;
                     if n == 0 {
                         break;
                     }
                     total += n as u64;
+                    if let Some(c) = clamp.filter(|_| total >= 256 << 10) {
+                        set_int(
+                            s.as_raw_fd(),
+                            libc::IPPROTO_TCP,
+                            libc::TCP_WINDOW_CLAMP,
+                            c as i32,
+                        )
+                        .context("setsockopt(TCP_WINDOW_CLAMP)")?;
+                        clamp = None;
+                    }
+                    if let Some(bps) = read_bps {
+                        let due = Duration::from_secs_f64(total as f64 * 8.0 / bps as f64);
+                        std::thread::sleep(due.saturating_sub(started.elapsed()));
+                    }
                 }
                 let mut truth = ground_truth(&s)?;
                 truth.bytes = Some(total);
@@ -168,23 +265,49 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             conns,
             delay_ms,
             report,
+            secs,
+            cc,
         } => {
             let buf = vec![0x5au8; 256 << 10];
             std::thread::sleep(Duration::from_millis(delay_ms));
             for _ in 0..conns {
-                let mut s = connect_retry(connect)?;
+                let mut s = connect_retry(connect, cc.as_deref())?;
                 let mut left = bytes;
                 let started = std::time::Instant::now();
+                let until = secs.map(|t| started + Duration::from_secs_f64(t));
                 let mut snd_wnd_peak = 0u32;
-                while left > 0 {
-                    let n = left.min(buf.len() as u64) as usize;
+                let mut sent = 0u64;
+                // with --secs: the rate over the last two thirds, from the socket's own
+                // bytes_acked (slow start left out)
+                let mark_at = secs.map(|t| started + Duration::from_secs_f64(t / 3.0));
+                let mut mark: Option<(std::time::Instant, u64)> = None;
+                loop {
+                    if mark.is_none() && mark_at.is_some_and(|m| std::time::Instant::now() >= m) {
+                        let acked = tcp_info(s.as_raw_fd())?.bytes_acked.unwrap_or(0);
+                        mark = Some((std::time::Instant::now(), acked));
+                    }
+                    let n = match until {
+                        Some(u) if std::time::Instant::now() >= u => break,
+                        Some(_) => buf.len(),
+                        None if left == 0 => break,
+                        None => left.min(buf.len() as u64) as usize,
+                    };
                     s.write_all(&buf[..n])?;
-                    left -= n as u64;
+                    left = left.saturating_sub(n as u64);
+                    sent += n as u64;
                     if report {
                         snd_wnd_peak = snd_wnd_peak.max(snd_wnd(s.as_raw_fd()).unwrap_or(0));
                     }
                 }
                 let elapsed = started.elapsed().as_secs_f64();
+                let steady = match mark {
+                    Some((t, acked)) => {
+                        let now = tcp_info(s.as_raw_fd())?.bytes_acked.unwrap_or(0);
+                        let dt = t.elapsed().as_secs_f64().max(1e-9);
+                        Some((now.saturating_sub(acked) as f64 * 8.0 / dt) as u64)
+                    }
+                    None => None,
+                };
                 s.shutdown(std::net::Shutdown::Write)?;
                 // wait for the receiver's close so the whole exchange is over
                 let mut sink = [0u8; 64];
@@ -193,7 +316,8 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
                     // after the peer's FIN the socket is closed: TCP_INFO still answers
                     let mut truth = ground_truth(&s)?;
                     truth.snd_wnd_peak = Some(snd_wnd_peak);
-                    truth.throughput_bps = Some((bytes as f64 * 8.0 / elapsed.max(1e-9)) as u64);
+                    truth.throughput_bps = Some((sent as f64 * 8.0 / elapsed.max(1e-9)) as u64);
+                    truth.steady_bps = steady;
                     println!("{}", serde_json::to_string(&truth)?);
                     std::io::stdout().flush()?;
                 }
@@ -203,11 +327,20 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
     }
 }
 
-fn connect_retry(addr: SocketAddr) -> Result<TcpStream> {
+/// Connects (retrying while the receiver starts), with `cc` set on the socket before the
+/// handshake.
+fn connect_retry(addr: SocketAddr, cc: Option<&str>) -> Result<TcpStream> {
     let mut last = None;
     for _ in 0..50 {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+        let attempt = match cc {
+            None => TcpStream::connect_timeout(&addr, Duration::from_secs(2)),
+            Some(cc) => connect_with_cc(addr, cc),
+        };
+        match attempt {
             Ok(s) => return Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                return Err(e).with_context(|| format!("congestion control {cc:?}"))
+            }
             Err(e) => last = Some(e),
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -190,6 +190,19 @@ impl Drop for Proc {
     }
 }
 
+/// How the sender sends, and how the receiver receives.
+#[derive(Clone, Debug, Default)]
+pub struct SendOpts {
+    /// for this long instead of `bytes`
+    pub secs: Option<f64>,
+    /// congestion control set on the socket (TCP_CONGESTION)
+    pub cc: Option<String>,
+    /// the receiver clamps its window (TCP_WINDOW_CLAMP) once data flows
+    pub window_clamp: Option<u32>,
+    /// the receiver reads no faster than this (bit/s)
+    pub read_bps: Option<u64>,
+}
+
 /// One transfer through the pair: the receiver runs in `b`, the sender in `a`. Returns the
 /// receiver's ground-truth lines (one JSON object per connection).
 pub struct Transfer<'a> {
@@ -201,6 +214,7 @@ pub struct Transfer<'a> {
     pub ipv6: bool,
     pub rcvbuf: Option<u32>,
     pub timeout: Duration,
+    pub send: SendOpts,
 }
 
 impl Transfer<'_> {
@@ -216,6 +230,12 @@ impl Transfer<'_> {
             .stdout(Stdio::piped());
         if let Some(b) = self.rcvbuf {
             cmd.args(["--rcvbuf", &b.to_string()]);
+        }
+        if let Some(c) = self.send.window_clamp {
+            cmd.args(["--window-clamp", &c.to_string()]);
+        }
+        if let Some(r) = self.send.read_bps {
+            cmd.args(["--read-bps", &r.to_string()]);
         }
         let mut child = Proc(cmd.spawn().context("starting the receiver")?);
         let mut out = BufReader::new(child.stdout.take().expect("piped"));
@@ -235,21 +255,34 @@ impl Transfer<'_> {
     /// Runs the sender; with `report`, returns its own view of each connection (`snd_wnd_peak`,
     /// `throughput_bps`, getsockopt values).
     pub fn sender(&self, report: bool) -> Result<Vec<EndpointReport>> {
+        let child = self.spawn_sender(report)?;
+        self.finish_sender(child)
+    }
+
+    /// Starts the sender (for a caller that watches the transfer while it runs).
+    pub fn spawn_sender(&self, report: bool) -> Result<Proc> {
         let connect = if self.ipv6 {
             format!("[{}]:{}", self.pair.ip6_b, self.port)
         } else {
             format!("{}:{}", self.pair.ip_b, self.port)
         };
-        let mut child = Proc(
-            Pair::exec(&self.pair.a, &self.exe.to_string_lossy())
-                .args(["transfer", "send", "--connect", &connect])
-                .args(["--bytes", &self.bytes.to_string()])
-                .args(["--conns", &self.conns.to_string()])
-                .args(if report { &["--report"][..] } else { &[][..] })
-                .stdout(Stdio::piped())
-                .spawn()
-                .context("starting the sender")?,
-        );
+        let mut cmd = Pair::exec(&self.pair.a, &self.exe.to_string_lossy());
+        cmd.args(["transfer", "send", "--connect", &connect])
+            .args(["--bytes", &self.bytes.to_string()])
+            .args(["--conns", &self.conns.to_string()])
+            .args(if report { &["--report"][..] } else { &[][..] })
+            .stdout(Stdio::piped());
+        if let Some(s) = self.send.secs {
+            cmd.args(["--secs", &s.to_string()]);
+        }
+        if let Some(cc) = &self.send.cc {
+            cmd.args(["--cc", cc]);
+        }
+        Ok(Proc(cmd.spawn().context("starting the sender")?))
+    }
+
+    /// Waits for the sender (bounded) and returns its reports.
+    pub fn finish_sender(&self, mut child: Proc) -> Result<Vec<EndpointReport>> {
         let out = drain(child.stdout.take());
         wait_bounded(&mut child, self.timeout, "sender")?;
         let text = out.join().unwrap_or_default();
@@ -268,23 +301,39 @@ impl Transfer<'_> {
         &self,
         sender_report: bool,
     ) -> Result<(Vec<EndpointReport>, Vec<EndpointReport>)> {
+        self.run_watched(sender_report, || ())
+            .map(|(rx, tx, ())| (rx, tx))
+    }
+
+    /// Runs the whole transfer and, while the sender runs, `during` (which may watch it).
+    pub fn run_watched<T>(
+        &self,
+        sender_report: bool,
+        during: impl FnOnce() -> T,
+    ) -> Result<(Vec<EndpointReport>, Vec<EndpointReport>, T)> {
         let (mut rx, out) = self.start_receiver()?;
         // read while the sender runs: a receiver printing a line per connection must never
         // block on a full pipe
         let out = drain(Some(out));
-        let sent = self.sender(sender_report);
-        if let Err(e) = sent {
-            let _ = rx.kill();
-            let _ = rx.wait();
-            return Err(e);
-        }
+        let sent = self
+            .spawn_sender(sender_report)
+            .map(|child| (child, during()))
+            .and_then(|(child, watched)| Ok((self.finish_sender(child)?, watched)));
+        let (sent, watched) = match sent {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = rx.kill();
+                let _ = rx.wait();
+                return Err(e);
+            }
+        };
         wait_bounded(&mut rx, self.timeout, "receiver")?;
         let text = out.join().unwrap_or_default();
         let mut truths = Vec::new();
         for l in text.lines() {
             truths.push(serde_json::from_str(l).with_context(|| format!("receiver said: {l}"))?);
         }
-        Ok((truths, sent.expect("checked above")))
+        Ok((truths, sent, watched))
     }
 }
 

@@ -1,10 +1,15 @@
 //! tcpwin-lab: test hosts for tcpwin-trace, apart from the tracer's core. Used by the product's
 //! `lab` and `demo` commands, the end-to-end tests and the benchmark (`tcpwin-bench`).
 //!
-//! - `netns`: two network namespaces joined by veth, removed on drop;
+//! - `netns`: two network namespaces joined by veth, or by a path namespace (a WAN), removed on
+//!   drop;
+//! - `delay`: the path's delay line (AF_PACKET forwarder; this machine kind has no netem);
 //! - `endpoints`: the built-in receiver and sender, reporting the kernel's view of each
 //!   connection from the owning process (the ground truth);
+//! - `sysctl`: global sysctls set for an experiment and restored;
 //! - `harness`: the tracer and the endpoints as child processes, bounded waits, Ctrl-C.
+pub mod delay;
 pub mod endpoints;
 pub mod harness;
 pub mod netns;
+pub mod sysctl;

@@ -1,13 +1,49 @@
-//! Two network namespaces joined by a veth pair, removed on drop (also when a test panics).
-//! Used by the demo and the end-to-end tests.
-use std::process::{Command, Output};
+//! Two network namespaces joined by a veth pair, or by a path namespace that delays and limits
+//! what crosses it (a WAN: `Pair::create_wan`); removed on drop (also when a test panics).
+//! Used by the lab, the demo, the end-to-end tests and the bench.
+use std::{
+    process::{Command, Output},
+    time::Duration,
+};
 
 use anyhow::{bail, Context, Result};
+
+use crate::delay::{DelayLine, Totals};
+
+/// The path namespace of a WAN pair: its delay line and bottleneck.
+pub struct WanPath {
+    pub ns: String,
+    pub rtt: Duration,
+    pub rate_bps: Option<u64>,
+    line: Option<DelayLine>,
+}
+
+impl WanPath {
+    /// What the delay line forwarded and lost so far.
+    pub fn totals(&self) -> Totals {
+        self.line.as_ref().map(|l| l.totals()).unwrap_or_default()
+    }
+
+    pub fn reset(&self) {
+        if let Some(l) = &self.line {
+            l.reset()
+        }
+    }
+}
+
+/// The highest rate asked of the delay line: on this machine kind (2 vCPUs) it carried about
+/// 1.2 Gbit/s at 20 ms; beyond that the path itself, not the windows, would be measured.
+pub const WAN_MAX_RATE: u64 = 1_200_000_000;
+/// The delay line's timer works in microseconds, its precision is tens of them: below 2 ms of
+/// RTT the delay would be mostly error; above 2 s the queues would hold too much.
+pub const WAN_RTT_RANGE: (Duration, Duration) = (Duration::from_millis(2), Duration::from_secs(2));
 
 pub struct Pair {
     /// sender side namespace ("a") and receiver side ("b")
     pub a: String,
     pub b: String,
+    /// with `create_wan`: the path between them
+    pub path: Option<WanPath>,
     pub dev_a: &'static str,
     pub dev_b: &'static str,
     pub ip_a: &'static str,
@@ -50,6 +86,7 @@ impl Pair {
             ip_b: "10.248.0.2",
             ip6_a: "fd00:248::1",
             ip6_b: "fd00:248::2",
+            path: None,
         };
         for n in [&p.a, &p.b] {
             if exists(n) {
@@ -121,6 +158,22 @@ impl Pair {
         Ok(())
     }
 
+    /// Receiver GRO. Behind a delay line the receiver's veth also polls in a thread of its own
+    /// (threaded NAPI), so frames the line sends together are polled, and merged, together, as
+    /// a NIC's interrupt coalescing would hand them over; with softirq polling each frame would
+    /// be polled alone and GRO would merge nothing.
+    pub fn set_receiver_gro(&self, on: bool) -> Result<()> {
+        Self::offload(&self.b, self.dev_b, "gro", on)?;
+        if on && self.path.is_some() {
+            run(Self::exec(&self.b, "sh").args([
+                "-c",
+                &format!("echo 1 > /sys/class/net/{}/threaded", self.dev_b),
+            ]))
+            .context("threaded NAPI on the receiver's veth")?;
+        }
+        Ok(())
+    }
+
     /// Sender TSO/GSO and receiver GRO.
     pub fn set_offloads(&self, sender_tso: bool, receiver_gro: bool) -> Result<()> {
         Self::offload(&self.a, self.dev_a, "tso", sender_tso)?;
@@ -154,8 +207,150 @@ impl Pair {
     }
 }
 
+impl Pair {
+    /// Sender `<prefix>-a`, path `<prefix>-p`, receiver `<prefix>-b`: the path namespace forwards
+    /// frames between its two interfaces after `rtt / 2` in each direction; with `rate_bps`, a
+    /// tbf on the sender's egress is the bottleneck. The endpoints' transmit checksum offload and
+    /// TSO are off (a frame forwarded with a partial checksum would be dropped); the path's GRO,
+    /// TSO and GSO are off; the receiver's GRO is left on (the lab sets it).
+    pub fn create_wan(
+        prefix: &str,
+        mtu: u32,
+        rtt: Duration,
+        rate_bps: Option<u64>,
+    ) -> Result<Pair> {
+        if rtt < WAN_RTT_RANGE.0 || rtt > WAN_RTT_RANGE.1 {
+            bail!(
+                "rtt {rtt:?}: the delay line holds RTTs between {:?} and {:?} on this machine",
+                WAN_RTT_RANGE.0,
+                WAN_RTT_RANGE.1
+            );
+        }
+        if rate_bps.is_some_and(|r| r > WAN_MAX_RATE) {
+            bail!(
+                "rate {} bit/s: the delay line carries at most {WAN_MAX_RATE} bit/s on this machine kind (2 vCPUs); a faster path would measure the forwarder, not the window",
+                rate_bps.unwrap_or(0)
+            );
+        }
+        let p_ns = format!("{prefix}-p");
+        if exists(&p_ns) {
+            bail!("network namespace {p_ns} already exists: remove it (`ip netns del {p_ns}`) or choose another name");
+        }
+        let mut p = Pair {
+            a: format!("{prefix}-a"),
+            b: format!("{prefix}-b"),
+            dev_a: "veth-a",
+            dev_b: "veth-b",
+            ip_a: "10.248.0.1",
+            ip_b: "10.248.0.2",
+            ip6_a: "fd00:248::1",
+            ip6_b: "fd00:248::2",
+            path: Some(WanPath {
+                ns: p_ns.clone(),
+                rtt,
+                rate_bps,
+                line: None,
+            }),
+        };
+        for n in [&p.a, &p.b] {
+            if exists(n) {
+                bail!("network namespace {n} already exists: remove it (`ip netns del {n}`) or choose another name");
+            }
+        }
+        // From here on, Drop removes whatever was created.
+        for n in [&p.a, &p_ns, &p.b] {
+            ip(&["netns", "add", n]).context("creating a network namespace needs root")?;
+        }
+        ip(&[
+            "-n", &p.a, "link", "add", p.dev_a, "type", "veth", "peer", "name", "pa", "netns",
+            &p_ns,
+        ])?;
+        ip(&[
+            "-n", &p.b, "link", "add", p.dev_b, "type", "veth", "peer", "name", "pb", "netns",
+            &p_ns,
+        ])?;
+        for (ns, dev, v4, v6) in [
+            (&p.a, p.dev_a, p.ip_a, p.ip6_a),
+            (&p.b, p.dev_b, p.ip_b, p.ip6_b),
+        ] {
+            ip(&["-n", ns, "link", "set", dev, "mtu", &mtu.to_string()])?;
+            ip(&["-n", ns, "addr", "add", &format!("{v4}/24"), "dev", dev])?;
+            ip(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{v6}/64"),
+                "dev",
+                dev,
+                "nodad",
+            ])?;
+            for f in ["tx", "tso"] {
+                Self::offload(ns, dev, f, false)?;
+            }
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        Self::sysctl(&p_ns, "net.ipv6.conf.all.disable_ipv6", "1")?;
+        for dev in ["pa", "pb"] {
+            ip(&["-n", &p_ns, "link", "set", dev, "mtu", &mtu.to_string()])?;
+            for f in ["gro", "tso", "gso"] {
+                Self::offload(&p_ns, dev, f, false)?;
+            }
+            ip(&["-n", &p_ns, "link", "set", dev, "up"])?;
+        }
+        let one_way = rtt / 2;
+        let mut queue_limit = 4 << 20;
+        if let Some(r) = rate_bps {
+            // The bottleneck is the sender's own egress: a tbf whose queue TCP small queues keep
+            // short (the sender's TCP waits instead of losing packets). At the path's egress the
+            // TX ring would retry what the qdisc refuses (tpacket_snd re-queues a dropped frame),
+            // so drops there would stall the line instead of acting as losses.
+            let bdp = (r as f64 * rtt.as_secs_f64() / 8.0) as u64;
+            let burst = (r / 8 / 250).max(128 << 10);
+            run(Self::exec(&p.a, "tc").args([
+                "qdisc",
+                "add",
+                "dev",
+                p.dev_a,
+                "root",
+                "tbf",
+                "rate",
+                &format!("{r}bit"),
+                "burst",
+                &burst.to_string(),
+                "limit",
+                &bdp.max(256 << 10).to_string(),
+            ]))
+            .context("tc qdisc add tbf (iproute2)")?;
+        }
+        // what can be in flight one way at the fastest rate, twice over
+        let in_flight = (WAN_MAX_RATE as f64 * one_way.as_secs_f64() / 8.0) as usize;
+        queue_limit = queue_limit.max(2 * in_flight);
+        let line = DelayLine::start(
+            &std::path::Path::new("/run/netns").join(&p_ns),
+            "pa",
+            "pb",
+            one_way,
+            queue_limit,
+            mtu,
+        )?;
+        if let Some(w) = p.path.as_mut() {
+            w.line = Some(line);
+        }
+        Ok(p)
+    }
+}
+
 impl Drop for Pair {
     fn drop(&mut self) {
+        // the delay line's threads first: they hold sockets in the path namespace
+        if let Some(mut w) = self.path.take() {
+            drop(w.line.take());
+            if exists(&w.ns) {
+                let _ = Command::new("ip").args(["netns", "del", &w.ns]).output();
+            }
+        }
         for n in [&self.a, &self.b] {
             if exists(n) {
                 let _ = Command::new("ip").args(["netns", "del", n]).output();

@@ -258,6 +258,50 @@ pub struct EndpointReport {
     /// sender: bytes * 8 / time spent writing and waiting for the peer's close
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput_bps: Option<u64>,
+    /// sender with a time limit: bytes acknowledged over the last two thirds of it (its own
+    /// TCP_INFO), slow start left out
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_bps: Option<u64>,
+}
+
+/// One row of `tcpwin-trace lab --scenario`: a transfer over the WAN path, what the tool
+/// predicted and judged, and what the sender measured itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WanRow {
+    pub scenario: String,
+    /// the receiver's setting of this row, in words
+    pub condition: String,
+    /// the RTT asked of the path, and the one TCP saw (the sender's `tcpi_min_rtt`)
+    pub rtt_ms: f64,
+    pub min_rtt_ms: Option<f64>,
+    /// the path's bottleneck (tbf)
+    pub rate_limit_bps: Option<u64>,
+    pub mtu: u32,
+    /// receiver GRO
+    pub gro: bool,
+    /// the sender's congestion control
+    pub cc: String,
+    /// the receiving end's verdict: the largest window, window / RTT, and min(ceiling, rate)
+    pub window: Option<u64>,
+    pub ceiling_bps: Option<u64>,
+    pub predicted_bps: Option<u64>,
+    /// the sender's own steady rate (bytes acknowledged over the last two thirds)
+    pub throughput_bps: Option<u64>,
+    /// the sender's rwnd-limited share of busy time (its TCP_INFO)
+    pub rwnd_limited_share: Option<f64>,
+    pub verdict: Option<crate::verdict::Limit>,
+    pub sender_verdict: Option<crate::verdict::Limit>,
+    /// the limit this scenario is built to show
+    pub expected: crate::verdict::Limit,
+    pub setting: Option<String>,
+    pub suggested: Option<String>,
+    pub scaling_ratio: Option<u8>,
+    pub window_clamp: Option<u32>,
+    pub sk_rcvbuf: Option<u32>,
+    /// the delay line: frames that left more than 1 ms late, the latest, frames it lost
+    pub path_late: u64,
+    pub path_max_late_us: u64,
+    pub path_drops: u64,
 }
 
 /// One socket of `tcpwin-trace ss --json`: its facts (null where the source cannot read them),

@@ -104,6 +104,15 @@ pub struct LabArgs {
     /// Bytes per transfer
     #[arg(long, default_value_t = 16 << 20)]
     pub bytes: u64,
+    /// A long path instead of veth: sender, path and receiver namespaces, the path delaying
+    /// every frame rtt/2 each way and limiting the rate (tbf); measured with ample windows
+    #[arg(long, value_name = "rtt=18ms[,rate=250mbit]", value_parser = crate::cmd::lab::wan::parse_path, conflicts_with_all = ["full", "scenario"])]
+    pub path: Option<crate::cmd::lab::wan::PathSpec>,
+    /// Reproduce a slow transfer over the long path and set the verdict beside what the sender
+    /// measured: wscale-off, window-sweep, rmem-max, autotune-max, gro, not-window-limited,
+    /// window-clamp, app-not-reading, all (with --quick: the rows CI runs)
+    #[arg(long, value_name = "NAME|all", conflicts_with = "full")]
+    pub scenario: Option<String>,
 }
 
 fn parse_duration(s: &str) -> std::result::Result<f64, String> {

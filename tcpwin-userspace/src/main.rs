@@ -27,11 +27,7 @@ fn main() {
                 std::process::exit(2);
             }
         },
-        Some(Cmd::Lab(a)) => cmd::lab::run(cmd::lab::LabOpts {
-            full: a.full,
-            json: a.json,
-            bytes: a.bytes,
-        }),
+        Some(Cmd::Lab(a)) => cmd::lab::run(a),
         None => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

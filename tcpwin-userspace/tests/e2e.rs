@@ -118,6 +118,7 @@ fn transfer<'a>(pair: &'a Pair, port: u16, conns: u32, ipv6: bool) -> Transfer<'
         ipv6,
         rcvbuf: None,
         timeout: Duration::from_secs(60),
+        send: Default::default(),
     }
 }
 

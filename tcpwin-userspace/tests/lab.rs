@@ -211,3 +211,168 @@ fn interrupted_lab_leaves_nothing_behind() {
         leftover_processes(exe())
     );
 }
+
+/// Namespaces of a WAN lab run with this PID.
+fn wan_namespaces(pid: u32) -> Vec<String> {
+    let prefix = format!("tcpwin-wan-{pid}-");
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn rmem_max() -> String {
+    std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Waits (bounded) for a child; kills it on timeout.
+fn wait(child: &mut std::process::Child, secs: u64, what: &str) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The WAN path's rows CI runs: each condition's verdict is the one it is built to show, the
+/// throughput the sender measured itself is within 15 % of min(window / RTT, bottleneck, the
+/// application's reading rate), the RTT TCP saw within 10 % of the one asked, and the sender's
+/// own TCP_INFO agrees: rwnd-limited most of the time (cubic) where the window binds, almost
+/// never elsewhere. Nothing is left behind, the global rmem_max is restored.
+#[test]
+fn wan_scenarios_show_their_verdicts() {
+    use tcpwin_model::{schema::WanRow, verdict::Limit};
+    require_root();
+    let before = rmem_max();
+    let mut child = Command::new(exe())
+        .args(["lab", "--scenario", "all", "--quick", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the lab");
+    let pid = child.id();
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let status = wait(&mut child, 300, "the WAN lab");
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "lab failed: {err}");
+    let rows: Vec<WanRow> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(rows.len(), 8, "{out}");
+    for r in &rows {
+        let ctx = format!("{} {}: {r:?}", r.scenario, r.condition);
+        assert_eq!(r.verdict, Some(r.expected), "verdict {ctx}");
+        let (tp, pred) = (
+            r.throughput_bps.unwrap() as f64,
+            r.predicted_bps.unwrap() as f64,
+        );
+        assert!(
+            (tp - pred).abs() <= 0.15 * pred,
+            "throughput {tp} vs {pred}: {ctx}"
+        );
+        let rtt = r.min_rtt_ms.unwrap();
+        assert!((rtt - r.rtt_ms).abs() <= 0.1 * r.rtt_ms, "rtt {ctx}");
+        let rwnd = r.rwnd_limited_share.unwrap();
+        if r.expected == Limit::NotWindowLimited {
+            assert!(rwnd < 0.1, "rwnd-limited {rwnd}: {ctx}");
+            assert_eq!(r.sender_verdict, Some(Limit::NotWindowLimited), "{ctx}");
+        } else {
+            assert!(rwnd > 0.5, "rwnd-limited {rwnd}: {ctx}");
+            assert_eq!(r.sender_verdict, Some(Limit::PeerWindow), "{ctx}");
+        }
+        assert_eq!(r.path_drops, 0, "the delay line lost frames: {ctx}");
+    }
+    // GRO: the same pinned buffer, a higher ratio, a proportionally higher rate
+    let gro: Vec<&WanRow> = rows.iter().filter(|r| r.scenario == "gro").collect();
+    let (off, on) = (gro[0], gro[1]);
+    assert!(!off.gro && on.gro);
+    let ratio = on.scaling_ratio.unwrap() as f64 / off.scaling_ratio.unwrap() as f64;
+    let rate = on.throughput_bps.unwrap() as f64 / off.throughput_bps.unwrap() as f64;
+    assert!(ratio > 1.1, "GRO raises the ratio: {off:?} {on:?}");
+    assert!(
+        (rate / ratio - 1.0).abs() < 0.15,
+        "rate x{rate:.2} vs ratio x{ratio:.2}"
+    );
+    // 003: the verdict names rmem_max and the value that fits
+    let capped = rows.iter().find(|r| r.scenario == "rmem-max").unwrap();
+    assert!(
+        capped
+            .setting
+            .as_deref()
+            .unwrap()
+            .contains("rmem_max=425984"),
+        "{capped:?}"
+    );
+    assert!(capped
+        .suggested
+        .as_deref()
+        .unwrap()
+        .contains("rmem_max and the SO_RCVBUF request >="));
+    // autotuning's cap is not blamed on rmem_max
+    let auto = rows.iter().find(|r| r.scenario == "autotune-max").unwrap();
+    assert!(
+        auto.setting
+            .as_deref()
+            .unwrap()
+            .contains("does not cap autotuning"),
+        "{auto:?}"
+    );
+    assert_eq!(rmem_max(), before, "the global rmem_max is restored");
+    assert!(wan_namespaces(pid).is_empty(), "{:?}", wan_namespaces(pid));
+    assert!(
+        leftover_processes(exe()).is_empty(),
+        "{:?}",
+        leftover_processes(exe())
+    );
+}
+
+/// SIGINT while a row has changed the global rmem_max: the lab stops, restores it, and removes
+/// its namespaces and processes.
+#[test]
+fn interrupted_wan_lab_restores_rmem_max() {
+    require_root();
+    let before = rmem_max();
+    let mut child = Command::new(exe())
+        .args(["lab", "--scenario", "rmem-max"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let start = Instant::now();
+    while rmem_max() == before && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_ne!(rmem_max(), before, "the row did not set rmem_max");
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let status = wait(&mut child, 90, "the interrupted WAN lab");
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "an interrupted lab reports failure");
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(rmem_max(), before, "rmem_max restored after SIGINT");
+    assert!(wan_namespaces(pid).is_empty(), "{:?}", wan_namespaces(pid));
+    assert!(
+        leftover_processes(exe()).is_empty(),
+        "{:?}",
+        leftover_processes(exe())
+    );
+}

@@ -232,6 +232,7 @@ fn one_run(
         ipv6: false,
         rcvbuf: None,
         timeout: Duration::from_secs(300),
+        send: Default::default(),
     };
     let done = t.run_both(matches!(work, Work::Bulk(_)));
     pin_this_thread(None);

@@ -49,6 +49,7 @@ pub fn run() -> Result<()> {
             ipv6: false,
             rcvbuf: None,
             timeout: Duration::from_secs(60),
+            send: Default::default(),
         }
         .run()?;
         for t in truths {

@@ -2,5 +2,6 @@
 pub mod check;
 pub mod demo;
 pub mod lab;
+pub mod snapshot;
 pub mod ss;
 pub mod trace;

@@ -9,9 +9,8 @@ use std::{
 };
 
 use anyhow::Result;
-use tcpwin_common::tcp_state;
 use tcpwin_model::{
-    facts::{state_name, HostLimits, SockFacts},
+    facts::{state_name, SockFacts},
     schema::SsLine,
     units::parse_rate,
     verdict::{verdict, Input},
@@ -19,9 +18,10 @@ use tcpwin_model::{
 
 use tcpwin_lab::harness::{install_stop_handler, wait_or_stop};
 
+use super::snapshot;
 use crate::{
     cli::SocketFilter,
-    host::{kconfig, monotonic_ns, netns, owner, sysctl},
+    host::{kconfig, netns},
     kernel::{btf::VMLINUX, iter::SocketIter},
     view,
 };
@@ -56,59 +56,6 @@ pub struct SsArgs {
     pub obj: Option<PathBuf>,
 }
 
-/// One socket read, with the limits of its namespace.
-struct Seen {
-    line_ns: String,
-    facts: SockFacts,
-    host: HostLimits,
-}
-
-/// Reads every namespace asked once: the sockets that pass the filters.
-fn snapshot(
-    it: &mut SocketIter,
-    targets: &[netns::Netns],
-    args: &SsArgs,
-    hz: Option<u32>,
-) -> Result<Vec<Seen>> {
-    let mut out = Vec::new();
-    let owners = owner::socket_owners();
-    let wanted_inodes = match args.filter.pid {
-        Some(pid) => Some(owner::scan(pid)?.inodes),
-        None => None,
-    };
-    for ns in targets {
-        let (records, host) = {
-            let _inside = netns::enter(ns)?;
-            (it.read()?, sysctl::host_limits())
-        };
-        let ts = monotonic_ns();
-        for r in &records {
-            if !tcp_state::carries_data(r.state) {
-                continue;
-            }
-            if !args.filter.port_matches(r.lport, r.rport) {
-                continue;
-            }
-            if let Some(w) = &wanted_inodes {
-                if !w.contains(&r.inode) {
-                    continue;
-                }
-            }
-            let mut facts = SockFacts::from_record(r, &it.offsets, hz, ts);
-            if let Some((pid, comm)) = facts.inode.and_then(|i| owners.get(&i)) {
-                facts.pid = Some(*pid);
-                facts.comm = Some(comm.clone());
-            }
-            out.push(Seen {
-                line_ns: ns.name.clone(),
-                facts,
-                host: host.clone(),
-            });
-        }
-    }
-    Ok(out)
-}
-
 pub fn run(args: SsArgs) -> Result<()> {
     args.filter.validate()?;
     let targets = netns::resolve(args.netns.as_deref())?;
@@ -126,7 +73,7 @@ pub fn run(args: SsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     loop {
         let t0 = Instant::now();
-        let seen = snapshot(&mut it, &targets, &args, hz)?;
+        let seen = snapshot::read(&mut it, &targets, &args.filter, hz)?;
         let mut lines = Vec::with_capacity(seen.len());
         let mut next = HashMap::with_capacity(seen.len());
         for s in seen {

@@ -17,6 +17,7 @@ use tcpwin_model::{
 use crate::kernel::object::check_privileges;
 
 pub mod table;
+pub mod wan;
 
 use table::{LabResult, Row};
 use tcpwin_model::schema::{AdvWinScaleRow, HandshakeRow};
@@ -116,6 +117,7 @@ fn transfer(pair: &Pair, exe: &std::path::Path, bytes: u64, rcvbuf: Option<u32>)
         ipv6: false,
         rcvbuf,
         timeout: Duration::from_secs(90),
+        send: Default::default(),
     };
     let (rx, tx) = t.run_both(true)?;
     Ok(Done {
@@ -136,10 +138,30 @@ pub struct LabOpts {
     pub bytes: u64,
 }
 
-pub fn run(opts: LabOpts) -> Result<()> {
+pub fn run(args: crate::cli::LabArgs) -> Result<()> {
     check_privileges()?;
     install_stop_handler();
     let exe = std::env::current_exe().context("locating tcpwin-trace")?;
+    if args.path.is_some() || args.scenario.is_some() {
+        let rows = match (&args.path, &args.scenario) {
+            (Some(p), _) => vec![wan::path(&exe, *p)?],
+            (None, Some(s)) => wan::scenarios(&exe, s, args.quick)?,
+            (None, None) => unreachable!("checked above"),
+        };
+        if args.json {
+            for r in &rows {
+                println!("{}", serde_json::to_string(r)?);
+            }
+        } else {
+            table::print_wan(&rows);
+        }
+        return Ok(());
+    }
+    let opts = LabOpts {
+        full: args.full,
+        json: args.json,
+        bytes: args.bytes,
+    };
     let pair = Pair::create(&format!("tcpwin-lab-{}", std::process::id()), 1500)
         .context("the lab creates two network namespaces joined by veth")?;
     let result = run_in(&pair, &exe, &opts);

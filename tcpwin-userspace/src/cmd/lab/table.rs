@@ -1,5 +1,8 @@
 //! Lab results as text tables or JSON lines.
-use tcpwin_model::schema::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow};
+use tcpwin_model::{
+    schema::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow},
+    verdict::fmt_rate,
+};
 
 use super::{on, Condition};
 
@@ -154,5 +157,65 @@ impl LabResult {
         } else {
             println!("-> the window follows tcp_adv_win_scale on this kernel");
         }
+    }
+}
+
+fn rate(v: Option<u64>) -> String {
+    v.map(fmt_rate).unwrap_or_else(|| "-".into())
+}
+
+/// The WAN rows: the condition, what the tool predicted and judged, what the sender measured.
+pub fn print_wan(rows: &[WanRow]) {
+    println!(
+        "{:<18} {:<36} {:>6} {:>7} {:>5} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<18} {:>5} {:>9} {:>9}",
+        "scenario", "receiver", "rtt", "min_rtt", "mtu", "gro", "window", "ceiling", "bottleneck",
+        "measured", "rwnd%", "verdict (receiver)", "sender", "ratio", "clamp", "rcvbuf"
+    );
+    for r in rows {
+        let v = |l: Option<tcpwin_model::verdict::Limit>| {
+            l.map(|l| l.id().to_string()).unwrap_or_else(|| "-".into())
+        };
+        let mark = if r.verdict == Some(r.expected) {
+            ""
+        } else {
+            " (!)"
+        };
+        println!(
+            "{:<18} {:<36} {:>4}ms {:>5.1}ms {:>5} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<18} {:>5} {:>9} {:>9}",
+            r.scenario,
+            r.condition,
+            r.rtt_ms,
+            r.min_rtt_ms.unwrap_or(f64::NAN),
+            r.mtu,
+            on(r.gro),
+            opt(r.window),
+            rate(r.ceiling_bps),
+            rate(r.rate_limit_bps),
+            rate(r.throughput_bps),
+            r.rwnd_limited_share
+                .map(|s| format!("{:.0}", s * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            format!("{}{mark}", v(r.verdict)),
+            v(r.sender_verdict),
+            opt(r.scaling_ratio.map(u64::from)),
+            opt(r.window_clamp.map(u64::from)),
+            opt(r.sk_rcvbuf.map(u64::from)),
+        );
+    }
+    println!("(congestion control {} on the sender socket; measured = the sender's own rate over the last 4 of 6 s; (!) marks a verdict other than the scenario's)", rows.first().map(|r| r.cc.as_str()).unwrap_or("-"));
+    for r in rows.iter().filter(|r| r.path_drops > 0 || r.path_late > 0) {
+        println!(
+            "path {} {}: {} frames left more than 1 ms late (latest {} us), {} lost by the delay line",
+            r.scenario, r.condition, r.path_late, r.path_max_late_us, r.path_drops
+        );
+    }
+    for r in rows.iter().filter(|r| r.suggested.is_some()) {
+        println!(
+            "{} {}: {} -> {}",
+            r.scenario,
+            r.condition,
+            r.setting.as_deref().unwrap_or("-"),
+            r.suggested.as_deref().unwrap_or("-")
+        );
     }
 }

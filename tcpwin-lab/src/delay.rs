@@ -1,0 +1,542 @@
+//! The delay line: a forwarder between the two interfaces of the path namespace that holds every
+//! frame for a fixed time in each direction (this machine kind has no netem). Two threads, one
+//! per direction, each inside the path namespace: an AF_PACKET socket receives the frames
+//! arriving on one interface (outgoing ones ignored), queues them with their due time, and a
+//! second socket sends them unchanged out of the other interface when due, through a TX ring
+//! (TPACKET_V2; the bottleneck is not on this interface: the ring retries what a qdisc refuses).
+//! The ring matters for what the receiver measures: a frame sent from the ring
+//! reaches it with its payload in page fragments and a truesize of about header + payload, as a
+//! NIC driver's frames do, so receiver GRO merges them and the scaling ratio follows (162 without
+//! GRO, 229 with it at MTU 1500); a frame sent with sendto() would arrive as one kmalloc'ed
+//! buffer that GRO can only chain, and the ratio would not move. Frames pass through
+//! Everything it could not carry is counted: frames the receive socket dropped (the kernel's
+//! PACKET_STATISTICS), frames over the queue limit, sends the kernel refused (retried), and how
+//! late frames left.
+use std::{
+    collections::VecDeque,
+    ffi::CString,
+    fs::File,
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    path::Path,
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc,
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+
+/// `PACKET_IGNORE_OUTGOING` (Linux 4.20): the receive socket does not see what is sent.
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+/// linux/if_packet.h
+const PACKET_VERSION: libc::c_int = 10;
+const PACKET_TX_RING: libc::c_int = 13;
+const TPACKET_V2: libc::c_int = 1;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+/// Where a TX frame's data starts in its slot: TPACKET2_HDRLEN - sizeof(sockaddr_ll).
+const TX_DATA_OFFSET: usize = 32;
+/// Bytes of ring per direction: a slot stays taken until the receiver frees the frame (after its
+/// application read it), so the ring holds a receive buffer's worth and the bottleneck's queue.
+const RING_BYTES: usize = 32 << 20;
+
+/// `struct tpacket2_hdr`
+#[repr(C)]
+struct Tpacket2Hdr {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_sec: u32,
+    tp_nsec: u32,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+    tp_padding: [u8; 4],
+}
+
+/// `struct tpacket_req`
+#[repr(C)]
+struct TpacketReq {
+    tp_block_size: u32,
+    tp_block_nr: u32,
+    tp_frame_size: u32,
+    tp_frame_nr: u32,
+}
+
+/// The send side: a TPACKET_V2 TX ring bound to the outgoing interface.
+struct TxRing {
+    fd: OwnedFd,
+    map: *mut u8,
+    len: usize,
+    frame_size: usize,
+    frames: usize,
+    next: usize,
+}
+
+// SAFETY: the mapping is owned by this struct and used by one thread at a time.
+unsafe impl Send for TxRing {}
+
+impl TxRing {
+    fn new(ifindex: u32, frame_size: usize) -> Result<TxRing> {
+        let fd = packet_socket(0)?;
+        setopt(&fd, libc::SOL_PACKET, PACKET_VERSION, TPACKET_V2).context("TPACKET_V2")?;
+        let block = (64 << 10).max(frame_size);
+        let req = TpacketReq {
+            tp_block_size: block as u32,
+            tp_block_nr: (RING_BYTES / block) as u32,
+            tp_frame_size: frame_size as u32,
+            tp_frame_nr: (RING_BYTES / frame_size) as u32,
+        };
+        // SAFETY: a tpacket_req of the size given.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_TX_RING,
+                &req as *const TpacketReq as *const _,
+                std::mem::size_of::<TpacketReq>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error()).context("PACKET_TX_RING");
+        }
+        // SAFETY: mapping the ring the kernel just allocated for this socket, whole.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                RING_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context("mmap of the TX ring");
+        }
+        let ring = TxRing {
+            fd,
+            map: map as *mut u8,
+            len: RING_BYTES,
+            frame_size,
+            frames: RING_BYTES / frame_size,
+            next: 0,
+        };
+        let sll = sockaddr(ifindex, 0);
+        // SAFETY: binding to a valid sockaddr_ll of the right size.
+        let rc = unsafe {
+            libc::bind(
+                ring.fd.as_raw_fd(),
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error()).context("binding the TX ring");
+        }
+        Ok(ring)
+    }
+
+    fn slot(&self, i: usize) -> *mut Tpacket2Hdr {
+        // SAFETY: i < frames, so the slot lies inside the mapping.
+        unsafe { self.map.add(i * self.frame_size) as *mut Tpacket2Hdr }
+    }
+
+    /// Puts a frame in the next slot; false when that slot is still taken (the ring is full).
+    fn put(&mut self, frame: &[u8]) -> bool {
+        let h = self.slot(self.next);
+        // SAFETY: h points at a slot header in the mapping; the kernel writes tp_status, so it
+        // is read and written volatile, and the data is written before the status hands it over.
+        unsafe {
+            if std::ptr::read_volatile(&(*h).tp_status) != TP_STATUS_AVAILABLE {
+                return false;
+            }
+            let data = (h as *mut u8).add(TX_DATA_OFFSET);
+            let n = frame.len().min(self.frame_size - TX_DATA_OFFSET);
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), data, n);
+            (*h).tp_len = n as u32;
+            std::sync::atomic::fence(Ordering::Release);
+            std::ptr::write_volatile(&mut (*h).tp_status, TP_STATUS_SEND_REQUEST);
+        }
+        self.next = (self.next + 1) % self.frames;
+        true
+    }
+
+    /// Sends the frames put so far; false when the kernel refused one.
+    fn flush(&self) -> bool {
+        // SAFETY: send(2) with no data: the kernel takes the ring's pending frames.
+        let rc = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        rc >= 0
+    }
+}
+
+impl Drop for TxRing {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping this struct made, once.
+        unsafe { libc::munmap(self.map as *mut _, self.len) };
+    }
+}
+/// Largest frame taken (jumbo MTU 9000 + headers, with room); GRO/GSO are off on the path.
+const FRAME_MAX: usize = 16 << 10;
+
+/// What one direction did.
+#[derive(Debug, Default)]
+pub struct DirStats {
+    pub forwarded: AtomicU64,
+    /// over the queue limit
+    pub queue_drops: AtomicU64,
+    /// sends the kernel refused (the receiver's veth queue full); the ring keeps such a frame
+    /// and the next send retries it, so it is late, not lost
+    pub send_retries: AtomicU64,
+    /// frames that left more than 1 ms after their due time
+    pub late: AtomicU64,
+    pub max_late_us: AtomicU64,
+    /// the receive socket's own drops (PACKET_STATISTICS), read at the end
+    pub socket_drops: AtomicU64,
+}
+
+/// Totals of both directions, for a report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub forwarded: u64,
+    pub queue_drops: u64,
+    pub send_retries: u64,
+    pub socket_drops: u64,
+    pub late: u64,
+    pub max_late_us: u64,
+}
+
+impl Totals {
+    /// Frames the delay line itself lost or could not hand over.
+    pub fn own_drops(&self) -> u64 {
+        self.queue_drops + self.socket_drops
+    }
+}
+
+pub struct DelayLine {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<Result<()>>>,
+    stats: [Arc<DirStats>; 2],
+}
+
+fn ifindex(name: &str) -> Result<u32> {
+    let c = CString::new(name)?;
+    // SAFETY: a valid C string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        bail!("no interface {name} in the path namespace");
+    }
+    Ok(i)
+}
+
+fn packet_socket(proto: u16) -> Result<OwnedFd> {
+    // SAFETY: plain socket(2); the fd is owned at once.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            proto.to_be() as i32,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("AF_PACKET socket (needs root)");
+    }
+    // SAFETY: fd was just returned by socket(2) and is not owned elsewhere.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn sockaddr(ifindex: u32, proto: u16) -> libc::sockaddr_ll {
+    // SAFETY: sockaddr_ll is plain data, valid all-zero.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto.to_be();
+    sll.sll_ifindex = ifindex as i32;
+    sll
+}
+
+fn setopt(fd: &OwnedFd, level: i32, name: i32, v: i32) -> std::io::Result<()> {
+    // SAFETY: an int option on an open socket.
+    let rc =
+        unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, &v as *const i32 as *const _, 4) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The receive socket on `from` and the TX ring on `to`, for frames of an `mtu`.
+fn open(from: &str, to: &str, mtu: u32) -> Result<(OwnedFd, TxRing)> {
+    let all = libc::ETH_P_ALL as u16;
+    let rx = packet_socket(all)?;
+    let sll = sockaddr(ifindex(from)?, all);
+    // SAFETY: binding to a valid sockaddr_ll of the right size.
+    let rc = unsafe {
+        libc::bind(
+            rx.as_raw_fd(),
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("bind to {from}"));
+    }
+    setopt(&rx, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        .context("PACKET_IGNORE_OUTGOING (Linux 4.20+)")?;
+    // room for bursts while the thread sends; SO_RCVBUFFORCE passes rmem_max
+    let _ = setopt(&rx, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20);
+    let frame_size = (mtu as usize + 14 + 4 + TX_DATA_OFFSET)
+        .next_power_of_two()
+        .max(2048);
+    Ok((rx, TxRing::new(ifindex(to)?, frame_size)?))
+}
+
+fn socket_drops(rx: &OwnedFd) -> u64 {
+    #[repr(C)]
+    #[derive(Default)]
+    struct TpacketStats {
+        packets: u32,
+        drops: u32,
+    }
+    let mut st = TpacketStats::default();
+    let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+    // SAFETY: PACKET_STATISTICS writes a tpacket_stats of at most len bytes.
+    let rc = unsafe {
+        libc::getsockopt(
+            rx.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            &mut st as *mut TpacketStats as *mut _,
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        st.drops as u64
+    } else {
+        0
+    }
+}
+
+/// One direction: receive on `from`, hold `delay`, send on `to`.
+fn forward(
+    rx: OwnedFd,
+    mut tx: TxRing,
+    delay: Duration,
+    queue_limit: usize,
+    stop: Arc<AtomicBool>,
+    st: Arc<DirStats>,
+) -> Result<()> {
+    let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    let mut free: Vec<Vec<u8>> = Vec::new();
+    let mut queued = 0usize;
+    let mut stats_read = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        let mut put = 0;
+        while let Some((due, frame)) = queue.front() {
+            if *due > now {
+                break;
+            }
+            if !tx.put(frame) {
+                // every slot waits for the receiver to free its frame: send what is put, retry
+                break;
+            }
+            put += 1;
+            let late = now.saturating_duration_since(*due).as_micros() as u64;
+            if late > 1000 {
+                st.late.fetch_add(1, Ordering::Relaxed);
+            }
+            st.max_late_us.fetch_max(late, Ordering::Relaxed);
+            let (_, frame) = queue.pop_front().expect("front exists");
+            queued -= frame.len();
+            free.push(frame);
+        }
+        if put > 0 {
+            // a refused send is counted; the kernel keeps the frame and retries it next time
+            let mut refused = 0;
+            while !tx.flush() && refused < put {
+                refused += 1;
+            }
+            st.send_retries.fetch_add(refused as u64, Ordering::Relaxed);
+            st.forwarded.fetch_add(put as u64, Ordering::Relaxed);
+        }
+        if queue.front().is_some_and(|(due, _)| *due <= Instant::now()) && put == 0 {
+            // the ring is full: give the receiver a moment
+            std::thread::sleep(Duration::from_micros(100));
+            continue;
+        }
+        let wait = match queue.front() {
+            Some((due, _)) => due.saturating_duration_since(Instant::now()),
+            None => Duration::from_millis(50),
+        }
+        .min(Duration::from_millis(50));
+        let ts = libc::timespec {
+            tv_sec: wait.as_secs() as libc::time_t,
+            tv_nsec: wait.subsec_nanos() as libc::c_long,
+        };
+        let mut pfd = libc::pollfd {
+            fd: rx.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd and timespec.
+        let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+        if n <= 0 {
+            continue;
+        }
+        // take everything that arrived, stamped with one due time
+        let due = Instant::now() + delay;
+        loop {
+            let mut buf = free.pop().unwrap_or_else(|| vec![0u8; FRAME_MAX]);
+            buf.resize(FRAME_MAX, 0);
+            // SAFETY: buf is writable for its length.
+            let len = unsafe {
+                libc::recv(
+                    rx.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut _,
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if len <= 0 {
+                free.push(buf);
+                break;
+            }
+            buf.truncate(len as usize);
+            if queued + buf.len() > queue_limit {
+                st.queue_drops.fetch_add(1, Ordering::Relaxed);
+                free.push(buf);
+                continue;
+            }
+            queued += buf.len();
+            queue.push_back((due, buf));
+        }
+        // reading the kernel's statistics resets them: add them up, ten times a second
+        if stats_read.elapsed() > Duration::from_millis(100) {
+            st.socket_drops
+                .fetch_add(socket_drops(&rx), Ordering::Relaxed);
+            stats_read = Instant::now();
+        }
+    }
+    st.socket_drops
+        .fetch_add(socket_drops(&rx), Ordering::Relaxed);
+    Ok(())
+}
+
+impl DelayLine {
+    /// Starts both directions inside the namespace at `netns` (a /run/netns path), between
+    /// interfaces `a` and `b`, each holding frames `one_way`. `queue_limit`: bytes held per
+    /// direction at most (frames beyond are dropped and counted).
+    pub fn start(
+        netns: &Path,
+        a: &str,
+        b: &str,
+        one_way: Duration,
+        queue_limit: usize,
+        mtu: u32,
+    ) -> Result<DelayLine> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = [Arc::new(DirStats::default()), Arc::new(DirStats::default())];
+        let mut threads = Vec::new();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        for (i, (from, to)) in [(a, b), (b, a)].into_iter().enumerate() {
+            let ns = File::open(netns)
+                .with_context(|| format!("the path namespace {}", netns.display()))?;
+            let (from, to) = (from.to_string(), to.to_string());
+            let (stop, st, ready) = (stop.clone(), stats[i].clone(), ready_tx.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("delay-{from}"))
+                    .spawn(move || -> Result<()> {
+                        // SAFETY: setns on an open namespace fd, for this thread only.
+                        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                            let e = std::io::Error::last_os_error();
+                            let _ = ready.send(Err(format!("entering the path namespace: {e}")));
+                            return Ok(());
+                        }
+                        let (rx, tx) = match open(&from, &to, mtu) {
+                            Ok(v) => v,
+                            Err(e) => {
+                                let _ = ready.send(Err(format!("{e:#}")));
+                                return Ok(());
+                            }
+                        };
+                        // a frame must leave when due, not when the sender's or receiver's
+                        // time slice ends: real-time priority where allowed (root), the
+                        // threads sleep between frames
+                        let prio = libc::sched_param { sched_priority: 10 };
+                        // SAFETY: a valid sched_param for this thread.
+                        unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &prio) };
+                        // SAFETY: prctl with plain integer arguments, this thread only.
+                        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+                        let _ = ready.send(Ok(()));
+                        forward(rx, tx, one_way, queue_limit, stop, st)
+                    })
+                    .context("starting a delay thread")?,
+            );
+        }
+        let line = DelayLine {
+            stop,
+            threads,
+            stats,
+        };
+        for _ in 0..2 {
+            match ready_rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => bail!("the delay line cannot start: {e}"),
+                Err(_) => bail!("the delay line did not start within 5 s"),
+            }
+        }
+        Ok(line)
+    }
+
+    /// Both directions added up (read while running or after).
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for s in &self.stats {
+            t.forwarded += s.forwarded.load(Ordering::Relaxed);
+            t.queue_drops += s.queue_drops.load(Ordering::Relaxed);
+            t.send_retries += s.send_retries.load(Ordering::Relaxed);
+            t.socket_drops += s.socket_drops.load(Ordering::Relaxed);
+            t.late += s.late.load(Ordering::Relaxed);
+            t.max_late_us = t.max_late_us.max(s.max_late_us.load(Ordering::Relaxed));
+        }
+        t
+    }
+
+    /// Resets the counters (between runs on one path).
+    pub fn reset(&self) {
+        for s in &self.stats {
+            for c in [
+                &s.forwarded,
+                &s.queue_drops,
+                &s.send_retries,
+                &s.late,
+                &s.max_late_us,
+                &s.socket_drops,
+            ] {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Drop for DelayLine {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
