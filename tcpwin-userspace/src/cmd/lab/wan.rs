@@ -213,7 +213,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         spec(
             "rmem-max",
             18,
-            300 * M,
+            1000 * M,
             1500,
             false,
             Recv::SoRcvbuf {
@@ -225,7 +225,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         spec(
             "rmem-max",
             18,
-            300 * M,
+            1000 * M,
             1500,
             false,
             Recv::SoRcvbuf {
@@ -497,7 +497,8 @@ pub fn scenarios(exe: &std::path::Path, scenario: &str, quick: bool) -> Result<V
 
 /// `--path`: the path alone, measured with ample windows.
 pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
-    let rate = p.rate_bps.unwrap_or(tcpwin_lab::netns::WAN_MAX_RATE / 4);
+    // without a rate the path is as fast as the delay line holds
+    let rate = p.rate_bps.unwrap_or(tcpwin_lab::netns::WAN_MAX_RATE);
     let s = Spec {
         scenario: "path",
         rtt_ms: p.rtt.as_millis() as u64,
