@@ -3,7 +3,10 @@
 //! nothing of its own; everything is removed afterwards. Needs root: fails, never skips.
 use std::{path::PathBuf, time::Duration};
 
-use tcpwin_lab::{harness::Transfer, netns::Pair};
+use tcpwin_lab::{
+    harness::{SendOpts, Transfer},
+    netns::Pair,
+};
 
 fn tracer() -> PathBuf {
     let p = std::env::current_exe()
@@ -34,12 +37,17 @@ fn wan_path_holds_its_rtt_and_rate() {
         exe: tracer(),
         pair: &pair,
         port: 5341,
-        bytes: 20 << 20,
+        bytes: 0,
         conns: 1,
         ipv6: false,
         rcvbuf: None,
         timeout: Duration::from_secs(60),
-        send: Default::default(),
+        // a time-limited transfer: the sender measures its own steady rate (slow start and the
+        // tbf's initial burst left out)
+        send: SendOpts {
+            secs: Some(5.0),
+            ..Default::default()
+        },
     };
     let (_, tx) = t.run_both(true).expect("transfer over the WAN");
     let s = &tx[0];
@@ -49,7 +57,7 @@ fn wan_path_holds_its_rtt_and_rate() {
         (min_rtt - 20_000.0).abs() <= 2_000.0,
         "min_rtt {min_rtt} us vs 20 ms"
     );
-    let tp = s.throughput_bps.unwrap() as f64;
+    let tp = s.steady_bps.unwrap() as f64;
     assert!(
         (tp - rate as f64).abs() <= 0.1 * rate as f64,
         "throughput {tp} vs {rate}"

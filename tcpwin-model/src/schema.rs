@@ -145,6 +145,8 @@ pub struct SummaryLine {
     pub sockets: u64,
     pub scaling_ratio_present: bool,
     pub histograms: Histograms,
+    /// sockets by their last verdict (limit id -> count); empty when verdicts were off
+    pub verdicts: BTreeMap<String, u64>,
 }
 
 /// The kernel side's counters (per-CPU sums) and the runs the kernel skipped.
@@ -186,30 +188,72 @@ pub struct HistSummary {
     pub buckets: Vec<(u64, u64, u64)>,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerdictTag {
+    Verdict,
+}
+
+/// The tracer's judgement of one socket: written when the binding limit changes, and once more
+/// (`final`) when the socket closes or the trace ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VerdictLine {
+    pub event: VerdictTag,
+    pub ts_ns: u64,
+    pub cookie: u64,
+    pub netns: Option<u32>,
+    pub laddr: Option<IpAddr>,
+    pub lport: u16,
+    pub raddr: Option<IpAddr>,
+    pub rport: u16,
+    /// the socket closed or the trace ended: its last verdict
+    #[serde(rename = "final")]
+    pub last: bool,
+    pub verdict: crate::verdict::Verdict,
+}
+
 /// One line of the tracer's `--json` output.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Line {
     Event(Box<EventLine>),
+    Verdict(Box<VerdictLine>),
     Summary(Box<SummaryLine>),
+}
+
+/// A whole `--json` trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    pub events: Vec<EventLine>,
+    pub verdicts: Vec<VerdictLine>,
+    pub summary: SummaryLine,
 }
 
 /// Parses one line of `--json` output.
 pub fn parse_line(line: &str) -> Result<Line> {
     let v: serde_json::Value =
         serde_json::from_str(line).with_context(|| format!("not JSON: {line}"))?;
-    if v.get("event").and_then(|e| e.as_str()) == Some("summary") {
-        return Ok(Line::Summary(Box::new(
-            serde_json::from_value(v).with_context(|| format!("not a summary line: {line}"))?,
-        )));
+    match v.get("event").and_then(|e| e.as_str()) {
+        Some("summary") => {
+            return Ok(Line::Summary(Box::new(
+                serde_json::from_value(v).with_context(|| format!("not a summary line: {line}"))?,
+            )))
+        }
+        Some("verdict") => {
+            return Ok(Line::Verdict(Box::new(
+                serde_json::from_value(v).with_context(|| format!("not a verdict line: {line}"))?,
+            )))
+        }
+        _ => {}
     }
     Ok(Line::Event(Box::new(
         serde_json::from_value(v).with_context(|| format!("not an event line: {line}"))?,
     )))
 }
 
-/// A whole `--json` trace: its events and the summary that must close it.
-pub fn parse_trace(text: &str) -> Result<(Vec<EventLine>, SummaryLine)> {
+/// A whole `--json` trace: its events, verdicts and the summary that must close it.
+pub fn parse_trace(text: &str) -> Result<Trace> {
     let mut events = Vec::new();
+    let mut verdicts = Vec::new();
     let mut summary = None;
     for l in text.lines().filter(|l| !l.trim().is_empty()) {
         if summary.is_some() {
@@ -217,11 +261,16 @@ pub fn parse_trace(text: &str) -> Result<(Vec<EventLine>, SummaryLine)> {
         }
         match parse_line(l)? {
             Line::Event(e) => events.push(*e),
+            Line::Verdict(v) => verdicts.push(*v),
             Line::Summary(s) => summary = Some(*s),
         }
     }
     let summary = summary.context("the trace has no summary line (the tracer did not finish)")?;
-    Ok((events, summary))
+    Ok(Trace {
+        events,
+        verdicts,
+        summary,
+    })
 }
 
 /// What the built-in endpoints report about a connection from its owning process: getsockopt

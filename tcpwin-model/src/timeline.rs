@@ -11,6 +11,7 @@ use crate::{
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Last {
+    pub netns: u32,
     pub laddr: IpAddr,
     pub lport: u16,
     pub raddr: IpAddr,
@@ -79,6 +80,7 @@ impl Sockets {
     pub fn update(&mut self, r: &mut Record) {
         let k = key(r);
         let e = self.live.entry(k.clone()).or_insert_with(|| Last {
+            netns: r.ev.netns,
             laddr: r.laddr,
             lport: r.ev.lport,
             raddr: r.raddr,
@@ -108,6 +110,14 @@ impl Sockets {
     /// Live sockets (not closed yet).
     pub fn live(&self) -> usize {
         self.live.len()
+    }
+
+    /// Live sockets with a cookie: (cookie, their last values).
+    pub fn live_cookies(&self) -> impl Iterator<Item = (u64, &Last)> {
+        self.live.iter().filter_map(|(k, l)| match k {
+            Key::Cookie(c) => Some((*c, l)),
+            Key::Tuple(..) => None,
+        })
     }
 
     /// Ends the trace: sockets still open count with their last values.

@@ -64,6 +64,9 @@ pub struct TraceArgs {
     /// No live lines, only the summary
     #[arg(short, long)]
     pub quiet: bool,
+    /// No verdicts (they read the traced sockets once a second through the socket iterator)
+    #[arg(long)]
+    pub no_verdicts: bool,
     /// Ring buffer size in KiB (a power of two, at least 4)
     #[arg(long, default_value_t = 1024, value_name = "KIB")]
     pub ringbuf_kib: u32,

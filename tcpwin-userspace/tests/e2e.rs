@@ -55,6 +55,7 @@ fn parse_complete(l: &str) -> Line {
     let line = parse_line(l).unwrap_or_else(|e| panic!("{e:#}"));
     let back = match &line {
         Line::Event(e) => serde_json::to_value(e),
+        Line::Verdict(v) => serde_json::to_value(v),
         Line::Summary(s) => serde_json::to_value(s),
     }
     .unwrap();
@@ -83,6 +84,7 @@ fn finish(t: Tracer) -> (Vec<EventLine>, SummaryLine) {
         assert!(summary.is_none(), "a line after the summary: {l}");
         match parse_complete(l) {
             Line::Event(e) => events.push(*e),
+            Line::Verdict(_) => {}
             Line::Summary(s) => summary = Some(*s),
         }
     }
@@ -470,4 +472,65 @@ fn connection_from_before_the_trace_is_seen_live_from_data_and_acks() {
         summary.counters.recheck_skipped > 0,
         "ACKs within 25 jiffies of a check were not skipped: {summary:?}"
     );
+}
+
+/// The tracer's verdicts on a long path whose receiver has window scaling off: while the
+/// transfer runs the receiving socket is judged `wscale-off` (the sender's own rate is then
+/// 65535 B per RTT, ±15 %), its final verdict comes with its close, and the summary counts it.
+#[test]
+fn tracer_verdicts_follow_the_binding_limit() {
+    use tcpwin_lab::harness::SendOpts;
+    use tcpwin_model::verdict::Limit;
+    require_root();
+    let p = Pair::create_wan(
+        &format!("tcpwt-vd-{}", std::process::id()),
+        1500,
+        Duration::from_millis(20),
+        Some(100_000_000),
+    )
+    .expect("the WAN path");
+    Pair::sysctl(&p.b, "net.ipv4.tcp_window_scaling", "0").unwrap();
+    let port = 5317;
+    let tracer = start_tracer(&["--port", &port.to_string()]);
+    let t = Transfer {
+        send: SendOpts {
+            secs: Some(4.0),
+            cc: Some("cubic".into()),
+            ..Default::default()
+        },
+        ..transfer(&p, port, 1, false)
+    };
+    let (rx, tx) = t.run_both(true).expect("transfer");
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, out, stderr) = tracer.stop(Duration::from_secs(30)).expect("tracer stops");
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let trace = tcpwin_model::schema::parse_trace(&out).expect("the trace parses");
+    let mine: Vec<_> = trace
+        .verdicts
+        .iter()
+        .filter(|v| v.cookie == rx[0].cookie)
+        .collect();
+    assert!(
+        mine.iter()
+            .any(|v| !v.last && v.verdict.limit == Limit::WscaleOff),
+        "no live wscale-off verdict: {mine:?}"
+    );
+    let last = mine.last().expect("verdicts for the receiver");
+    assert!(last.last, "the last verdict is the final one: {last:?}");
+    assert_eq!(last.verdict.limit, Limit::WscaleOff, "{last:?}");
+    assert!(
+        trace
+            .summary
+            .verdicts
+            .get("wscale-off")
+            .copied()
+            .unwrap_or(0)
+            >= 1
+    );
+    // ground truth: the receiver's own tcp_info has no window scale, and the sender moves
+    // 65535 B per RTT
+    assert_eq!(rx[0].rcv_wscale, 0);
+    let expect = 65535.0 * 8.0 / (tx[0].min_rtt_us as f64 / 1e6);
+    let got = tx[0].steady_bps.unwrap() as f64;
+    assert!((got - expect).abs() <= 0.15 * expect, "{got} vs {expect}");
 }

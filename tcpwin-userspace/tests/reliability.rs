@@ -125,8 +125,8 @@ fn connections(port: u16, n: usize, bytes: usize) {
 
 /// The trace's `--json` output: its events count and its summary.
 fn summary_of(out: &str) -> (usize, SummaryLine) {
-    let (events, summary) = parse_trace(out).unwrap_or_else(|e| panic!("{e:#}: {out}"));
-    (events.len(), summary)
+    let t = parse_trace(out).unwrap_or_else(|e| panic!("{e:#}: {out}"));
+    (t.events.len(), t.summary)
 }
 
 #[test]

@@ -270,7 +270,7 @@ fn one_run(
         }
         Observer::Tracer(t) => {
             let (_, out, _) = t.stop(Duration::from_secs(30))?;
-            let (_, sum) = parse_trace(&out).context("the tracer's output")?;
+            let sum = parse_trace(&out).context("the tracer's output")?.summary;
             let received = sum.events_received;
             s.drops = Some(sum.counters.dropped);
             s.events_per_sec = Some(received as f64 / wall);

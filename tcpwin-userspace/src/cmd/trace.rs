@@ -11,18 +11,21 @@ use anyhow::{Context, Result};
 use aya::Endianness;
 use tcpwin_common::{counter, hook, Config};
 use tcpwin_model::{
+    kind::EventKind,
     record::Record,
-    schema::{Counters, Histograms, SummaryLine, SummaryTag},
+    schema::{Counters, Histograms, SummaryLine, SummaryTag, VerdictLine},
     timeline::Sockets,
 };
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
     cli::TraceArgs,
-    host::{monotonic_ns, sysctl},
+    cmd::judges::Judges,
+    host::{kconfig, monotonic_ns, sysctl},
     kernel::{
         attach::{self, Attached},
         btf::{Layout, Resolver},
+        iter,
         maps::{self, OwnerSync},
         object::{self, LoadOpts},
         ring::Ring,
@@ -49,6 +52,63 @@ fn emit(out: &mut Out, r: &Record) -> Result<()> {
         writeln!(out.w, "{}", view::text::text_line(r, out.t0_ns, out.pid))?;
     }
     Ok(())
+}
+
+fn emit_verdict(out: &mut Out, v: &VerdictLine) -> Result<()> {
+    if out.quiet {
+        return Ok(());
+    }
+    if out.json {
+        serde_json::to_writer(&mut out.w, v)?;
+        writeln!(out.w)?;
+    } else {
+        writeln!(out.w, "{}", view::text::verdict_text(v, out.t0_ns))?;
+    }
+    Ok(())
+}
+
+/// What a trace keeps while it runs: the output, the per-socket timeline and the verdicts.
+struct Session {
+    out: Out,
+    socks: Sockets,
+    judges: Option<Judges>,
+}
+
+impl Session {
+    /// Each record updates the timeline and is printed (a close brings the socket's final
+    /// verdict); the lines leave at each drain (at least every 100 ms), not at exit.
+    fn drain(&mut self, ring: &mut Ring) -> Result<()> {
+        let Session { out, socks, judges } = self;
+        ring.drain(&mut |mut r: Record| {
+            socks.update(&mut r);
+            emit(out, &r)?;
+            if r.kind == EventKind::Close {
+                if let (Some(j), Some(c)) = (judges.as_mut(), r.cookie()) {
+                    if let Some(v) = j.close(c) {
+                        emit_verdict(out, &v)?;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(self.out.w.flush()?)
+    }
+
+    /// Judges the live sockets (once a second).
+    fn judge(&mut self, bpf: &mut aya::Ebpf) -> Result<()> {
+        let Some(j) = self.judges.as_mut() else {
+            return Ok(());
+        };
+        let live: Vec<(u64, u32)> = self
+            .socks
+            .live_cookies()
+            .map(|(c, l)| (c, l.netns))
+            .collect();
+        for v in j.tick(bpf, &live)? {
+            emit_verdict(&mut self.out, &v)?;
+        }
+        Ok(self.out.w.flush()?)
+    }
 }
 
 fn announce(attached: &Attached, layout: &Layout, args: &TraceArgs) {
@@ -123,23 +183,30 @@ pub async fn run(args: TraceArgs) -> Result<()> {
     announce(&attached, &layout, &args);
 
     let mut ring = Ring::take(&mut bpf)?;
-    let mut out = Out {
-        json: args.json,
-        quiet: args.quiet,
-        pid: args.filter.pid,
-        t0_ns: monotonic_ns(),
-        w: BufWriter::new(std::io::stdout()),
+    // verdicts need the socket iterator; without it the trace goes on and says so
+    let judges = if args.no_verdicts {
+        None
+    } else {
+        match iter::prepare(&mut bpf, &btf) {
+            Ok(()) => Some(Judges::new(kconfig::hz(), layout.offsets)),
+            Err(e) => {
+                eprintln!("tcpwin-trace: no verdicts: {e:#}");
+                None
+            }
+        }
     };
-    let mut socks = Sockets::default();
-    // Each record updates the timeline and is printed; the lines leave at each drain (at least
-    // every 100 ms), not at exit.
-    let mut drain = |ring: &mut Ring| -> Result<()> {
-        ring.drain(&mut |mut r: Record| {
-            socks.update(&mut r);
-            emit(&mut out, &r)
-        })?;
-        Ok(out.w.flush()?)
+    let mut session = Session {
+        out: Out {
+            json: args.json,
+            quiet: args.quiet,
+            pid: args.filter.pid,
+            t0_ns: monotonic_ns(),
+            w: BufWriter::new(std::io::stdout()),
+        },
+        socks: Sockets::default(),
+        judges,
     };
+    let mut ticks = 0u64;
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
     let mut refresh = tokio::time::interval(Duration::from_millis(100));
@@ -154,14 +221,18 @@ pub async fn run(args: TraceArgs) -> Result<()> {
         tokio::select! {
             r = ring.readable() => {
                 r?;
-                drain(&mut ring)?;
+                session.drain(&mut ring)?;
             }
             _ = sigint.recv() => break "SIGINT".to_string(),
             _ = sigterm.recv() => break "SIGTERM".to_string(),
             _ = &mut sleep => break "duration".to_string(),
             _ = refresh.tick() => {
                 // the kernel side wakes us only when the ring fills up (see emit.rs)
-                drain(&mut ring)?;
+                session.drain(&mut ring)?;
+                ticks += 1;
+                if ticks.is_multiple_of(10) {
+                    session.judge(&mut bpf)?;
+                }
                 if let Some(o) = owner.as_mut() {
                     if !std::path::Path::new(&format!("/proc/{}", o.pid)).exists() {
                         eprintln!("tcpwin-trace: process {} exited; stopping", o.pid);
@@ -178,7 +249,15 @@ pub async fn run(args: TraceArgs) -> Result<()> {
     // Detach first, then drain what is already in the ring buffer, then count.
     let missed_runs = attach::recursion_misses(&bpf, &attached.hooks);
     attach::release(&mut bpf, &attached.hooks);
-    drain(&mut ring)?;
+    session.drain(&mut ring)?;
+    let mut verdicts = BTreeMap::new();
+    if let Some(j) = session.judges.as_mut() {
+        for v in j.finish() {
+            emit_verdict(&mut session.out, &v)?;
+        }
+        verdicts = std::mem::take(&mut j.finals);
+    }
+    let Session { mut out, socks, .. } = session;
 
     let c = maps::read_counters(&bpf)?;
     let finals = socks.finish();
@@ -223,6 +302,7 @@ pub async fn run(args: TraceArgs) -> Result<()> {
             window_clamp: finals.window_clamp.summary(),
             rcv_ssthresh: finals.rcv_ssthresh.summary(),
         },
+        verdicts,
     };
     if args.json {
         serde_json::to_writer(&mut out.w, &summary)?;

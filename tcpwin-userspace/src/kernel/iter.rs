@@ -33,16 +33,7 @@ impl SocketIter {
             ringbuf_bytes: 4096,
         };
         let mut bpf = object::load(&opts, &layout, &btf)?;
-        let prog: &mut Iter = bpf
-            .program_mut(names::ITER_TCP)
-            .context("the iter/tcp program is missing from the eBPF object")?
-            .try_into()?;
-        prog.load("tcp", &btf).map_err(|e| {
-            anyhow::anyhow!(
-                "the kernel refused the socket iterator (iter/tcp needs Linux 5.9+ with BPF iterators): {}",
-                reason(&e)
-            )
-        })?;
+        prepare(&mut bpf, &btf)?;
         Ok(SocketIter {
             bpf,
             offsets: layout.offsets,
@@ -52,21 +43,39 @@ impl SocketIter {
 
     /// Every TCP socket (outside LISTEN) of the calling thread's network namespace.
     pub fn read(&mut self) -> Result<Vec<SockRecord>> {
-        let prog: &mut Iter = self
-            .bpf
-            .program_mut(names::ITER_TCP)
-            .context("iter/tcp program")?
-            .try_into()?;
-        let link = prog.attach().context("attaching the socket iterator")?;
-        let link = prog.take_link(link)?;
-        let mut file = link
-            .into_file()
-            .context("creating the socket iterator's file")?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .context("reading the socket iterator")?;
-        parse_records(&bytes)
+        read(&mut self.bpf)
     }
+}
+
+/// Loads the iterator program of an object already loaded (the tracer's, for its verdicts).
+pub fn prepare(bpf: &mut Ebpf, btf: &aya::Btf) -> Result<()> {
+    let prog: &mut Iter = bpf
+        .program_mut(names::ITER_TCP)
+        .context("the iter/tcp program is missing from the eBPF object")?
+        .try_into()?;
+    prog.load("tcp", btf).map_err(|e| {
+        anyhow::anyhow!(
+            "the kernel refused the socket iterator (iter/tcp needs Linux 5.9+ with BPF iterators): {}",
+            reason(&e)
+        )
+    })
+}
+
+/// Runs the prepared iterator once in the calling thread's network namespace.
+pub fn read(bpf: &mut Ebpf) -> Result<Vec<SockRecord>> {
+    let prog: &mut Iter = bpf
+        .program_mut(names::ITER_TCP)
+        .context("iter/tcp program")?
+        .try_into()?;
+    let link = prog.attach().context("attaching the socket iterator")?;
+    let link = prog.take_link(link)?;
+    let mut file = link
+        .into_file()
+        .context("creating the socket iterator's file")?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .context("reading the socket iterator")?;
+    parse_records(&bytes)
 }
 
 /// The iterator's output: whole records, nothing left over.

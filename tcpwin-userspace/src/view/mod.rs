@@ -4,3 +4,4 @@ pub mod hist;
 pub mod ss;
 pub mod summary;
 pub mod text;
+pub mod verdict;

@@ -2,11 +2,7 @@
 //! its verdict.
 use std::io::Write;
 
-use tcpwin_model::{
-    facts::SockFacts,
-    schema::SsLine,
-    verdict::{fmt_rate, Verdict},
-};
+use tcpwin_model::{facts::SockFacts, schema::SsLine};
 
 fn o<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
@@ -20,13 +16,7 @@ fn ms(us: Option<u64>) -> String {
     }
 }
 
-fn endpoint(a: Option<std::net::IpAddr>, port: u16) -> String {
-    match a {
-        Some(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
-        Some(v4) => format!("{v4}:{port}"),
-        None => format!("?:{port}"),
-    }
-}
+use super::{text::endpoint, verdict::verdict_line};
 
 /// The socket's facts on one line (kernel / `ss` names).
 pub fn facts_line(l: &SsLine) -> String {
@@ -70,40 +60,6 @@ pub fn facts_line(l: &SsLine) -> String {
         ms(f.rwnd_limited_us),
         ms(f.sndbuf_limited_us),
     )
-}
-
-/// `verdict: rcvbuf-locked (receiving, 210 Mbit/s of a 240 Mbit/s ceiling: ...)`
-pub fn verdict_line(v: &Verdict) -> String {
-    let mut s = format!("  verdict: {} ({:?}", v.limit.id(), v.side).to_lowercase();
-    let numbers: Vec<String> = [
-        v.rate_bps.map(|r| format!("rate {}", fmt_rate(r))),
-        v.window.map(|w| format!("window {w} B")),
-        v.rtt_us.map(|r| {
-            if r < 1000 {
-                format!("rtt {r} us")
-            } else {
-                format!("rtt {:.1} ms", r as f64 / 1000.0)
-            }
-        }),
-        v.ceiling_bps.map(|c| format!("ceiling {}", fmt_rate(c))),
-        v.rwnd_limited_share
-            .map(|r| format!("rwnd-limited {:.0} %", r * 100.0)),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if !numbers.is_empty() {
-        s.push_str(", ");
-        s.push_str(&numbers.join(", "));
-    }
-    s.push(')');
-    if let Some(set) = &v.setting {
-        s.push_str(&format!("\n    why: {set}"));
-    }
-    if let Some(sug) = &v.suggested {
-        s.push_str(&format!("\n    fix: {sug}"));
-    }
-    s
 }
 
 /// A snapshot: its sockets, or a sentence saying there are none.

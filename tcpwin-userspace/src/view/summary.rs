@@ -55,7 +55,12 @@ pub fn render(s: &SummaryLine, out: &mut impl Write) -> std::io::Result<()> {
             s.events_lost
         )?;
     }
-    writeln!(out, "sockets reported: {}\n", s.sockets)?;
+    writeln!(out, "sockets reported: {}", s.sockets)?;
+    if !s.verdicts.is_empty() {
+        let v: Vec<String> = s.verdicts.iter().map(|(k, n)| format!("{k}={n}")).collect();
+        writeln!(out, "final verdicts (sockets): {}", v.join(" "))?;
+    }
+    writeln!(out)?;
     writeln!(
         out,
         "Per-packet skb->len*256/truesize (the ratio each data packet would set), per ingress interface:"

@@ -1,6 +1,6 @@
 //! Live event lines as text: one grep-friendly line per event with kernel / `ss` field names.
 use tcpwin_common::flag;
-use tcpwin_model::{kind::EventKind, record::Record};
+use tcpwin_model::{kind::EventKind, record::Record, schema::VerdictLine};
 
 fn arrow<T: std::fmt::Display + PartialEq>(prev: Option<T>, now: T) -> String {
     match prev {
@@ -85,4 +85,31 @@ pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
     }
     s.push_str(&format!(" hook={}", r.hook_name()));
     s
+}
+
+/// `addr:port`, IPv6 in brackets.
+pub fn endpoint(a: Option<std::net::IpAddr>, port: u16) -> String {
+    match a {
+        Some(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        Some(v4) => format!("{v4}:{port}"),
+        None => format!("?:{port}"),
+    }
+}
+
+/// A verdict on one line: which limit binds, its numbers, why and the fix.
+pub fn verdict_text(v: &VerdictLine, t0_ns: u64) -> String {
+    let secs = v.ts_ns.saturating_sub(t0_ns) as f64 / 1e9;
+    let detail = super::verdict::verdict_line(&v.verdict);
+    format!(
+        "{secs:>11.6} {:<5} {} <- {} sk={:x}{} {}",
+        "judge",
+        endpoint(v.laddr, v.lport),
+        endpoint(v.raddr, v.rport),
+        v.cookie,
+        if v.last { " final" } else { "" },
+        detail
+            .trim_start()
+            .trim_start_matches("verdict: ")
+            .replace("\n    ", "; ")
+    )
 }

@@ -232,7 +232,9 @@ fn run_in(pair: &Pair, exe: &std::path::Path, opts: &LabOpts) -> Result<LabResul
     if !status.success() {
         bail!("the tracer failed: {}", stderr.join("\n"));
     }
-    let (events, summary) = parse_trace(&out).context("the tracer's output")?;
+    let tcpwin_model::schema::Trace {
+        events, summary, ..
+    } = parse_trace(&out).context("the tracer's output")?;
     if summary.events_lost > 0 {
         eprintln!(
             "lab: WARNING: the tracer lost {} events: some rows may be incomplete",
