@@ -35,6 +35,8 @@ fn bench_reports_every_figure_per_mode() {
             "--floor-alongside",
             "--churn",
             "300",
+            "--ss-sockets",
+            "2000",
             "--json",
         ])
         .output()
@@ -84,6 +86,14 @@ fn bench_reports_every_figure_per_mode() {
             .unwrap()
             > 0
     );
+    // ss over many sockets: both commands timed, every socket listed (the bench checks)
+    let ss = rows
+        .iter()
+        .find(|r| r["workload"] == "ss")
+        .unwrap_or_else(|| panic!("no ss row in {rows:?}"));
+    for k in ["tool_ms", "tool_rss_mib", "ss_ms", "ss_rss_mib"] {
+        assert!(ss[k].as_f64().unwrap() > 0.0, "ss: {k}: {ss}");
+    }
     // short connections: per-connection cost, every connection's state changes seen, no drops
     let churn = rows
         .iter()

@@ -11,13 +11,15 @@
 //! - `facts`: what verdicts read (a socket, the host limits);
 //! - `verdict`: which limit binds a window, and the change that lifts it;
 //! - `units`: rates and durations as users write them;
-//! - `check`: the host audited, and whether a bandwidth-delay product fits.
+//! - `check`: the host audited, and whether a bandwidth-delay product fits;
+//! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`).
 pub mod check;
 pub mod facts;
 pub mod hist;
 pub mod kind;
 pub mod record;
 pub mod schema;
+pub mod sockdiag;
 pub mod tcp_info;
 pub mod timeline;
 pub mod units;

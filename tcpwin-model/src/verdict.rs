@@ -257,9 +257,10 @@ fn receiving(i: &Input, rate: Option<u64>) -> Verdict {
         _ => format!("{for_target} the window must reach {need} B{what}"),
     };
 
-    // the application, not the buffer, closes the window: a zero window; or data waiting to be
+    // the application, not the buffer, closes the window: a zero window, or data waiting to be
     // read (a quarter of the window or more) while the flow runs at what the window still
-    // advertised allows (with no rate: half the window unread)
+    // advertised allows (with no rate: half the window unread); not when the flow runs at the
+    // full window's ceiling anyway (then the cap binds, and a queue seen at one instant is noise)
     let unread = f.unread.unwrap_or(0) as u64;
     let advertised = f.rcv_wnd.map(u64::from).unwrap_or(window);
     let queue_full = match rate {
@@ -269,7 +270,8 @@ fn receiving(i: &Input, rate: Option<u64>) -> Verdict {
         }
         None => unread > 0 && 2 * unread >= window,
     };
-    if f.rcv_wnd == Some(0) || queue_full {
+    let not_reading = (f.rcv_wnd == Some(0) || queue_full) && v.window_limited != Some(true);
+    if not_reading {
         v.limit = Limit::AppNotReading;
         v.setting = Some(format!(
             "{unread} bytes received and not read by the application{}",
@@ -651,6 +653,24 @@ mod tests {
         n.rcvbuf_locked = Some(false);
         let v = judge(&rcv(1.0, 0), &n, &host(), None);
         assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    }
+
+    #[test]
+    fn a_queue_seen_while_the_flow_runs_at_its_ceiling_is_not_blamed() {
+        // autotuning at its cap, 170 of 175 Mbit/s, caught with 198 KB unread
+        let h = HostLimits {
+            tcp_rmem: Some([4096, 131072, 524288]),
+            ..host()
+        };
+        let mut n = rcv(2.0, 170_000_000 / 8);
+        n.rcvbuf_locked = Some(false);
+        n.scaling_ratio = Some(193);
+        n.sk_rcvbuf = Some(524288);
+        n.window_clamp = Some(395264);
+        n.unread = Some(198_120);
+        n.rcv_wnd = Some(190_000);
+        let v = judge(&rcv(1.0, 0), &n, &h, None);
+        assert_eq!(v.limit, Limit::AutotuneMax, "{v:?}");
     }
 
     #[test]

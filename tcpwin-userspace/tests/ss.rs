@@ -62,6 +62,11 @@ fn unread(fd: i32) -> u32 {
 
 /// Every fact `ss` reports for the socket equals what its owner reads.
 fn assert_matches_owner(s: &TcpStream, lines: &[SsLine]) {
+    assert_matches_owner_from(s, lines, true)
+}
+
+/// `full`: the iterator's facts; else sock_diag's, whose missing facts must be null.
+fn assert_matches_owner_from(s: &TcpStream, lines: &[SsLine], full: bool) {
     let fd = s.as_raw_fd();
     let cookie: u64 = opt(fd, libc::SOL_SOCKET, libc::SO_COOKIE);
     let l = lines
@@ -73,7 +78,20 @@ fn assert_matches_owner(s: &TcpStream, lines: &[SsLine]) {
     let clamp: i32 = opt(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP);
     let rcvbuf: i32 = opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF);
     let ctx = format!("{l:?}\nvs tcp_info {info:?}");
-    assert_eq!(f.window_clamp, Some(clamp as u32), "window_clamp {ctx}");
+    if full {
+        assert_eq!(f.window_clamp, Some(clamp as u32), "window_clamp {ctx}");
+        assert!(
+            f.scaling_ratio.is_some() && f.rcvbuf_locked.is_some(),
+            "{ctx}"
+        );
+    } else {
+        assert_eq!(l.source, "sock_diag");
+        assert_eq!(
+            (f.window_clamp, f.scaling_ratio, f.rcvbuf_locked),
+            (None, None, None),
+            "sock_diag cannot read these: null, not 0 {ctx}"
+        );
+    }
     assert_eq!(f.sk_rcvbuf, Some(rcvbuf as u32), "sk_rcvbuf {ctx}");
     assert_eq!(
         f.rcv_ssthresh,
@@ -215,6 +233,25 @@ fn ss_reads_another_namespace() {
     );
 }
 
+/// `--source sock-diag` (the fallback where the iterator is refused): what it reads equals the
+/// owner's view, and what it cannot read is null.
+#[test]
+fn ss_sock_diag_fallback_is_exact_where_it_reads() {
+    require_root();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    c.write_all(&[1u8; 70_000]).unwrap();
+    let mut buf = vec![0u8; 50_000];
+    s.read_exact(&mut buf).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let lines = ss(&["--source", "sock-diag", "--port", &port.to_string()]);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_matches_owner_from(&c, &lines, false);
+    assert_matches_owner_from(&s, &lines, false);
+}
+
 #[test]
 fn ss_bad_input_is_one_clear_sentence() {
     for (args, needle) in [
@@ -222,7 +259,11 @@ fn ss_bad_input_is_one_clear_sentence() {
         (&["ss", "--target", "1gbps"][..], "bits"),
         (&["ss", "--interval", "5"][..], "5"),
         (&["ss", "--pid", "4294967290"][..], "no such process"),
-        (&["ss", "--btf", "/nonexistent"][..], "no such file"),
+        (
+            &["ss", "--btf", "/nonexistent", "--source", "iterator"][..],
+            "no such file",
+        ),
+        (&["ss", "--source", "netstat"][..], "sock-diag"),
     ] {
         let out = Command::new(EXE).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -25,6 +25,7 @@ use tcpwin_model::schema::parse_trace;
 
 mod observers;
 mod report;
+mod sockets;
 mod stats;
 
 use observers::{load_empty, start_observer, Observer};
@@ -63,6 +64,9 @@ struct BenchArgs {
     /// the churn table
     #[arg(long, default_value_t = 5000)]
     pub churn: u32,
+    /// Sockets for the `ss` table (tcpwin-trace ss vs ss -tin); 0 skips it
+    #[arg(long, default_value_t = 10_000)]
+    pub ss_sockets: usize,
     /// The tracer to measure (default: tcpwin-trace beside this binary)
     #[arg(long, value_name = "PATH")]
     pub tracer: Option<PathBuf>,
@@ -359,6 +363,9 @@ fn run(args: BenchArgs) -> Result<()> {
         }
     }
     report(&samples, &modes, args.json);
+    if args.ss_sockets > 0 {
+        sockets::run(&pair, &env, args.ss_sockets, args.runs, args.json)?;
+    }
     if args.churn > 0 {
         let mut churn: HashMap<Mode, Vec<Sample>> = HashMap::new();
         for i in 0..args.runs {

@@ -15,7 +15,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use tcpwin_lab::{harness::Tracer, netns::Pair};
 
-use crate::{Env, Mode, FLOOR_PROG, PORT};
+use crate::{stats::wait_with_output_rusage, Env, Mode, FLOOR_PROG, PORT};
 
 /// A running observer for one traced run.
 pub enum Observer {
@@ -102,9 +102,8 @@ fn start_ss(ns: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, 
                 break;
             };
             let pid = child.id() as i32;
-            let out = child.wait_with_output_rusage(pid);
-            cpu += out.1;
-            let text = out.0;
+            let (text, child_cpu, _) = wait_with_output_rusage(child, pid);
+            cpu += child_cpu;
             let mut key = String::new();
             for l in text.lines() {
                 if !l.starts_with(char::is_whitespace) {
@@ -130,26 +129,6 @@ fn start_ss(ns: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, 
         }
         (changes, cpu)
     })
-}
-
-trait RusageWait {
-    fn wait_with_output_rusage(self, pid: i32) -> (String, f64);
-}
-
-impl RusageWait for Child {
-    /// Reads stdout, then reaps the child with wait4 to learn its CPU time.
-    fn wait_with_output_rusage(mut self, pid: i32) -> (String, f64) {
-        let mut s = String::new();
-        if let Some(mut so) = self.stdout.take() {
-            let _ = std::io::Read::read_to_string(&mut so, &mut s);
-        }
-        let mut status = 0;
-        // SAFETY: zeroed rusage is valid; wait4 on our own child.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        (s, secs(ru.ru_utime) + secs(ru.ru_stime))
-    }
 }
 
 /// Loads the object and attaches only its empty `calib_tcp_probe` program.

@@ -124,3 +124,22 @@ pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     v[v.len() / 2]
 }
+
+/// Reads a child's stdout, then reaps it with wait4: (stdout, CPU seconds, peak RSS in KiB).
+pub fn wait_with_output_rusage(mut child: std::process::Child, pid: i32) -> (String, f64, u64) {
+    let mut s = String::new();
+    if let Some(mut so) = child.stdout.take() {
+        let _ = std::io::Read::read_to_string(&mut so, &mut s);
+    }
+    let mut status = 0;
+    // SAFETY: zeroed rusage is valid; wait4 on our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, writing into ru.
+    unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (
+        s,
+        secs(ru.ru_utime) + secs(ru.ru_stime),
+        ru.ru_maxrss.max(0) as u64,
+    )
+}

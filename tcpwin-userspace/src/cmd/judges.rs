@@ -82,15 +82,16 @@ impl Judges {
             let Some(target) = self.namespace(ns as u64) else {
                 continue;
             };
-            let keep = |r: &tcpwin_common::SockRecord| cookies.contains(&r.cookie);
-            let offsets = self.offsets;
-            let seen = match snapshot::read_with(
-                &mut || iter::read(bpf),
-                &offsets,
-                &[target],
-                self.hz,
-                &keep,
-            ) {
+            let keep = |f: &SockFacts| f.cookie.is_some_and(|c| cookies.contains(&c));
+            let (offsets, hz) = (self.offsets, self.hz);
+            let mut facts = || -> Result<Vec<SockFacts>> {
+                let ts = crate::host::monotonic_ns();
+                Ok(iter::read(bpf)?
+                    .iter()
+                    .map(|r| SockFacts::from_record(r, &offsets, hz, ts))
+                    .collect())
+            };
+            let seen = match snapshot::read_with(&mut facts, &[target], &keep) {
                 Ok(s) => s,
                 Err(_) => continue,
             };

@@ -1,15 +1,81 @@
-//! One reading of the sockets of some namespaces through the iterator: facts, owners and the
-//! limits of each namespace. Shared by `ss`, the lab's WAN scenarios and, next, the exporter and
-//! `top`.
+//! One reading of the sockets of some namespaces: facts, owners and the limits of each
+//! namespace, from the socket iterator or, where it is refused, from sock_diag. Shared by `ss`,
+//! the lab's WAN scenarios and the tracer's verdicts.
+use std::path::Path;
+
 use anyhow::Result;
-use tcpwin_common::{tcp_state, Offsets, SockRecord};
-use tcpwin_model::facts::{HostLimits, SockFacts};
+use tcpwin_common::tcp_state;
+use tcpwin_model::{
+    facts::{HostLimits, SockFacts},
+    sockdiag::MISSING,
+};
 
 use crate::{
     cli::SocketFilter,
-    host::{monotonic_ns, netns, owner, sysctl},
+    host::{monotonic_ns, netns, owner, sockdiag, sysctl},
     kernel::iter::SocketIter,
 };
+
+/// Where socket facts come from.
+pub enum Source {
+    /// the BPF socket iterator: every fact
+    Iterator(Box<SocketIter>),
+    /// sock_diag: no scaling_ratio, window_clamp or rcvbuf lock (see `sockdiag::MISSING`)
+    SockDiag,
+}
+
+/// `--source`
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceArg {
+    /// the iterator, or sock_diag where the kernel refuses it
+    Auto,
+    Iterator,
+    SockDiag,
+}
+
+impl Source {
+    /// Opens the source asked; with `auto` a refused iterator falls back to sock_diag and says
+    /// which facts are then missing.
+    pub fn open(arg: SourceArg, btf: &Path, obj: Option<&Path>) -> Result<Source> {
+        match arg {
+            SourceArg::SockDiag => Ok(Source::SockDiag),
+            SourceArg::Iterator => Ok(Source::Iterator(Box::new(SocketIter::load(btf, obj)?))),
+            SourceArg::Auto => match SocketIter::load(btf, obj) {
+                Ok(it) => Ok(Source::Iterator(Box::new(it))),
+                Err(e) => {
+                    eprintln!(
+                        "tcpwin-trace: the socket iterator is unavailable ({e:#}); reading sock_diag instead: {} are null",
+                        MISSING.join(", ")
+                    );
+                    Ok(Source::SockDiag)
+                }
+            },
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Source::Iterator(_) => "iterator",
+            Source::SockDiag => "sock_diag",
+        }
+    }
+
+    /// The sockets of the calling thread's namespace.
+    fn read(&mut self, hz: Option<u32>) -> Result<Vec<SockFacts>> {
+        let ts = monotonic_ns();
+        match self {
+            Source::Iterator(it) => {
+                let o = it.offsets;
+                Ok(it
+                    .read()?
+                    .iter()
+                    .map(|r| SockFacts::from_record(r, &o, hz, ts))
+                    .collect())
+            }
+            Source::SockDiag => sockdiag::dump(ts),
+        }
+    }
+}
 
 /// One socket read, with the limits of its namespace.
 pub struct Seen {
@@ -21,7 +87,7 @@ pub struct Seen {
 
 /// Reads every namespace asked once: the sockets that pass the filters, with their owners.
 pub fn read(
-    it: &mut SocketIter,
+    src: &mut Source,
     targets: &[netns::Netns],
     filter: &SocketFilter,
     hz: Option<u32>,
@@ -31,12 +97,13 @@ pub fn read(
         Some(pid) => Some(owner::scan(pid)?.inodes),
         None => None,
     };
-    let keep = |r: &SockRecord| {
-        filter.port_matches(r.lport, r.rport)
-            && wanted_inodes.as_ref().is_none_or(|w| w.contains(&r.inode))
+    let keep = |f: &SockFacts| {
+        filter.port_matches(f.lport, f.rport)
+            && wanted_inodes
+                .as_ref()
+                .is_none_or(|w| f.inode.is_some_and(|i| w.contains(&i)))
     };
-    let offsets = it.offsets;
-    let mut seen = read_with(&mut || it.read(), &offsets, targets, hz, &keep)?;
+    let mut seen = read_with(&mut || src.read(hz), targets, &keep)?;
     for s in &mut seen {
         if let Some((pid, comm)) = s.facts.inode.and_then(|i| owners.get(&i)) {
             s.facts.pid = Some(*pid);
@@ -46,29 +113,26 @@ pub fn read(
     Ok(seen)
 }
 
-/// The sockets `keep` accepts among those carrying data, read by `records` inside each
-/// namespace, with the namespace's limits.
+/// The sockets `keep` accepts among those carrying data, read by `facts` inside each namespace,
+/// with the namespace's limits.
 pub fn read_with(
-    records: &mut dyn FnMut() -> Result<Vec<SockRecord>>,
-    offsets: &Offsets,
+    facts: &mut dyn FnMut() -> Result<Vec<SockFacts>>,
     targets: &[netns::Netns],
-    hz: Option<u32>,
-    keep: &dyn Fn(&SockRecord) -> bool,
+    keep: &dyn Fn(&SockFacts) -> bool,
 ) -> Result<Vec<Seen>> {
     let mut out = Vec::new();
     for ns in targets {
-        let (records, host) = {
+        let (all, host) = {
             let _inside = netns::enter(ns)?;
-            (records()?, sysctl::host_limits())
+            (facts()?, sysctl::host_limits())
         };
-        let ts = monotonic_ns();
-        for r in records
-            .iter()
-            .filter(|r| tcp_state::carries_data(r.state) && keep(r))
+        for f in all
+            .into_iter()
+            .filter(|f| tcp_state::carries_data(f.state) && keep(f))
         {
             out.push(Seen {
                 line_ns: ns.name.clone(),
-                facts: SockFacts::from_record(r, offsets, hz, ts),
+                facts: f,
                 host: host.clone(),
             });
         }

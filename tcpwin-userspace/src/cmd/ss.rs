@@ -18,11 +18,11 @@ use tcpwin_model::{
 
 use tcpwin_lab::harness::{install_stop_handler, wait_or_stop};
 
-use super::snapshot;
+use super::snapshot::{self, Source, SourceArg};
 use crate::{
     cli::SocketFilter,
     host::{kconfig, netns},
-    kernel::{btf::VMLINUX, iter::SocketIter},
+    kernel::btf::VMLINUX,
     view,
 };
 
@@ -48,6 +48,11 @@ pub struct SsArgs {
     /// twice the current ceiling
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     pub target: Option<u64>,
+    /// Where to read sockets: the BPF socket iterator, or sock_diag (what `ss` reads: no
+    /// scaling_ratio, window_clamp or SO_RCVBUF lock); auto falls back to sock_diag when the
+    /// kernel refuses the iterator, and says so
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    pub source: SourceArg,
     /// Kernel BTF to resolve struct layouts from
     #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,
@@ -59,9 +64,11 @@ pub struct SsArgs {
 pub fn run(args: SsArgs) -> Result<()> {
     args.filter.validate()?;
     let targets = netns::resolve(args.netns.as_deref())?;
-    let mut it = SocketIter::load(&args.btf, args.obj.as_deref())?;
-    for (field, why) in &it.absent {
-        eprintln!("tcpwin-trace: {field} {why}: reported as null");
+    let mut src = Source::open(args.source, &args.btf, args.obj.as_deref())?;
+    if let Source::Iterator(it) = &src {
+        for (field, why) in &it.absent {
+            eprintln!("tcpwin-trace: {field} {why}: reported as null");
+        }
     }
     let hz = kconfig::hz();
     if hz.is_none() {
@@ -73,7 +80,7 @@ pub fn run(args: SsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     loop {
         let t0 = Instant::now();
-        let seen = snapshot::read(&mut it, &targets, &args.filter, hz)?;
+        let seen = snapshot::read(&mut src, &targets, &args.filter, hz)?;
         let mut lines = Vec::with_capacity(seen.len());
         let mut next = HashMap::with_capacity(seen.len());
         for s in seen {
@@ -88,7 +95,7 @@ pub fn run(args: SsArgs) -> Result<()> {
                 next.insert(c, s.facts.clone());
             }
             lines.push(SsLine {
-                source: "iterator".into(),
+                source: src.name().into(),
                 netns_name: s.line_ns,
                 state_name: state_name(s.facts.state).into(),
                 facts: s.facts,

@@ -5,6 +5,7 @@ pub mod kconfig;
 pub mod netdev;
 pub mod netns;
 pub mod owner;
+pub mod sockdiag;
 pub mod sysctl;
 
 /// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns`, so event times and snapshots compare.

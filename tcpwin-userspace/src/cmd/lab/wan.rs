@@ -326,7 +326,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
 
 /// The sockets of `port` in one namespace, with its limits.
 fn sample(
-    it: &mut SocketIter,
+    it: &mut snapshot::Source,
     ns: &str,
     port: u16,
     hz: Option<u32>,
@@ -369,7 +369,7 @@ fn judge(
 }
 
 /// Runs one row on a path of its own.
-fn run_row(exe: &std::path::Path, it: &mut SocketIter, s: &Spec, n: usize) -> Result<WanRow> {
+fn run_row(exe: &std::path::Path, it: &mut snapshot::Source, s: &Spec, n: usize) -> Result<WanRow> {
     let rtt = Duration::from_millis(s.rtt_ms);
     let prefix = format!("tcpwin-wan-{}-{n}", std::process::id());
     let pair = Pair::create_wan(&prefix, s.mtu, rtt, Some(s.rate_bps))
@@ -477,7 +477,10 @@ fn run_row(exe: &std::path::Path, it: &mut SocketIter, s: &Spec, n: usize) -> Re
 /// `--scenario`: every row asked, one after the other.
 pub fn scenarios(exe: &std::path::Path, scenario: &str, quick: bool) -> Result<Vec<WanRow>> {
     let specs = rows(scenario, quick)?;
-    let mut it = SocketIter::load(std::path::Path::new(VMLINUX), None)?;
+    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(
+        std::path::Path::new(VMLINUX),
+        None,
+    )?));
     let mut out = Vec::new();
     for (n, s) in specs.iter().enumerate() {
         check_stop()?;
@@ -508,7 +511,10 @@ pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
         recv: Recv::Auto,
         expected: Limit::NotWindowLimited,
     };
-    let mut it = SocketIter::load(std::path::Path::new(VMLINUX), None)?;
+    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(
+        std::path::Path::new(VMLINUX),
+        None,
+    )?));
     run_row(exe, &mut it, &s, 0)
 }
 

@@ -1,0 +1,138 @@
+//! `ss` over many sockets: `tcpwin-trace ss` against iproute2's `ss -tin`, the whole command's
+//! wall time and peak RSS, medians of a few runs, on idle loopback connections the bench opens
+//! in the sender's namespace.
+use std::{
+    net::{TcpListener, TcpStream},
+    os::fd::AsRawFd,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use tcpwin_lab::netns::Pair;
+
+use crate::{
+    stats::{median, peak_rss_bytes},
+    Env,
+};
+
+/// Opens `n` sockets (n/2 connections) inside namespace `ns`; they live as long as the result.
+fn open_sockets(ns: &str, n: usize) -> Result<Vec<TcpStream>> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::scope(|s| {
+        s.spawn(|| -> Result<Vec<TcpStream>> {
+            let f = std::fs::File::open(&path).with_context(|| path.clone())?;
+            // SAFETY: setns on an open namespace fd, for this thread only.
+            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                bail!("setns {path}: {}", std::io::Error::last_os_error());
+            }
+            let lim = libc::rlimit {
+                rlim_cur: (n + 1024) as u64,
+                rlim_max: (n + 1024) as u64,
+            };
+            // SAFETY: a valid rlimit; root may raise the hard limit.
+            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+                bail!(
+                    "RLIMIT_NOFILE {}: {}",
+                    n + 1024,
+                    std::io::Error::last_os_error()
+                );
+            }
+            let l = TcpListener::bind("127.0.0.1:0")?;
+            let addr = l.local_addr()?;
+            let mut v = Vec::with_capacity(n);
+            for _ in 0..n / 2 {
+                v.push(TcpStream::connect(addr)?);
+                v.push(l.accept()?.0);
+            }
+            Ok(v)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the socket opener panicked"))?
+    })
+}
+
+/// Runs `cmd` to the end: (wall ms, peak RSS KiB, stdout lines). The peak is the process's
+/// own `VmHWM`, sampled every millisecond until it exits (getrusage's ru_maxrss would include
+/// the bench's memory the child had before its exec).
+fn measured(cmd: &mut Command) -> Result<(f64, u64, usize)> {
+    let t0 = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("{cmd:?}"))?;
+    let pid = child.id();
+    let out = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut { out }, &mut s);
+        s
+    });
+    let mut peak = 0u64;
+    let status = loop {
+        if let Some(kib) = peak_rss_bytes(pid) {
+            peak = peak.max(kib / 1024);
+        }
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    if !status.success() {
+        bail!("{cmd:?} failed: {status}");
+    }
+    let lines = reader.join().unwrap_or_default().lines().count();
+    Ok((ms, peak, lines))
+}
+
+pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Result<()> {
+    let socks = open_sockets(&pair.a, n)?;
+    let mut tool = (Vec::new(), Vec::new());
+    let mut ss = (Vec::new(), Vec::new());
+    let mut snapshot = Vec::new();
+    for _ in 0..runs.max(1) {
+        // one snapshot after the start, against six: the start (BTF, loading) drops out
+        let (one, _, _) = measured(
+            Command::new(&env.tracer)
+                .args(["ss", "--json", "--netns", &pair.a, "-i", "10", "-c", "1"]),
+        )?;
+        let (six, _, _) = measured(
+            Command::new(&env.tracer)
+                .args(["ss", "--json", "--netns", &pair.a, "-i", "10", "-c", "6"]),
+        )?;
+        snapshot.push(((six - one) / 5.0).max(0.0));
+        let (ms, rss, lines) =
+            measured(Command::new(&env.tracer).args(["ss", "--json", "--netns", &pair.a]))?;
+        if lines < n {
+            bail!("tcpwin-trace ss listed {lines} sockets of {n}");
+        }
+        tool.0.push(ms);
+        tool.1.push(rss as f64);
+        let (ms, rss, _) = measured(Command::new("ss").args(["-tin", "-N", &pair.a]))?;
+        ss.0.push(ms);
+        ss.1.push(rss as f64);
+    }
+    drop(socks);
+    let (tms, trss, sms, srss, snap) = (
+        median(tool.0),
+        median(tool.1) / 1024.0,
+        median(ss.0),
+        median(ss.1) / 1024.0,
+        median(snapshot),
+    );
+    if json_out {
+        println!(
+            "{}",
+            json!({"workload": "ss", "sockets": n, "tool_ms": tms, "tool_rss_mib": trss,
+                   "tool_snapshot_ms": snap, "ss_ms": sms, "ss_rss_mib": srss, "runs": runs})
+        );
+    } else {
+        println!(
+            "\nss over {n} sockets (median of {runs}): tcpwin-trace ss {tms:.0} ms whole command ({snap:.0} ms per snapshot once loaded), {trss:.1} MiB peak RSS; ss -tin {sms:.0} ms, {srss:.1} MiB"
+        );
+    }
+    Ok(())
+}
