@@ -300,13 +300,17 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
                     }
                 }
                 let elapsed = started.elapsed().as_secs_f64();
-                let steady = match mark {
+                let (steady, steady_wnd) = match mark {
                     Some((t, acked)) => {
-                        let now = tcp_info(s.as_raw_fd())?.bytes_acked.unwrap_or(0);
+                        let info = tcp_info(s.as_raw_fd())?;
+                        let now = info.bytes_acked.unwrap_or(0);
                         let dt = t.elapsed().as_secs_f64().max(1e-9);
-                        Some((now.saturating_sub(acked) as f64 * 8.0 / dt) as u64)
+                        (
+                            Some((now.saturating_sub(acked) as f64 * 8.0 / dt) as u64),
+                            info.snd_wnd,
+                        )
                     }
-                    None => None,
+                    None => (None, None),
                 };
                 s.shutdown(std::net::Shutdown::Write)?;
                 // wait for the receiver's close so the whole exchange is over
@@ -318,6 +322,7 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
                     truth.snd_wnd_peak = Some(snd_wnd_peak);
                     truth.throughput_bps = Some((sent as f64 * 8.0 / elapsed.max(1e-9)) as u64);
                     truth.steady_bps = steady;
+                    truth.steady_snd_wnd = steady_wnd;
                     println!("{}", serde_json::to_string(&truth)?);
                     std::io::stdout().flush()?;
                 }

@@ -75,6 +75,17 @@ fn exists(name: &str) -> bool {
     std::path::Path::new("/run/netns").join(name).exists()
 }
 
+/// Creates these namespaces, refusing (before creating any) if a name is taken.
+fn add_namespaces(names: &[&String]) -> Result<()> {
+    if let Some(n) = names.iter().find(|n| exists(n)) {
+        bail!("network namespace {n} already exists: remove it (`ip netns del {n}`) or choose another name");
+    }
+    for n in names {
+        ip(&["netns", "add", n]).context("creating a network namespace needs root")?;
+    }
+    Ok(())
+}
+
 impl Pair {
     /// Creates `<prefix>-a` and `<prefix>-b`. Refuses if either name is taken.
     pub fn create(prefix: &str, mtu: u32) -> Result<Pair> {
@@ -89,21 +100,21 @@ impl Pair {
             ip6_b: "fd00:248::2",
             path: None,
         };
-        for n in [&p.a, &p.b] {
-            if exists(n) {
-                bail!("network namespace {n} already exists: remove it (`ip netns del {n}`) or choose another name");
-            }
-        }
         // From here on, Drop removes whatever was created.
-        ip(&["netns", "add", &p.a]).context("creating a network namespace needs root")?;
-        ip(&["netns", "add", &p.b])?;
+        add_namespaces(&[&p.a, &p.b])?;
         ip(&[
             "-n", &p.a, "link", "add", p.dev_a, "type", "veth", "peer", "name", p.dev_b, "netns",
             &p.b,
         ])?;
+        p.address_endpoints(mtu, &[])?;
+        Ok(p)
+    }
+
+    /// MTU, addresses and links up on both endpoints, with these offloads off first.
+    fn address_endpoints(&self, mtu: u32, offloads_off: &[&str]) -> Result<()> {
         for (ns, dev, v4, v6) in [
-            (&p.a, p.dev_a, p.ip_a, p.ip6_a),
-            (&p.b, p.dev_b, p.ip_b, p.ip6_b),
+            (&self.a, self.dev_a, self.ip_a, self.ip6_a),
+            (&self.b, self.dev_b, self.ip_b, self.ip6_b),
         ] {
             ip(&["-n", ns, "link", "set", dev, "mtu", &mtu.to_string()])?;
             ip(&["-n", ns, "addr", "add", &format!("{v4}/24"), "dev", dev])?;
@@ -117,10 +128,13 @@ impl Pair {
                 dev,
                 "nodad",
             ])?;
+            for f in offloads_off {
+                Self::offload(ns, dev, f, false)?;
+            }
             ip(&["-n", ns, "link", "set", dev, "up"])?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
-        Ok(p)
+        Ok(())
     }
 
     pub fn set_mtu(&self, mtu: u32) -> Result<()> {
@@ -234,9 +248,6 @@ impl Pair {
             );
         }
         let p_ns = format!("{prefix}-p");
-        if exists(&p_ns) {
-            bail!("network namespace {p_ns} already exists: remove it (`ip netns del {p_ns}`) or choose another name");
-        }
         let mut p = Pair {
             a: format!("{prefix}-a"),
             b: format!("{prefix}-b"),
@@ -253,15 +264,8 @@ impl Pair {
                 line: None,
             }),
         };
-        for n in [&p.a, &p.b] {
-            if exists(n) {
-                bail!("network namespace {n} already exists: remove it (`ip netns del {n}`) or choose another name");
-            }
-        }
         // From here on, Drop removes whatever was created.
-        for n in [&p.a, &p_ns, &p.b] {
-            ip(&["netns", "add", n]).context("creating a network namespace needs root")?;
-        }
+        add_namespaces(&[&p.a, &p_ns, &p.b])?;
         ip(&[
             "-n", &p.a, "link", "add", p.dev_a, "type", "veth", "peer", "name", "pa", "netns",
             &p_ns,
@@ -270,28 +274,7 @@ impl Pair {
             "-n", &p.b, "link", "add", p.dev_b, "type", "veth", "peer", "name", "pb", "netns",
             &p_ns,
         ])?;
-        for (ns, dev, v4, v6) in [
-            (&p.a, p.dev_a, p.ip_a, p.ip6_a),
-            (&p.b, p.dev_b, p.ip_b, p.ip6_b),
-        ] {
-            ip(&["-n", ns, "link", "set", dev, "mtu", &mtu.to_string()])?;
-            ip(&["-n", ns, "addr", "add", &format!("{v4}/24"), "dev", dev])?;
-            ip(&[
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{v6}/64"),
-                "dev",
-                dev,
-                "nodad",
-            ])?;
-            for f in ["tx", "tso"] {
-                Self::offload(ns, dev, f, false)?;
-            }
-            ip(&["-n", ns, "link", "set", dev, "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        }
+        p.address_endpoints(mtu, &["tx", "tso"])?;
         Self::sysctl(&p_ns, "net.ipv6.conf.all.disable_ipv6", "1")?;
         for dev in ["pa", "pb"] {
             ip(&["-n", &p_ns, "link", "set", dev, "mtu", &mtu.to_string()])?;

@@ -311,6 +311,9 @@ pub struct EndpointReport {
     /// TCP_INFO), slow start left out
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steady_bps: Option<u64>,
+    /// sender with a time limit: the peer's window when it stopped writing
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_snd_wnd: Option<u32>,
 }
 
 /// One row of `tcpwin-trace lab --scenario`: a transfer over the WAN path, what the tool
@@ -338,6 +341,8 @@ pub struct WanRow {
     pub throughput_bps: Option<u64>,
     /// the sender's rwnd-limited share of busy time (its TCP_INFO)
     pub rwnd_limited_share: Option<f64>,
+    /// the window the sender saw advertised when it stopped writing (its `tcpi_snd_wnd`)
+    pub snd_wnd: Option<u32>,
     pub verdict: Option<crate::verdict::Limit>,
     pub sender_verdict: Option<crate::verdict::Limit>,
     /// the limit this scenario is built to show

@@ -71,13 +71,20 @@ fn unprivileged_user_is_told_to_use_root() {
         0,
         "this test needs root to drop privileges"
     );
-    let out = Command::new("setpriv")
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-        .arg(env!("CARGO_BIN_EXE_tcpwin-trace"))
-        .args(["-d", "1"])
-        .output()
-        .expect("setpriv (util-linux)");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(err.contains("run it as root"), "{err}");
+    for args in [
+        &["-d", "1"][..],
+        &["ss"][..],
+        &["ss", "--source", "iterator"][..],
+    ] {
+        let out = Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_tcpwin-trace"))
+            .args(args)
+            .output()
+            .expect("setpriv (util-linux)");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains("run it as root"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing partial");
+    }
 }

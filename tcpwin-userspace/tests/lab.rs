@@ -21,12 +21,20 @@ fn require_root() {
 
 /// Namespaces of the lab run with this PID.
 fn lab_namespaces(pid: u32) -> Vec<String> {
-    let prefix = format!("tcpwin-lab-{pid}-");
+    namespaces_named(&format!("tcpwin-lab-{pid}-"))
+}
+
+/// Namespaces of a WAN lab run with this PID.
+fn wan_namespaces(pid: u32) -> Vec<String> {
+    namespaces_named(&format!("tcpwin-wan-{pid}-"))
+}
+
+fn namespaces_named(prefix: &str) -> Vec<String> {
     std::fs::read_dir("/run/netns")
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
+                .filter(|n| n.starts_with(prefix))
                 .collect()
         })
         .unwrap_or_default()
@@ -212,19 +220,6 @@ fn interrupted_lab_leaves_nothing_behind() {
     );
 }
 
-/// Namespaces of a WAN lab run with this PID.
-fn wan_namespaces(pid: u32) -> Vec<String> {
-    let prefix = format!("tcpwin-wan-{pid}-");
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn rmem_max() -> String {
     std::fs::read_to_string("/proc/sys/net/core/rmem_max")
         .unwrap()
@@ -290,6 +285,22 @@ fn wan_scenarios_show_their_verdicts() {
         let rtt = r.min_rtt_ms.unwrap();
         assert!((rtt - r.rtt_ms).abs() <= 0.1 * r.rtt_ms, "rtt {ctx}");
         let rwnd = r.rwnd_limited_share.unwrap();
+        // where the peer's window binds, the sender's own numbers agree: rate = snd_wnd / min_rtt
+        // (the window it saw advertised at the end of the transfer)
+        if matches!(
+            r.expected,
+            Limit::WscaleOff
+                | Limit::RcvbufLocked
+                | Limit::AutotuneMax
+                | Limit::LowRatio
+                | Limit::WindowClamp
+        ) {
+            let w = r.snd_wnd.unwrap() as f64 * 8.0 / (rtt / 1000.0);
+            assert!(
+                (tp - w).abs() <= 0.15 * w,
+                "rate {tp} vs window / min_rtt {w}: {ctx}"
+            );
+        }
         if r.expected == Limit::NotWindowLimited {
             assert!(rwnd < 0.1, "rwnd-limited {rwnd}: {ctx}");
             assert_eq!(r.sender_verdict, Some(Limit::NotWindowLimited), "{ctx}");

@@ -34,9 +34,14 @@ pub enum SourceArg {
 }
 
 impl Source {
-    /// Opens the source asked; with `auto` a refused iterator falls back to sock_diag and says
-    /// which facts are then missing.
+    /// Opens the source asked; with `auto` an iterator the kernel refuses falls back to
+    /// sock_diag and says which facts are then missing (a missing privilege is an error: the fix
+    /// is to run as root, not to read less).
     pub fn open(arg: SourceArg, btf: &Path, obj: Option<&Path>) -> Result<Source> {
+        if arg != SourceArg::SockDiag {
+            crate::kernel::object::check_privileges()
+                .map_err(|e| anyhow::anyhow!("{e:#} (or read less with --source sock-diag)"))?;
+        }
         match arg {
             SourceArg::SockDiag => Ok(Source::SockDiag),
             SourceArg::Iterator => Ok(Source::Iterator(Box::new(SocketIter::load(btf, obj)?))),

@@ -460,6 +460,7 @@ fn run_row(exe: &std::path::Path, it: &mut snapshot::Source, s: &Spec, n: usize)
             .filter(|b| *b > 0)
             .zip(sender.rwnd_limited_us)
             .map(|(b, r)| r as f64 / b as f64),
+        snd_wnd: sender.steady_snd_wnd,
         verdict: v.map(|v| v.limit),
         sender_verdict: txv,
         expected: s.expected,
