@@ -12,11 +12,13 @@
 //! - `verdict`: which limit binds a window, and the change that lifts it;
 //! - `units`: rates and durations as users write them;
 //! - `check`: the host audited, and whether a bandwidth-delay product fits;
-//! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`).
+//! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`);
+//! - `metrics`: what the exporter publishes (the only place metric names exist).
 pub mod check;
 pub mod facts;
 pub mod hist;
 pub mod kind;
+pub mod metrics;
 pub mod record;
 pub mod schema;
 pub mod sockdiag;

@@ -88,6 +88,8 @@ pub enum Cmd {
     Ss(crate::cmd::ss::SsArgs),
     /// Audit the host's receive-window settings; with --bdp, exit 0 if the BDP fits, 1 if not
     Check(crate::cmd::check::CheckArgs),
+    /// Serve the sockets' window facts and verdicts to Prometheus (/metrics); nothing runs per packet
+    Exporter(crate::cmd::exporter::ExporterArgs),
     /// Built-in traffic endpoints, run by the lab and the demo inside their namespaces
     #[command(subcommand, hide = true)]
     Transfer(tcpwin_lab::endpoints::TransferCmd),

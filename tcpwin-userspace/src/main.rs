@@ -18,6 +18,7 @@ fn main() {
         Some(Cmd::Transfer(t)) => tcpwin_lab::endpoints::run(t),
         Some(Cmd::Demo) => cmd::demo::run(),
         Some(Cmd::Ss(a)) => cmd::ss::run(a),
+        Some(Cmd::Exporter(a)) => cmd::exporter::run(a),
         Some(Cmd::Check(a)) => match cmd::check::run(a) {
             Ok(fits) => std::process::exit(if fits { 0 } else { 1 }),
             Err(e) if broken_pipe(&e) => return,

@@ -165,7 +165,8 @@ fn test(extra: &[String]) -> Result<()> {
     build()?;
     // what the tests call besides the tracer (installed by `setup` too; checked here for machines
     // that got the toolchain earlier)
-    toolchain::apt_install(&["bpftool", "ethtool", "iproute2"])?;
+    // prometheus: promtool checks the exporter's format
+    toolchain::apt_install(&["bpftool", "ethtool", "iproute2", "prometheus"])?;
     let cargo = env!("CARGO");
     run_cmd(
         Command::new(cargo)

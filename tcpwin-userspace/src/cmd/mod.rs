@@ -1,6 +1,7 @@
 //! The product's commands: each turns its arguments into kernel, host and view calls.
 pub mod check;
 pub mod demo;
+pub mod exporter;
 pub mod judges;
 pub mod lab;
 pub mod snapshot;

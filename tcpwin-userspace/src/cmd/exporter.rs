@@ -1,0 +1,160 @@
+//! `tcpwin-trace exporter`: the sockets' window facts and verdicts for Prometheus. Every scrape
+//! reads a snapshot through the socket iterator (loaded once); nothing runs per packet. Verdicts
+//! are taken over the time since the previous scrape.
+use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
+
+use anyhow::{anyhow, Result};
+use tcpwin_lab::harness::{install_stop_handler, wait_or_stop};
+use tcpwin_model::{
+    facts::SockFacts,
+    metrics::Scrape,
+    verdict::{verdict, Input},
+};
+
+use super::snapshot::{self, Source, SourceArg};
+use crate::{
+    cli::SocketFilter,
+    host::{kconfig, netns},
+    kernel::btf::VMLINUX,
+    view::openmetrics,
+};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExporterArgs {
+    /// Address and port to serve /metrics on (only there: bind a public address yourself)
+    #[arg(long, default_value = "127.0.0.1:9943", value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Network namespace: a name from `ip netns list`, or `all` (looked up again at every
+    /// scrape, so namespaces may come and go); default the exporter's own
+    #[arg(long, value_name = "NAME|all")]
+    pub netns: Option<String>,
+    #[command(flatten)]
+    pub filter: SocketFilter,
+    /// Kernel BTF to resolve struct layouts from
+    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
+    pub btf: PathBuf,
+}
+
+/// One scrape: the encoded body.
+struct Scraper {
+    src: Source,
+    args: ExporterArgs,
+    hz: Option<u32>,
+    before: HashMap<u64, SockFacts>,
+}
+
+impl Scraper {
+    fn scrape(&mut self, openmetrics: bool) -> String {
+        let t0 = std::time::Instant::now();
+        let mut errors = 0u64;
+        let targets = match netns::resolve(self.args.netns.as_deref()) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("tcpwin-trace: exporter: {e:#}");
+                errors += 1;
+                Vec::new()
+            }
+        };
+        let mut s = Scrape::default();
+        let mut next = HashMap::new();
+        for t in &targets {
+            let seen = match snapshot::read(
+                &mut self.src,
+                std::slice::from_ref(t),
+                &self.args.filter,
+                self.hz,
+            ) {
+                Ok(v) => v,
+                Err(e) => {
+                    // a namespace gone between listing and reading, or refused: counted
+                    eprintln!("tcpwin-trace: exporter: namespace {}: {e:#}", t.name);
+                    errors += 1;
+                    continue;
+                }
+            };
+            for x in seen {
+                let prev = x.facts.cookie.and_then(|c| self.before.get(&c));
+                let v = verdict(&Input {
+                    now: &x.facts,
+                    before: prev,
+                    host: &x.host,
+                    target_bps: None,
+                });
+                s.add(&x.facts, &v);
+                if let Some(c) = x.facts.cookie {
+                    next.insert(c, x.facts);
+                }
+            }
+        }
+        self.before = next;
+        openmetrics::encode(&s, t0.elapsed().as_secs_f64(), errors, openmetrics)
+    }
+}
+
+fn respond(req: tiny_http::Request, code: u16, ctype: &str, body: String) {
+    let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes())
+        .expect("a valid header");
+    // a client gone mid-response is its business, not the exporter's
+    let _ = req.respond(
+        tiny_http::Response::from_string(body)
+            .with_status_code(code)
+            .with_header(header),
+    );
+}
+
+pub fn run(args: ExporterArgs) -> Result<()> {
+    args.filter.validate()?;
+    if let Some(n) = args.netns.as_deref() {
+        netns::resolve(Some(n))?;
+    }
+    let src = Source::open(SourceArg::Auto, &args.btf, None)?;
+    install_stop_handler();
+    let server = tiny_http::Server::http(args.listen)
+        .map_err(|e| anyhow!("cannot listen on {}: {e}", args.listen))?;
+    eprintln!(
+        "tcpwin-trace: exporter serving http://{}/metrics (sockets from the {})",
+        args.listen,
+        src.name()
+    );
+    let mut scraper = Scraper {
+        src,
+        hz: kconfig::hz(),
+        args,
+        before: HashMap::new(),
+    };
+    loop {
+        if wait_or_stop(Duration::ZERO) {
+            eprintln!("tcpwin-trace: exporter stopped");
+            return Ok(());
+        }
+        let req = match server.recv_timeout(Duration::from_millis(200)) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(e) => {
+                eprintln!("tcpwin-trace: exporter: {e}");
+                continue;
+            }
+        };
+        if *req.method() != tiny_http::Method::Get {
+            respond(req, 405, "text/plain", "only GET\n".into());
+            continue;
+        }
+        if req.url().split('?').next() != Some("/metrics") {
+            respond(
+                req,
+                404,
+                "text/plain",
+                "tcpwin-trace: see /metrics\n".into(),
+            );
+            continue;
+        }
+        let accept = req
+            .headers()
+            .iter()
+            .find(|h| h.field.equiv("Accept"))
+            .map(|h| h.value.as_str().to_string());
+        let ctype = openmetrics::content_type(accept.as_deref());
+        let body = scraper.scrape(ctype.contains("openmetrics"));
+        respond(req, 200, ctype, body);
+    }
+}

@@ -1,0 +1,245 @@
+//! `tcpwin-trace exporter` against what the sockets' owners read and against Prometheus' own
+//! checker: idle connections in a namespace the test makes, scraped over HTTP; the format passes
+//! `promtool check metrics`; the values equal the owners' getsockopt; the server survives bad
+//! clients and namespaces that vanish, and SIGTERM leaves nothing loaded. Needs root: fails, never
+//! skips.
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    os::fd::AsRawFd,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use tcpwin_lab::{harness::Proc, netns::Pair};
+
+const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("EXPORTER TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET `path`: (status, content type, body).
+fn get(port: u16, path: &str, accept: Option<&str>) -> (u16, String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("the exporter listens");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\n{accept}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    let (head, body) = r.split_once("\r\n\r\n").expect("an HTTP response");
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let ctype = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-type:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    (status, ctype, body.to_string())
+}
+
+/// The value of a sample line `name value`.
+fn value(body: &str, name: &str) -> f64 {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{body}"))
+}
+
+fn clamp(s: &TcpStream) -> u32 {
+    let mut v: i32 = 0;
+    let mut len = 4 as libc::socklen_t;
+    // SAFETY: TCP_WINDOW_CLAMP writes one int.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_WINDOW_CLAMP,
+            &mut v as *mut i32 as *mut _,
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0);
+    v as u32
+}
+
+fn iterator_programs() -> usize {
+    let out = Command::new("bpftool")
+        .args(["prog", "show"])
+        .output()
+        .expect("bpftool");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("tcp_sockets"))
+        .count()
+}
+
+#[test]
+fn exporter_serves_what_the_owners_read() {
+    require_root();
+    let pair = Pair::create(&format!("tcpwt-exp-{}", std::process::id()), 1500).unwrap();
+    let ns = pair.b.clone();
+    // three idle connections inside the namespace, made by a thread that entered it
+    let socks: Vec<TcpStream> = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on an open namespace fd, for this thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            c.write_all(&[1u8; 10_000]).unwrap();
+            v.push(c);
+            v.push(l.accept().unwrap().0);
+        }
+        v
+    })
+    .join()
+    .unwrap();
+    let port = free_port();
+    let mut exp = Proc(
+        Command::new(EXE)
+            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--netns", &pair.b])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "exporter did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (status, ctype, body) = get(port, "/metrics", None);
+    assert_eq!(status, 200);
+    assert!(ctype.contains("version=0.0.4"), "{ctype}");
+    // ground truth: six sockets, their clamps as their owner reads them
+    assert_eq!(value(&body, "tcpwin_scrape_sockets"), 6.0, "{body}");
+    assert_eq!(value(&body, "tcpwin_window_clamp_bytes_count"), 6.0);
+    let sum: u64 = socks.iter().map(|s| clamp(s) as u64).sum();
+    assert_eq!(
+        value(&body, "tcpwin_window_clamp_bytes_sum"),
+        sum as f64,
+        "{body}"
+    );
+    assert_eq!(value(&body, "tcpwin_scrape_errors"), 0.0);
+    // Prometheus' own checker accepts the format
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (apt-get install prometheus)");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // OpenMetrics when asked
+    let (_, ctype, om) = get(
+        port,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    );
+    assert!(ctype.contains("openmetrics"), "{ctype}");
+    assert!(om.trim_end().ends_with("# EOF"), "{om}");
+    // only GET, only /metrics; garbage and a client leaving mid-request do not stop it
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(
+        b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut r = String::new();
+    s.read_to_string(&mut r).unwrap();
+    assert!(r.starts_with("HTTP/1.1 405"), "{r}");
+    assert_eq!(get(port, "/", None).0, 404);
+    let mut g = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    g.write_all(b"\x00\x01garbage\r\n\r\n").unwrap();
+    drop(g);
+    let mut half = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    half.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+    drop(half);
+    assert_eq!(get(port, "/metrics", None).0, 200);
+    // the namespace goes away: the next scrape answers and counts the error
+    drop(socks);
+    drop(pair);
+    let (status, _, body) = get(port, "/metrics", None);
+    assert_eq!(status, 200);
+    assert_eq!(value(&body, "tcpwin_scrape_errors"), 1.0, "{body}");
+    // SIGTERM: a clean stop, nothing left loaded
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(exp.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = exp.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the exporter ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        iterator_programs(),
+        0,
+        "the iterator program is still loaded"
+    );
+}
+
+#[test]
+fn exporter_refuses_bad_input_in_one_sentence() {
+    let port = free_port();
+    let _busy = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    for (args, needle) in [
+        (vec!["exporter", "--listen", "nonsense"], "invalid value"),
+        (
+            vec!["exporter", "--netns", "no-such-ns-tcpwin"],
+            "ip netns list",
+        ),
+    ] {
+        let out = Command::new(EXE).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let out = Command::new(EXE)
+            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains("cannot listen"), "{err}");
+    }
+}
