@@ -86,6 +86,16 @@ pub mod formula {
         }
 
         #[test]
+        fn estab_keys_round_trip() {
+            for (ns, ok, passive) in [(4026531840u32, true, false), (7, false, true)] {
+                assert_eq!(
+                    super::super::estab_parts(super::super::estab_key(ns, ok, passive)),
+                    (ns, ok, passive)
+                );
+            }
+        }
+
+        #[test]
         fn adv_win_scale_equivalents() {
             // n=1 gives half the buffer, n=2 three quarters
             assert_eq!(adv_win_scale_ratio(1), 128);
@@ -499,6 +509,7 @@ pub struct InitParams {
 pub mod tcp_state {
     pub const ESTABLISHED: u8 = 1;
     pub const SYN_SENT: u8 = 2;
+    pub const SYN_RECV: u8 = 3;
     pub const CLOSE: u8 = 7;
     pub const LISTEN: u8 = 10;
 
@@ -516,6 +527,16 @@ pub const AF_INET6: u8 = 10;
 /// `SOCK_RCVBUF_LOCK` in `sk_userlocks`.
 pub const SOCK_RCVBUF_LOCK: u8 = 2;
 
+/// The key of `ESTAB_COUNTS`: the namespace, window scaling negotiated, the passive side.
+pub const fn estab_key(netns: u32, wscale_ok: bool, passive: bool) -> u64 {
+    ((netns as u64) << 2) | ((wscale_ok as u64) << 1) | passive as u64
+}
+
+/// The parts of an `ESTAB_COUNTS` key: (netns, wscale_ok, passive).
+pub const fn estab_parts(key: u64) -> (u32, bool, bool) {
+    ((key >> 2) as u32, key & 2 != 0, key & 1 != 0)
+}
+
 /// Names of the maps and globals in the object, shared so a rename breaks the build, not the run.
 pub mod names {
     pub const EVENTS: &str = "EVENTS";
@@ -529,6 +550,9 @@ pub mod names {
     pub const INIT_HOOKED: &str = "INIT_HOOKED";
     /// the `iter/tcp` program
     pub const ITER_TCP: &str = "tcp_sockets";
+    /// the exporter's handshake counter and its map
+    pub const COUNT_ESTABLISHED: &str = "count_established";
+    pub const ESTAB_COUNTS: &str = "ESTAB_COUNTS";
 }
 
 #[cfg(feature = "user")]

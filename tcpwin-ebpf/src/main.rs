@@ -17,7 +17,7 @@ mod track;
 use aya_ebpf::{
     helpers::{bpf_get_socket_cookie, bpf_probe_read_kernel, bpf_skc_to_tcp_sock},
     macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map},
-    maps::PerCpuArray,
+    maps::{PerCpuArray, PerCpuHashMap},
     programs::{BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use read::{Direct, Probe};
@@ -138,6 +138,40 @@ pub fn tp_tcp_rcvbuf_grow(ctx: BtfTracePointContext) -> i32 {
 /// costs (trampoline, bpf_stats clock reads), the floor under the tracer's per-hit figure.
 #[btf_tracepoint(function = "tcp_probe")]
 pub fn calib_tcp_probe(_ctx: BtfTracePointContext) -> i32 {
+    0
+}
+
+// ---------------------------------------------------------------- exporter counters
+
+/// Connections that reached ESTABLISHED, per namespace, by whether window scaling was negotiated
+/// and which side opened them (`tcpwin_common::estab_key`). Per CPU: no locks on the handshake.
+#[map(name = "ESTAB_COUNTS")]
+static ESTAB_COUNTS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(4096, 0);
+
+/// The exporter's only hook: counts handshakes (a snapshot cannot see connections that came
+/// and went between scrapes). Nothing else of the tracer runs.
+#[btf_tracepoint(function = "inet_sock_set_state")]
+pub fn count_established(ctx: BtfTracePointContext) -> i32 {
+    let raw: u64 = ctx.arg(0);
+    let old_state: i32 = ctx.arg(1);
+    let new_state: i32 = ctx.arg(2);
+    if new_state as u8 != tcp_state::ESTABLISHED {
+        return 0;
+    }
+    let sk = tcp_sk(raw);
+    if sk == 0 {
+        return 0;
+    }
+    let (_, wscale_ok) = read::wscale::<Direct>(sk);
+    let passive = old_state as u8 == tcp_state::SYN_RECV;
+    let key = tcpwin_common::estab_key(read::netns::<Direct>(sk), wscale_ok, passive);
+    match ESTAB_COUNTS.get_ptr_mut(key) {
+        // SAFETY: a per-CPU map value from get_ptr_mut: no other writer on this CPU.
+        Some(p) => unsafe { *p += 1 },
+        None => {
+            let _ = ESTAB_COUNTS.insert(key, 1, 0);
+        }
+    }
     0
 }
 

@@ -13,6 +13,8 @@ pub mod name {
     /// window / RTT, in bytes per second (Prometheus' base unit; promtool refuses bits)
     pub const CEILING: &str = "tcpwin_window_ceiling_bytes_per_second";
     pub const SOCKETS: &str = "tcpwin_sockets";
+    /// a counter: the encoder adds `_total`
+    pub const ESTABLISHED: &str = "tcpwin_connections_established";
     pub const SCRAPE_DURATION: &str = "tcpwin_scrape_duration_seconds";
     pub const SCRAPE_SOCKETS: &str = "tcpwin_scrape_sockets";
     pub const SCRAPE_ERRORS: &str = "tcpwin_scrape_errors";
@@ -43,6 +45,9 @@ pub struct Scrape {
     pub ceiling_bytes_per_sec: Vec<f64>,
     /// sockets by verdict (`limit` label)
     pub sockets: BTreeMap<&'static str, u64>,
+    /// connections that reached ESTABLISHED since the exporter started, by (window scaling
+    /// negotiated, passive); None when the counter is not running
+    pub established: Option<BTreeMap<(bool, bool), u64>>,
 }
 
 impl Scrape {

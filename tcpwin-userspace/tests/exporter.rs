@@ -81,6 +81,7 @@ fn clamp(s: &TcpStream) -> u32 {
     v as u32
 }
 
+/// Loaded programs named like the exporter's (bpftool's listing; names cut at 15 characters).
 fn iterator_programs() -> usize {
     let out = Command::new("bpftool")
         .args(["prog", "show"])
@@ -88,7 +89,7 @@ fn iterator_programs() -> usize {
         .expect("bpftool");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| l.contains("tcp_sockets"))
+        .filter(|l| l.contains("tcp_sockets") || l.contains("count_establish"))
         .count()
 }
 
@@ -115,6 +116,7 @@ fn exporter_serves_what_the_owners_read() {
     .join()
     .unwrap();
     let port = free_port();
+    let loaded_before = iterator_programs();
     let mut exp = Proc(
         Command::new(EXE)
             .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
@@ -191,6 +193,53 @@ fn exporter_serves_what_the_owners_read() {
     half.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
     drop(half);
     assert_eq!(get(port, "/metrics", None).0, 200);
+    // handshakes in the namespace since the exporter started: 3 with window scaling, then 2
+    // with it off in the namespace (both ends then agree it was not negotiated)
+    let before = get(port, "/metrics", None).2;
+    let count = |body: &str, wscale: &str, dir: &str| {
+        body.lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "tcpwin_connections_established_total{{wscale=\"{wscale}\",direction=\"{dir}\"}} "
+                ))?
+                .parse::<f64>()
+                .ok()
+            })
+            .unwrap_or(0.0)
+    };
+    let connect = |n: usize| {
+        let ns = pair.b.clone();
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+            // SAFETY: setns on an open namespace fd, for this thread only.
+            assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            for _ in 0..n {
+                let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+                let a = l.accept().unwrap().0;
+                drop((c, a));
+            }
+        })
+        .join()
+        .unwrap()
+    };
+    connect(3);
+    Pair::sysctl(&pair.b, "net.ipv4.tcp_window_scaling", "0").unwrap();
+    connect(2);
+    std::thread::sleep(Duration::from_millis(200));
+    let after = get(port, "/metrics", None).2;
+    for (wscale, dir, n) in [
+        ("negotiated", "active", 3.0),
+        ("negotiated", "passive", 3.0),
+        ("not_negotiated", "active", 2.0),
+        ("not_negotiated", "passive", 2.0),
+    ] {
+        assert_eq!(
+            count(&after, wscale, dir) - count(&before, wscale, dir),
+            n,
+            "{wscale} {dir}:\n{after}"
+        );
+    }
     // the namespace goes away: the next scrape answers and counts the error
     drop(socks);
     drop(pair);
@@ -211,8 +260,8 @@ fn exporter_serves_what_the_owners_read() {
     assert!(status.success(), "{status}");
     assert_eq!(
         iterator_programs(),
-        0,
-        "the iterator program is still loaded"
+        loaded_before,
+        "the exporter's programs are still loaded"
     );
 }
 

@@ -11,7 +11,7 @@ use tcpwin_model::{
     verdict::{verdict, Input},
 };
 
-use super::snapshot::{self, Source, SourceArg};
+use super::snapshot::{self, Source};
 use crate::{
     cli::SocketFilter,
     host::{kconfig, netns},
@@ -87,6 +87,24 @@ impl Scraper {
             }
         }
         self.before = next;
+        if let Source::Iterator(it) = &self.src {
+            match it.established() {
+                Ok(v) => {
+                    let wanted: Vec<u32> = targets.iter().map(|t| t.inode as u32).collect();
+                    let mut m = std::collections::BTreeMap::new();
+                    for (ns, ok, passive, n) in v {
+                        if wanted.contains(&ns) {
+                            *m.entry((ok, passive)).or_default() += n;
+                        }
+                    }
+                    s.established = Some(m);
+                }
+                Err(e) => {
+                    eprintln!("tcpwin-trace: exporter: handshake counts: {e:#}");
+                    errors += 1;
+                }
+            }
+        }
         openmetrics::encode(&s, t0.elapsed().as_secs_f64(), errors, openmetrics)
     }
 }
@@ -107,7 +125,7 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     if let Some(n) = args.netns.as_deref() {
         netns::resolve(Some(n))?;
     }
-    let src = Source::open(SourceArg::Auto, &args.btf, None)?;
+    let src = Source::open_counting(&args.btf)?;
     install_stop_handler();
     let server = tiny_http::Server::http(args.listen)
         .map_err(|e| anyhow!("cannot listen on {}: {e}", args.listen))?;

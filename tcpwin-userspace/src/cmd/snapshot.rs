@@ -58,6 +58,22 @@ impl Source {
         }
     }
 
+    /// The exporter's source: the iterator with the handshake counter attached, or sock_diag
+    /// (then without it, and said so).
+    pub fn open_counting(btf: &Path) -> Result<Source> {
+        crate::kernel::object::check_privileges()?;
+        match SocketIter::load_with(btf, None, true) {
+            Ok(it) => Ok(Source::Iterator(Box::new(it))),
+            Err(e) => {
+                eprintln!(
+                    "tcpwin-trace: the socket iterator or the handshake counter is unavailable ({e:#}); reading sock_diag instead: {} are null and connections are not counted",
+                    MISSING.join(", ")
+                );
+                Ok(Source::SockDiag)
+            }
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Source::Iterator(_) => "iterator",

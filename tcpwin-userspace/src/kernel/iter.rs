@@ -3,7 +3,11 @@
 use std::{io::Read, path::Path};
 
 use anyhow::{Context, Result};
-use aya::{programs::Iter, Ebpf, Endianness};
+use aya::{
+    maps::PerCpuHashMap,
+    programs::{BtfTracePoint, Iter},
+    Ebpf, Endianness,
+};
 use tcpwin_common::{names, Config, Offsets, SockRecord};
 
 use super::{
@@ -22,6 +26,12 @@ pub struct SocketIter {
 impl SocketIter {
     /// Loads the iterator program with the running kernel's offsets.
     pub fn load(btf_path: &Path, obj: Option<&Path>) -> Result<SocketIter> {
+        Self::load_with(btf_path, obj, false)
+    }
+
+    /// Loads the iterator and, with `count`, attaches the handshake counter (the exporter's
+    /// only hook: one tracepoint per state change, nothing per packet).
+    pub fn load_with(btf_path: &Path, obj: Option<&Path>, count: bool) -> Result<SocketIter> {
         object::check_privileges()?;
         let layout = Resolver::from_file(btf_path)?.layout()?;
         let btf = aya::Btf::parse_file(btf_path, Endianness::default())
@@ -34,6 +44,20 @@ impl SocketIter {
         };
         let mut bpf = object::load(&opts, &layout, &btf)?;
         prepare(&mut bpf, &btf)?;
+        if count {
+            let p: &mut BtfTracePoint = bpf
+                .program_mut(names::COUNT_ESTABLISHED)
+                .context("the handshake counter is missing from the eBPF object")?
+                .try_into()?;
+            p.load("inet_sock_set_state", &btf)
+                .and_then(|()| p.attach().map(|_| ()))
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "the kernel refused the handshake counter (tp_btf sock:inet_sock_set_state): {}",
+                        reason(&e)
+                    )
+                })?;
+        }
         Ok(SocketIter {
             bpf,
             offsets: layout.offsets,
@@ -44,6 +68,23 @@ impl SocketIter {
     /// Every TCP socket (outside LISTEN) of the calling thread's network namespace.
     pub fn read(&mut self) -> Result<Vec<SockRecord>> {
         read(&mut self.bpf)
+    }
+
+    /// Handshakes counted so far (with `load_with(.., true)`): (netns, wscale negotiated,
+    /// passive, count), summed over CPUs.
+    pub fn established(&self) -> Result<Vec<(u32, bool, bool, u64)>> {
+        let m: PerCpuHashMap<_, u64, u64> = PerCpuHashMap::try_from(
+            self.bpf
+                .map(names::ESTAB_COUNTS)
+                .context("ESTAB_COUNTS map")?,
+        )?;
+        let mut v = Vec::new();
+        for item in m.iter() {
+            let (k, per_cpu) = item?;
+            let (ns, ok, passive) = tcpwin_common::estab_parts(k);
+            v.push((ns, ok, passive, per_cpu.iter().sum()));
+        }
+        Ok(v)
     }
 }
 

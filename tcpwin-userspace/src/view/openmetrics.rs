@@ -3,7 +3,7 @@
 //! format 0.0.4 otherwise.
 use prometheus_client::{
     encoding::{prometheus_text, text, EncodeLabelSet},
-    metrics::{family::Family, gauge::Gauge, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 use tcpwin_model::metrics::{bytes_buckets, name, rate_buckets, ratio_buckets, Scrape};
@@ -11,6 +11,12 @@ use tcpwin_model::metrics::{bytes_buckets, name, rate_buckets, ratio_buckets, Sc
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabel {
     limit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HandshakeLabels {
+    wscale: String,
+    direction: String,
 }
 
 /// The content type to answer with, from the request's `Accept`.
@@ -75,6 +81,21 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
         "current sockets by the limit that binds their window",
         by_limit,
     );
+    if let Some(est) = &s.established {
+        let fam = Family::<HandshakeLabels, Counter>::default();
+        for ((ok, passive), n) in est {
+            fam.get_or_create(&HandshakeLabels {
+                wscale: if *ok { "negotiated" } else { "not_negotiated" }.into(),
+                direction: if *passive { "passive" } else { "active" }.into(),
+            })
+            .inc_by(*n);
+        }
+        reg.register(
+            name::ESTABLISHED,
+            "connections that reached ESTABLISHED since the exporter started, by window scaling and side",
+            fam,
+        );
+    }
     let d = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
     d.set(duration_s);
     reg.register(name::SCRAPE_DURATION, "time this scrape took", d);
