@@ -292,3 +292,133 @@ fn exporter_refuses_bad_input_in_one_sentence() {
         assert!(err.contains("cannot listen"), "{err}");
     }
 }
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A real Prometheus (Debian's package) scrapes the exporter every second; its HTTP API returns
+/// the handshake counts the test made and the sockets the test holds.
+#[test]
+fn prometheus_scrapes_the_exporter() {
+    require_root();
+    let pair = Pair::create(&format!("tcpwt-prom-{}", std::process::id()), 1500).unwrap();
+    let (port, prom_port) = (free_port(), free_port());
+    let _exp = Proc(
+        Command::new(EXE)
+            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--netns", &pair.b])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let dir = std::env::temp_dir().join(format!("tcpwt-prom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tcpwin\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        ),
+    )
+    .unwrap();
+    let _prom = Proc(
+        Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (apt-get install prometheus)"),
+    );
+    // three connections held open in the namespace (six sockets), made after the exporter started
+    let ns = pair.b.clone();
+    let held: Vec<TcpStream> = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on an open namespace fd, for this thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        std::thread::sleep(Duration::from_millis(1500));
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            v.push(TcpStream::connect(l.local_addr().unwrap()).unwrap());
+            v.push(l.accept().unwrap().0);
+        }
+        v
+    })
+    .join()
+    .unwrap();
+    let query = |q: &str| -> Option<f64> {
+        let (status, _, body) = get(
+            prom_port,
+            &format!("/api/v1/query?query={}", urlencode(q)),
+            None,
+        );
+        if status != 200 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let want = [
+        (
+            "tcpwin_connections_established_total{wscale=\"negotiated\",direction=\"passive\"}",
+            3.0,
+        ),
+        ("tcpwin_window_clamp_bytes_count", 6.0),
+    ];
+    loop {
+        let got: Vec<Option<f64>> = want.iter().map(|(q, _)| query(q)).collect();
+        if got.iter().zip(&want).all(|(g, (_, w))| *g == Some(*w)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus did not return {want:?} within 60 s: {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    drop(held);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The systemd unit passes `systemd-analyze verify` (with ExecStart pointed at this build).
+#[test]
+fn the_unit_file_verifies() {
+    let Ok(v) = Command::new("systemd-analyze").arg("--version").output() else {
+        eprintln!("UNIT FILE NOT VERIFIED: systemd-analyze is not installed on this host");
+        return;
+    };
+    assert!(v.status.success());
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../dist/tcpwin-exporter.service"
+    ))
+    .unwrap()
+    .replace("/usr/bin/tcpwin-trace", EXE);
+    let path = std::env::temp_dir().join("tcpwin-exporter.service");
+    std::fs::write(&path, unit).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
