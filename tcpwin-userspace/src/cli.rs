@@ -11,7 +11,7 @@ use crate::kernel::{attach::Backend, btf::VMLINUX};
     name = "tcpwin-trace",
     version,
     about = "Trace the TCP receive-window machinery per socket: scaling_ratio, window_clamp, rcv_ssthresh, initial window",
-    after_help = "Examples:\n  sudo tcpwin-trace --pid 1234          watch one process's sockets (listeners' children included)\n  sudo tcpwin-trace --port 5201 --json  JSON lines for one port\n  sudo tcpwin-trace demo                self-contained demo in two network namespaces"
+    after_help = "Examples:\n  sudo tcpwin-trace --pid 1234          watch one process's sockets (listeners' children included)\n  sudo tcpwin-trace --port 5201 --json  JSON lines for one port\n  sudo tcpwin-trace ss -i 1000          every socket each second, with the limit that binds its window\n  tcpwin-trace check --bdp 1gbit:18ms   does that BDP fit on this host? (exit 0/1)\n  sudo tcpwin-trace lab --scenario all  the articles' slow transfers, reproduced and judged\n  sudo tcpwin-trace demo                self-contained demo in two network namespaces"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -82,7 +82,7 @@ pub struct TraceArgs {
 pub enum Cmd {
     /// Self-contained demo: two network namespaces, a transfer with GRO on and off, traced
     Demo,
-    /// The GRO / MTU / buffer experiment in namespaces of its own, measured with the tracer
+    /// The GRO / MTU / buffer experiment, and the articles' slow transfers over a long path of its own (--path, --scenario)
     Lab(LabArgs),
     /// Every TCP socket now, with scaling_ratio, window_clamp and the limit that binds its window
     Ss(crate::cmd::ss::SsArgs),
