@@ -9,7 +9,7 @@ use tcpwin_common::Offsets;
 use tcpwin_model::{
     facts::SockFacts,
     schema::{VerdictLine, VerdictTag},
-    verdict::{verdict, Input, Limit},
+    verdict::{verdict, Input},
 };
 
 use super::snapshot;
@@ -20,7 +20,7 @@ use crate::{
 
 struct Judged {
     facts: SockFacts,
-    limit: Option<Limit>,
+    /// the last verdict reported (none before the first interval)
     last: Option<VerdictLine>,
 }
 
@@ -86,10 +86,7 @@ impl Judges {
             let (offsets, hz) = (self.offsets, self.hz);
             let mut facts = || -> Result<Vec<SockFacts>> {
                 let ts = crate::host::monotonic_ns();
-                Ok(iter::read(bpf)?
-                    .iter()
-                    .map(|r| SockFacts::from_record(r, &offsets, hz, ts))
-                    .collect())
+                Ok(snapshot::record_facts(&iter::read(bpf)?, &offsets, hz, ts))
             };
             let seen = match snapshot::read_with(&mut facts, &[target], &keep) {
                 Ok(s) => s,
@@ -99,31 +96,29 @@ impl Judges {
                 let Some(cookie) = s.facts.cookie else {
                     continue;
                 };
-                let before = self.per.get(&cookie).map(|j| &j.facts);
+                let Some(j) = self.per.get_mut(&cookie) else {
+                    // the first reading has no interval yet: nothing to judge over
+                    self.per.insert(
+                        cookie,
+                        Judged {
+                            facts: s.facts,
+                            last: None,
+                        },
+                    );
+                    continue;
+                };
                 let v = verdict(&Input {
                     now: &s.facts,
-                    before,
+                    before: Some(&j.facts),
                     host: &s.host,
                     target_bps: None,
                 });
-                let changed = before.is_some()
-                    && self.per.get(&cookie).and_then(|j| j.limit) != Some(v.limit);
                 let l = line(&s.facts, cookie, false, v);
-                if changed {
+                if j.last.as_ref().map(|p| p.verdict.limit) != Some(l.verdict.limit) {
                     out.push(l.clone());
                 }
-                let keep_limit = before.is_some();
-                let e = self.per.entry(cookie).or_insert(Judged {
-                    facts: s.facts.clone(),
-                    limit: None,
-                    last: None,
-                });
-                e.facts = s.facts;
-                // the first reading has no interval yet: its verdict is not reported
-                if keep_limit {
-                    e.limit = Some(l.verdict.limit);
-                    e.last = Some(l);
-                }
+                j.facts = s.facts;
+                j.last = Some(l);
             }
         }
         Ok(out)

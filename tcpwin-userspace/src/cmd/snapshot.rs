@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use tcpwin_common::tcp_state;
+use tcpwin_common::{tcp_state, Offsets, SockRecord};
 use tcpwin_model::{
     facts::{HostLimits, SockFacts},
     sockdiag::MISSING,
@@ -87,15 +87,24 @@ impl Source {
         match self {
             Source::Iterator(it) => {
                 let o = it.offsets;
-                Ok(it
-                    .read()?
-                    .iter()
-                    .map(|r| SockFacts::from_record(r, &o, hz, ts))
-                    .collect())
+                Ok(record_facts(&it.read()?, &o, hz, ts))
             }
             Source::SockDiag => sockdiag::dump(ts),
         }
     }
+}
+
+/// Iterator records as facts, read at `ts_ns`.
+pub fn record_facts(
+    records: &[SockRecord],
+    offsets: &Offsets,
+    hz: Option<u32>,
+    ts_ns: u64,
+) -> Vec<SockFacts> {
+    records
+        .iter()
+        .map(|r| SockFacts::from_record(r, offsets, hz, ts_ns))
+        .collect()
 }
 
 /// One socket read, with the limits of its namespace.
@@ -106,14 +115,13 @@ pub struct Seen {
     pub host: HostLimits,
 }
 
-/// Reads every namespace asked once: the sockets that pass the filters, with their owners.
+/// Reads every namespace asked once: the sockets that pass the filters.
 pub fn read(
     src: &mut Source,
     targets: &[netns::Netns],
     filter: &SocketFilter,
     hz: Option<u32>,
 ) -> Result<Vec<Seen>> {
-    let owners = owner::socket_owners();
     let wanted_inodes = match filter.pid {
         Some(pid) => Some(owner::scan(pid)?.inodes),
         None => None,
@@ -124,14 +132,19 @@ pub fn read(
                 .as_ref()
                 .is_none_or(|w| f.inode.is_some_and(|i| w.contains(&i)))
     };
-    let mut seen = read_with(&mut || src.read(hz), targets, &keep)?;
-    for s in &mut seen {
+    read_with(&mut || src.read(hz), targets, &keep)
+}
+
+/// Names each socket's owner (pid, comm) from /proc: a scan of every process's fds, so only
+/// for those who show it.
+pub fn add_owners(seen: &mut [Seen]) {
+    let owners = owner::socket_owners();
+    for s in seen {
         if let Some((pid, comm)) = s.facts.inode.and_then(|i| owners.get(&i)) {
             s.facts.pid = Some(*pid);
             s.facts.comm = Some(comm.clone());
         }
     }
-    Ok(seen)
 }
 
 /// The sockets `keep` accepts among those carrying data, read by `facts` inside each namespace,

@@ -80,7 +80,8 @@ pub fn run(args: SsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     loop {
         let t0 = Instant::now();
-        let seen = snapshot::read(&mut src, &targets, &args.filter, hz)?;
+        let mut seen = snapshot::read(&mut src, &targets, &args.filter, hz)?;
+        snapshot::add_owners(&mut seen);
         let mut lines = Vec::with_capacity(seen.len());
         let mut next = HashMap::with_capacity(seen.len());
         for s in seen {

@@ -3,9 +3,7 @@ use std::io::Write;
 
 use tcpwin_model::{check::CheckReport, facts::HostLimits};
 
-fn o<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
-}
+use super::or_dash as o;
 
 fn triple(t: Option<[u64; 3]>) -> String {
     t.map(|t| format!("{} {} {}", t[0], t[1], t[2]))

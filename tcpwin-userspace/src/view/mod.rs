@@ -6,3 +6,8 @@ pub mod ss;
 pub mod summary;
 pub mod text;
 pub mod verdict;
+
+/// A value, or `-` where it is absent.
+pub fn or_dash<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}

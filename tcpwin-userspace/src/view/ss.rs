@@ -4,9 +4,7 @@ use std::io::Write;
 
 use tcpwin_model::{facts::SockFacts, schema::SsLine};
 
-fn o<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
-}
+use super::or_dash as o;
 
 fn ms(us: Option<u64>) -> String {
     match us {

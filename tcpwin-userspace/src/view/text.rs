@@ -24,17 +24,10 @@ pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
     let prev = r.has(flag::PREV);
     let p = |v: u32| prev.then_some(v);
     let secs = e.ts_ns.saturating_sub(t0_ns) as f64 / 1e9;
-    let (l, rr) = if r.laddr.is_ipv6() {
-        (
-            format!("[{}]:{}", r.laddr, e.lport),
-            format!("[{}]:{}", r.raddr, e.rport),
-        )
-    } else {
-        (
-            format!("{}:{}", r.laddr, e.lport),
-            format!("{}:{}", r.raddr, e.rport),
-        )
-    };
+    let (l, rr) = (
+        endpoint(Some(r.laddr), e.lport),
+        endpoint(Some(r.raddr), e.rport),
+    );
     let who = match (r.pid().or(pid_override), &r.comm) {
         (Some(pid), Some(c)) => format!(" pid={pid}/{c}"),
         (Some(pid), None) => format!(" pid={pid}"),

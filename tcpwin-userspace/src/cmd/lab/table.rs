@@ -28,9 +28,7 @@ pub struct LabResult {
     pub sysctl: Vec<AdvWinScaleRow>,
 }
 
-fn opt(v: Option<u64>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
-}
+use crate::view::or_dash as opt;
 
 impl Row {
     pub fn share(&self) -> Option<f64> {

@@ -21,7 +21,7 @@ use tcpwin_model::{
 use crate::{
     cli::SocketFilter,
     cmd::snapshot,
-    host::{kconfig, netns::Netns},
+    host::{kconfig, netns},
     kernel::{btf::VMLINUX, iter::SocketIter},
 };
 
@@ -331,19 +331,11 @@ fn sample(
     port: u16,
     hz: Option<u32>,
 ) -> Result<Vec<snapshot::Seen>> {
-    let path = std::path::Path::new(crate::host::netns::NAMED).join(ns);
-    let target = Netns {
-        name: ns.to_string(),
-        inode: std::fs::metadata(&path)
-            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
-            .with_context(|| format!("namespace {ns}"))?,
-        path,
-    };
     let filter = SocketFilter {
         pid: None,
         port: Some(port),
     };
-    snapshot::read(it, &[target], &filter, hz)
+    snapshot::read(it, &netns::resolve(Some(ns))?, &filter, hz)
 }
 
 /// The verdict over the interval between two samples of the same (only) socket, and its facts.
