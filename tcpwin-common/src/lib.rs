@@ -532,6 +532,16 @@ pub const fn estab_key(netns: u32, wscale_ok: bool, passive: bool) -> u64 {
     ((netns as u64) << 2) | ((wscale_ok as u64) << 1) | passive as u64
 }
 
+/// Per namespace, summed over the connections that closed (`CLOSED_SUMS`): the `tcp_info`
+/// chrono times they had at close (running chrono included), in jiffies, and how many closed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClosedSums {
+    /// busy, rwnd-limited, sndbuf-limited (the order of `tcp_chrono` - 1)
+    pub chrono_jiffies: [u64; 3],
+    pub closed: u64,
+}
+
 /// The parts of an `ESTAB_COUNTS` key: (netns, wscale_ok, passive).
 pub const fn estab_parts(key: u64) -> (u32, bool, bool) {
     ((key >> 2) as u32, key & 2 != 0, key & 1 != 0)
@@ -551,8 +561,11 @@ pub mod names {
     /// the `iter/tcp` program
     pub const ITER_TCP: &str = "tcp_sockets";
     /// the exporter's handshake counter and its map
-    pub const COUNT_ESTABLISHED: &str = "count_established";
+    pub const COUNT_STATES: &str = "count_states";
     pub const ESTAB_COUNTS: &str = "ESTAB_COUNTS";
+    pub const CLOSED_SUMS: &str = "CLOSED_SUMS";
+    /// the exporter's per-packet hook (`--packet-histogram`)
+    pub const COUNT_PACKET: &str = "count_packet";
 }
 
 #[cfg(feature = "user")]
@@ -564,4 +577,5 @@ mod user {
     unsafe impl aya::Pod for IfKey {}
     unsafe impl aya::Pod for PortKey {}
     unsafe impl aya::Pod for SockRecord {}
+    unsafe impl aya::Pod for ClosedSums {}
 }

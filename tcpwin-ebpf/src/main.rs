@@ -10,6 +10,7 @@
 #![no_main]
 
 mod emit;
+mod fleet;
 mod iter;
 mod read;
 mod track;
@@ -17,7 +18,7 @@ mod track;
 use aya_ebpf::{
     helpers::{bpf_get_socket_cookie, bpf_probe_read_kernel, bpf_skc_to_tcp_sock},
     macros::{btf_tracepoint, fentry, fexit, kprobe, kretprobe, map},
-    maps::{PerCpuArray, PerCpuHashMap},
+    maps::PerCpuArray,
     programs::{BtfTracePointContext, FEntryContext, FExitContext, ProbeContext, RetProbeContext},
 };
 use read::{Direct, Probe};
@@ -143,35 +144,24 @@ pub fn calib_tcp_probe(_ctx: BtfTracePointContext) -> i32 {
 
 // ---------------------------------------------------------------- exporter counters
 
-/// Connections that reached ESTABLISHED, per namespace, by whether window scaling was negotiated
-/// and which side opened them (`tcpwin_common::estab_key`). Per CPU: no locks on the handshake.
-#[map(name = "ESTAB_COUNTS")]
-static ESTAB_COUNTS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(4096, 0);
-
-/// The exporter's only hook: counts handshakes (a snapshot cannot see connections that came
-/// and went between scrapes). Nothing else of the tracer runs.
+/// The exporter's state hook: handshakes by window scaling and side, and the chrono times of
+/// connections as they close (a snapshot cannot see connections that came and went between
+/// scrapes). Nothing else of the tracer runs.
 #[btf_tracepoint(function = "inet_sock_set_state")]
-pub fn count_established(ctx: BtfTracePointContext) -> i32 {
+pub fn count_states(ctx: BtfTracePointContext) -> i32 {
     let raw: u64 = ctx.arg(0);
     let old_state: i32 = ctx.arg(1);
     let new_state: i32 = ctx.arg(2);
-    if new_state as u8 != tcp_state::ESTABLISHED {
-        return 0;
-    }
-    let sk = tcp_sk(raw);
-    if sk == 0 {
-        return 0;
-    }
-    let (_, wscale_ok) = read::wscale::<Direct>(sk);
-    let passive = old_state as u8 == tcp_state::SYN_RECV;
-    let key = tcpwin_common::estab_key(read::netns::<Direct>(sk), wscale_ok, passive);
-    match ESTAB_COUNTS.get_ptr_mut(key) {
-        // SAFETY: a per-CPU map value from get_ptr_mut: no other writer on this CPU.
-        Some(p) => unsafe { *p += 1 },
-        None => {
-            let _ = ESTAB_COUNTS.insert(key, 1, 0);
-        }
-    }
+    fleet::state_change(tcp_sk(raw), old_state as u8, new_state as u8);
+    0
+}
+
+/// `--packet-histogram`: every data packet's ratio, per interface (one map update per packet).
+#[btf_tracepoint(function = "tcp_probe")]
+pub fn count_packet(ctx: BtfTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    let skb: u64 = ctx.arg(1);
+    fleet::packet(tcp_sk(sk), skb);
     0
 }
 

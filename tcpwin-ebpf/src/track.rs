@@ -168,14 +168,20 @@ fn if_slot(netns: u32, ifindex: u32) -> Option<u32> {
     None
 }
 
+/// The port filter (`Config::port`, 0 = any): either end's port matches.
+#[inline(always)]
+pub fn port_ok(lport: u16, rport: u16) -> bool {
+    let port = cfg!(port);
+    port == 0 || lport == port || rport == port
+}
+
 /// Whether a socket passes the port filter and, with `--pid`, belongs to the traced process:
 /// its file is one of the PID's (inode), or it is the child of one of the PID's listeners. The
 /// receive path runs in softirq, so the current task says nothing about ownership.
 #[inline(always)]
 fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
-    let port = cfg!(port);
     let (lport, rport) = read::ports::<M>(sk);
-    if port != 0 && lport != port && rport != port {
+    if !port_ok(lport, rport) {
         return false;
     }
     if cfg!(filter_pid) == 0 {
@@ -262,7 +268,7 @@ pub enum Pkt {
 /// Counts a data packet in its interface's histogram; the socket caches its interface's slot so
 /// the per-packet cost is one array update.
 #[inline(always)]
-fn histogram(netns: u32, skb: &SkbShape, cache: Option<&mut SockState>) {
+pub fn histogram(netns: u32, skb: &SkbShape, cache: Option<&mut SockState>) {
     if skb.len == 0 || skb.truesize == 0 {
         return;
     }

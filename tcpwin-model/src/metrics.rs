@@ -15,6 +15,17 @@ pub mod name {
     pub const SOCKETS: &str = "tcpwin_sockets";
     /// a counter: the encoder adds `_total`
     pub const ESTABLISHED: &str = "tcpwin_connections_established";
+    /// counters (the encoder adds `_total`): tcp_info's chrono times, live and closed sockets
+    pub const BUSY: &str = "tcpwin_busy_seconds";
+    pub const RWND_LIMITED: &str = "tcpwin_rwnd_limited_seconds";
+    pub const SNDBUF_LIMITED: &str = "tcpwin_sndbuf_limited_seconds";
+    pub const CLOSED: &str = "tcpwin_connections_closed";
+    /// `--packet-histogram`: every data packet's len/truesize, by interface
+    pub const PACKET_RATIO: &str = "tcpwin_packet_scaling_ratio";
+    /// `--top N`: labelled per socket
+    pub const TOP_WINDOW_USE: &str = "tcpwin_top_socket_window_use_ratio";
+    pub const TOP_WINDOW: &str = "tcpwin_top_socket_window_bytes";
+    pub const TOP_RATE: &str = "tcpwin_top_socket_rate_bytes_per_second";
     pub const SCRAPE_DURATION: &str = "tcpwin_scrape_duration_seconds";
     pub const SCRAPE_SOCKETS: &str = "tcpwin_scrape_sockets";
     pub const SCRAPE_ERRORS: &str = "tcpwin_scrape_errors";
@@ -36,6 +47,140 @@ pub fn rate_buckets() -> Vec<f64> {
     (4..=10).map(|e| 10f64.powi(e)).collect()
 }
 
+/// Exact (value, count) pairs of a histogram counted elsewhere (the kernel's per-packet one).
+pub type Counts = Vec<(u64, u64)>;
+
+/// A histogram ready to encode: per-bucket counts (upper bound, count; not cumulative, the
+/// encoder accumulates), the last bound +Inf.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Buckets {
+    pub sum: f64,
+    pub count: u64,
+    pub buckets: Vec<(f64, u64)>,
+}
+
+/// A histogram from exact per-value counts over `bounds` (and +Inf).
+pub fn bucketize(counts: &[(u64, u64)], bounds: &[f64]) -> Buckets {
+    let mut out: Vec<(f64, u64)> = bounds
+        .iter()
+        .copied()
+        .chain([f64::INFINITY])
+        .map(|b| (b, 0))
+        .collect();
+    let (mut sum, mut count) = (0.0, 0);
+    for &(v, n) in counts {
+        sum += v as f64 * n as f64;
+        count += n;
+        let i = out
+            .iter()
+            .position(|(b, _)| v as f64 <= *b)
+            .expect("+Inf holds everything");
+        out[i].1 += n;
+    }
+    Buckets {
+        sum,
+        count,
+        buckets: out,
+    }
+}
+
+/// One socket of `--top N`: labels and values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopSocket {
+    pub local: String,
+    pub remote: String,
+    pub netns: String,
+    pub side: &'static str,
+    pub limit: &'static str,
+    /// rate / (window / RTT): how much of what its window allows the connection uses (+Inf:
+    /// data moved, yet the window is 0 at the scrape: the receiver stopped reading)
+    pub window_use: f64,
+    pub window_bytes: Option<f64>,
+    pub rate_bytes_per_second: f64,
+}
+
+impl TopSocket {
+    /// A socket that moved data over the interval, with a known ceiling; None otherwise.
+    pub fn of(f: &SockFacts, v: &Verdict, netns: &str) -> Option<TopSocket> {
+        let (rate, ceiling) = (v.rate_bps?, v.ceiling_bps?);
+        if rate == 0 {
+            return None;
+        }
+        let ep = |a: Option<std::net::IpAddr>, p: u16| match a {
+            Some(std::net::IpAddr::V6(a)) => format!("[{a}]:{p}"),
+            Some(a) => format!("{a}:{p}"),
+            None => format!("?:{p}"),
+        };
+        Some(TopSocket {
+            local: ep(f.laddr, f.lport),
+            remote: ep(f.raddr, f.rport),
+            netns: netns.to_string(),
+            side: v.side.id(),
+            limit: v.limit.id(),
+            window_use: rate as f64 / ceiling as f64,
+            window_bytes: v.window.map(|w| w as f64),
+            rate_bytes_per_second: rate as f64 / 8.0,
+        })
+    }
+}
+
+/// Keeps the `n` sockets closest to their window's ceiling (ties: the faster first).
+pub fn keep_top(mut v: Vec<TopSocket>, n: usize) -> Vec<TopSocket> {
+    v.sort_by(|a, b| {
+        b.window_use
+            .total_cmp(&a.window_use)
+            .then(b.rate_bytes_per_second.total_cmp(&a.rate_bytes_per_second))
+    });
+    v.truncate(n);
+    v
+}
+
+/// The chrono counters: what closed connections had at close (summed in the kernel) plus what
+/// the live sockets have now. A socket that closes between the kernel's sum and the socket walk
+/// is briefly in neither, and a namespace that goes away takes its sums along: the published
+/// value never goes below the last one, so Prometheus never sees a false counter reset.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counters {
+    last: [f64; 4],
+}
+
+/// Busy, rwnd-limited, sndbuf-limited seconds and closed connections, as published.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ChronoTotals {
+    pub seconds: [f64; 3],
+    pub closed: f64,
+}
+
+impl Counters {
+    /// `closed_jiffies`: the kernel's sums of `chrono_stat` (busy, rwnd, sndbuf) for the
+    /// namespaces scraped; `closed`: how many closed; `live_us`: the live sockets' times as
+    /// `tcp_info` gives them. Like `tcp_info`, busy time is the three chronos together.
+    pub fn publish(
+        &mut self,
+        closed_jiffies: [u64; 3],
+        closed: u64,
+        hz: u32,
+        live_us: [u64; 3],
+    ) -> ChronoTotals {
+        let mut now = [0.0; 4];
+        let busy_jiffies: u64 = closed_jiffies.iter().sum();
+        for (i, j) in [busy_jiffies, closed_jiffies[1], closed_jiffies[2]]
+            .into_iter()
+            .enumerate()
+        {
+            now[i] = j as f64 / hz as f64 + live_us[i] as f64 / 1e6;
+        }
+        now[3] = closed as f64;
+        for (l, n) in self.last.iter_mut().zip(now) {
+            *l = l.max(n);
+        }
+        ChronoTotals {
+            seconds: [self.last[0], self.last[1], self.last[2]],
+            closed: self.last[3],
+        }
+    }
+}
+
 /// The values of one scrape.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Scrape {
@@ -48,6 +193,14 @@ pub struct Scrape {
     /// connections that reached ESTABLISHED since the exporter started, by (window scaling
     /// negotiated, passive); None when the counter is not running
     pub established: Option<BTreeMap<(bool, bool), u64>>,
+    /// the live sockets' chrono times (busy, rwnd-limited, sndbuf-limited), µs
+    pub live_chrono_us: [u64; 3],
+    /// the chrono counters; None when the kernel counter is not running or HZ is unknown
+    pub chrono: Option<ChronoTotals>,
+    /// `--packet-histogram`: per interface, exact (ratio, packets) counts
+    pub packet_ratio: Option<BTreeMap<String, Counts>>,
+    /// `--top N`
+    pub top: Vec<TopSocket>,
 }
 
 impl Scrape {
@@ -66,6 +219,13 @@ impl Scrape {
             self.ceiling_bytes_per_sec.push(c as f64 / 8.0);
         }
         *self.sockets.entry(v.limit.id()).or_default() += 1;
+        for (sum, t) in
+            self.live_chrono_us
+                .iter_mut()
+                .zip([f.busy_us, f.rwnd_limited_us, f.sndbuf_limited_us])
+        {
+            *sum += t.unwrap_or(0);
+        }
     }
 }
 
@@ -104,5 +264,74 @@ mod tests {
         assert_eq!(s.ceiling_bytes_per_sec, vec![125_000.0, 125_000.0]);
         assert_eq!(s.sockets["autotune-max"], 2);
         assert!(bytes_buckets().windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn buckets_hold_each_value_once_at_its_upper_bound() {
+        let Buckets {
+            sum,
+            count,
+            buckets: b,
+        } = bucketize(&[(160, 3), (229, 2), (300, 1)], &ratio_buckets());
+        assert_eq!(count, 6);
+        assert_eq!(sum, 160.0 * 3.0 + 229.0 * 2.0 + 300.0);
+        let at = |bound: f64| b.iter().find(|(x, _)| *x == bound).unwrap().1;
+        assert_eq!(at(160.0), 3, "le is inclusive");
+        assert_eq!(at(240.0), 2);
+        assert_eq!(at(f64::INFINITY), 1);
+        assert_eq!(b.iter().map(|x| x.1).sum::<u64>(), 6);
+    }
+
+    #[test]
+    fn counters_add_closed_and_live_and_never_fall() {
+        let mut c = Counters::default();
+        // 250 jiffies at HZ 250 = 1 s closed, 0.5 s live
+        let t = c.publish([250, 0, 0], 2, 250, [500_000, 0, 0]);
+        assert_eq!(t.seconds[0], 1.5);
+        assert_eq!(t.closed, 2.0);
+        // the live socket closed between the two reads: in neither sum; the value holds
+        let t = c.publish([250, 0, 0], 2, 250, [0, 0, 0]);
+        assert_eq!(t.seconds[0], 1.5);
+        // counted at close with more time than seen live: rises; busy holds all three chronos
+        let t = c.publish([475, 25, 0], 3, 250, [0, 0, 0]);
+        assert_eq!((t.seconds[0], t.seconds[1], t.closed), (2.0, 0.1, 3.0));
+    }
+
+    #[test]
+    fn top_ranks_by_window_use_and_skips_idle_sockets() {
+        let mut v = Verdict {
+            limit: Limit::PeerWindow,
+            side: Side::Sending,
+            window_limited: Some(true),
+            rate_bps: Some(80_000_000),
+            rtt_us: Some(20_000),
+            window: Some(262_144),
+            ceiling_bps: Some(100_000_000),
+            target_bps: None,
+            bdp_bytes: None,
+            rwnd_limited_share: Some(0.9),
+            setting: None,
+            suggested: None,
+        };
+        let f = SockFacts {
+            laddr: Some("10.0.0.1".parse().unwrap()),
+            lport: 40000,
+            raddr: Some("fd00::2".parse().unwrap()),
+            rport: 5201,
+            ..Default::default()
+        };
+        let a = TopSocket::of(&f, &v, "lab").unwrap();
+        assert_eq!(a.window_use, 0.8);
+        assert_eq!(a.remote, "[fd00::2]:5201");
+        assert_eq!(a.side, "sending");
+        v.rate_bps = Some(10_000_000);
+        let b = TopSocket::of(&f, &v, "lab").unwrap();
+        v.ceiling_bps = Some(0);
+        let zero_window = TopSocket::of(&f, &v, "lab").unwrap();
+        assert_eq!(zero_window.window_use, f64::INFINITY);
+        v.rate_bps = Some(0);
+        assert!(TopSocket::of(&f, &v, "lab").is_none());
+        let top = keep_top(vec![b.clone(), a.clone()], 1);
+        assert_eq!(top, vec![a]);
     }
 }

@@ -85,6 +85,17 @@ pub enum Side {
     Idle,
 }
 
+impl Side {
+    /// As serialized.
+    pub fn id(self) -> &'static str {
+        match self {
+            Side::Receiving => "receiving",
+            Side::Sending => "sending",
+            Side::Idle => "idle",
+        }
+    }
+}
+
 /// One socket's verdict over an interval (or over what its counters hold).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {

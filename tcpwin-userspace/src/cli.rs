@@ -89,6 +89,14 @@ pub enum Cmd {
     /// Audit the host's receive-window settings; with --bdp, exit 0 if the BDP fits, 1 if not
     Check(crate::cmd::check::CheckArgs),
     /// Serve the sockets' window facts and verdicts to Prometheus (/metrics); nothing runs per packet
+    ///
+    /// Each scrape walks the sockets with the BPF socket iterator (histograms of scaling_ratio,
+    /// window_clamp, advertised window and window / RTT; sockets by verdict). One hook at each
+    /// TCP state change counts, in the kernel, what a walk cannot see: handshakes by window
+    /// scaling and side, and the busy / rwnd-limited / sndbuf-limited time of connections that
+    /// closed, which the *_seconds_total counters add to the live sockets' (those counters
+    /// never decrease). With --pid those kernel counters are left out: a process's sockets are
+    /// known only while they are open. --port and --netns apply to everything.
     Exporter(crate::cmd::exporter::ExporterArgs),
     /// Built-in traffic endpoints, run by the lab and the demo inside their namespaces
     #[command(subcommand, hide = true)]

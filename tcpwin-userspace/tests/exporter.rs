@@ -89,7 +89,9 @@ fn iterator_programs() -> usize {
         .expect("bpftool");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| l.contains("tcp_sockets") || l.contains("count_establish"))
+        .filter(|l| {
+            l.contains("tcp_sockets") || l.contains("count_states") || l.contains("count_packet")
+        })
         .count()
 }
 
@@ -420,5 +422,151 @@ fn the_unit_file_verifies() {
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Connections that came and went between two scrapes: the busy and rwnd-limited counters grow
+/// by what each socket's own `TCP_INFO` said before it closed, the closed counter by the
+/// connections; with `--packet-histogram` the receiving interface's packets are counted, and
+/// `--top` labels the socket still moving data.
+#[test]
+fn closed_connections_keep_their_chrono_times() {
+    require_root();
+    let pair = Pair::create(&format!("tcpwt-clo-{}", std::process::id()), 1500).unwrap();
+    let port = free_port();
+    let _exp = Proc(
+        Command::new(EXE)
+            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--netns", &pair.b, "--packet-histogram", "--top", "3"])
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no exporter");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = get(port, "/metrics", None).2;
+    let total = |body: &str, n: &str| value(body, &format!("{n}_total"));
+    // in the namespace: 4 connections whose receiver (a 16 KiB buffer) waits 300 ms before
+    // reading 1 MiB, so each sender is rwnd-limited; each side reads its TCP_INFO at the end
+    const N: usize = 4;
+    let ns = pair.b.clone();
+    let infos: Vec<(u64, u64)> = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on an open namespace fd, for this thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let small: libc::c_int = 16 << 10;
+        // SAFETY: SO_RCVBUF reads one int; accepted sockets inherit it.
+        unsafe {
+            libc::setsockopt(
+                l.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                &small as *const _ as *const _,
+                4,
+            )
+        };
+        let addr = l.local_addr().unwrap();
+        let mut out = Vec::new();
+        for _ in 0..N {
+            let sender = std::thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.write_all(&vec![7u8; 1 << 20]).unwrap();
+                c.shutdown(std::net::Shutdown::Write).unwrap();
+                // the receiver's FIN: this socket is closed by the kernel (to TIME_WAIT) now
+                let mut rest = Vec::new();
+                c.read_to_end(&mut rest).unwrap();
+                let t = tcpwin_lab::endpoints::tcp_info(c.as_raw_fd()).unwrap();
+                (t.busy_us.unwrap(), t.rwnd_limited_us.unwrap())
+            });
+            let (mut a, _) = l.accept().unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            let mut sink = Vec::new();
+            a.read_to_end(&mut sink).unwrap();
+            assert_eq!(sink.len(), 1 << 20);
+            let r = tcpwin_lab::endpoints::tcp_info(a.as_raw_fd()).unwrap();
+            drop(a);
+            let (busy, rwnd) = sender.join().unwrap();
+            out.push((busy + r.busy_us.unwrap(), rwnd + r.rwnd_limited_us.unwrap()));
+        }
+        out
+    })
+    .join()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let after = get(port, "/metrics", None).2;
+    let busy: f64 = infos.iter().map(|i| i.0 as f64 / 1e6).sum();
+    let rwnd: f64 = infos.iter().map(|i| i.1 as f64 / 1e6).sum();
+    assert!(
+        rwnd > 0.2 * N as f64,
+        "the test's senders were not rwnd-limited: {infos:?}"
+    );
+    let d = |n: &str| total(&after, n) - total(&before, n);
+    assert_eq!(d("tcpwin_connections_closed"), (2 * N) as f64, "{after}");
+    // the senders' chronos stopped before TCP_INFO; a receiver's runs while its FIN is in
+    // flight after: at most a jiffy (≤ 10 ms) each
+    let rw = d("tcpwin_rwnd_limited_seconds");
+    assert!(
+        (rw - rwnd).abs() < 1e-3,
+        "rwnd-limited {rw} s vs TCP_INFO {rwnd} s"
+    );
+    let b = d("tcpwin_busy_seconds");
+    assert!(
+        b >= busy - 1e-3 && b <= busy + 0.01 * N as f64,
+        "busy {b} s vs TCP_INFO {busy} s"
+    );
+    // every data packet the receivers got went through veth-less loopback: counted there
+    let lo = format!("{{interface=\"lo@{}\"}} ", pair.b);
+    let pkts = after
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("tcpwin_packet_scaling_ratio_count")?
+                .strip_prefix(lo.as_str())?
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no packet histogram for {lo}:\n{after}"));
+    // 1 MiB in segments of at most 64 KiB each, N times
+    assert!(pkts >= (16 * N) as f64, "{pkts} packets:\n{after}");
+    // a transfer across two scrapes: labelled by --top with its own addresses
+    let ns = pair.b.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mover = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on an open namespace fd, for this thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut a, _) = l.accept().unwrap();
+        tx.send(l.local_addr().unwrap().port()).unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            while a.read(&mut buf).unwrap() > 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let until = Instant::now() + Duration::from_millis(2500);
+        while Instant::now() < until {
+            c.write_all(&[1u8; 1 << 16]).unwrap();
+        }
+        drop(c);
+        reader.join().unwrap();
+    });
+    let server_port = rx.recv().unwrap();
+    get(port, "/metrics", None);
+    std::thread::sleep(Duration::from_millis(1000));
+    let live = get(port, "/metrics", None).2;
+    mover.join().unwrap();
+    let remote = format!("remote=\"127.0.0.1:{server_port}\"");
+    assert!(
+        live.lines()
+            .any(|l| l.starts_with("tcpwin_top_socket_window_use_ratio{")
+                && l.contains(&remote)
+                && l.contains(&format!("netns=\"{}\"", pair.b))
+                && l.contains("side=\"sending\"")),
+        "the sender to {server_port} is not among --top:\n{live}"
     );
 }

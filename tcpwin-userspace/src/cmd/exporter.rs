@@ -7,7 +7,7 @@ use anyhow::{anyhow, Result};
 use tcpwin_lab::harness::{install_stop_handler, wait_or_stop};
 use tcpwin_model::{
     facts::SockFacts,
-    metrics::Scrape,
+    metrics::{keep_top, Counters, Scrape, TopSocket},
     verdict::{verdict, Input},
 };
 
@@ -16,6 +16,7 @@ use crate::{
     cli::SocketFilter,
     host::{kconfig, netns},
     kernel::btf::VMLINUX,
+    kernel::iter::Counting,
     view::openmetrics,
 };
 
@@ -30,6 +31,16 @@ pub struct ExporterArgs {
     pub netns: Option<String>,
     #[command(flatten)]
     pub filter: SocketFilter,
+    /// Also export the ratio (len * 256 / truesize) of every data packet received, by
+    /// interface, as a histogram. This attaches a per-packet hook (tcp:tcp_probe, one map update
+    /// per packet, about 0.1-0.3 µs): the one option that costs per packet
+    #[arg(long)]
+    pub packet_histogram: bool,
+    /// Also export, labelled by socket (local, remote, netns, side, limit), the N sockets
+    /// running closest to their window's ceiling (rate / (window / RTT)); without it no metric
+    /// has a per-socket label
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: Option<u16>,
     /// Kernel BTF to resolve struct layouts from
     #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,
@@ -41,6 +52,9 @@ struct Scraper {
     args: ExporterArgs,
     hz: Option<u32>,
     before: HashMap<u64, SockFacts>,
+    counters: Counters,
+    /// the kernel counters run (not with --pid: a process's sockets are known only while open)
+    counting: bool,
 }
 
 impl Scraper {
@@ -56,7 +70,12 @@ impl Scraper {
             }
         };
         let mut s = Scrape::default();
+        let wanted: Vec<u32> = targets.iter().map(|t| t.inode as u32).collect();
+        // closed sums before the sockets: one closing in between is in neither for one scrape
+        // (the counters hold their value), never in both
+        let closed = self.closed_sums(&wanted, &mut errors);
         let mut next = HashMap::new();
+        let mut top = Vec::new();
         for t in &targets {
             let seen = match snapshot::read(
                 &mut self.src,
@@ -81,16 +100,33 @@ impl Scraper {
                     target_bps: None,
                 });
                 s.add(&x.facts, &v);
+                if self.args.top.is_some() {
+                    top.extend(TopSocket::of(&x.facts, &v, &x.line_ns));
+                }
                 if let Some(c) = x.facts.cookie {
                     next.insert(c, x.facts);
                 }
             }
         }
         self.before = next;
-        if let Source::Iterator(it) = &self.src {
+        if let Some(n) = self.args.top {
+            s.top = keep_top(top, n as usize);
+        }
+        if let (Some((jiffies, n)), Some(hz)) = (closed, self.hz) {
+            s.chrono = Some(self.counters.publish(jiffies, n, hz, s.live_chrono_us));
+        }
+        if let (Source::Iterator(it), true) = (&self.src, self.args.packet_histogram) {
+            match it.packet_counts(&wanted) {
+                Ok(v) => s.packet_ratio = Some(v.into_iter().collect()),
+                Err(e) => {
+                    eprintln!("tcpwin-trace: exporter: packet histogram: {e:#}");
+                    errors += 1;
+                }
+            }
+        }
+        if let (Source::Iterator(it), true) = (&self.src, self.counting) {
             match it.established() {
                 Ok(v) => {
-                    let wanted: Vec<u32> = targets.iter().map(|t| t.inode as u32).collect();
                     let mut m = std::collections::BTreeMap::new();
                     for (ns, ok, passive, n) in v {
                         if wanted.contains(&ns) {
@@ -106,6 +142,34 @@ impl Scraper {
             }
         }
         openmetrics::encode(&s, t0.elapsed().as_secs_f64(), errors, openmetrics)
+    }
+
+    /// The closed connections' chrono sums (jiffies) and count over the namespaces `wanted`;
+    /// None without the kernel counter or the chrono members.
+    fn closed_sums(&self, wanted: &[u32], errors: &mut u64) -> Option<([u64; 3], u64)> {
+        let Source::Iterator(it) = &self.src else {
+            return None;
+        };
+        if !self.counting || it.offsets.tp_chrono_stat == tcpwin_common::ABSENT {
+            return None;
+        }
+        match it.closed() {
+            Ok(v) => {
+                let (mut j, mut n) = ([0u64; 3], 0);
+                for (_, c) in v.iter().filter(|(ns, _)| wanted.contains(ns)) {
+                    for (a, b) in j.iter_mut().zip(c.chrono_jiffies) {
+                        *a += b;
+                    }
+                    n += c.closed;
+                }
+                Some((j, n))
+            }
+            Err(e) => {
+                eprintln!("tcpwin-trace: exporter: closed connections: {e:#}");
+                *errors += 1;
+                None
+            }
+        }
     }
 }
 
@@ -125,7 +189,15 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     if let Some(n) = args.netns.as_deref() {
         netns::resolve(Some(n))?;
     }
-    let src = Source::open_counting(&args.btf)?;
+    let counting = args.filter.pid.is_none();
+    let src = Source::open_counting(
+        &args.btf,
+        &Counting {
+            states: counting,
+            packets: args.packet_histogram,
+            port: args.filter.port.unwrap_or(0),
+        },
+    )?;
     install_stop_handler();
     let server = tiny_http::Server::http(args.listen)
         .map_err(|e| anyhow!("cannot listen on {}: {e}", args.listen))?;
@@ -139,6 +211,8 @@ pub fn run(args: ExporterArgs) -> Result<()> {
         hz: kconfig::hz(),
         args,
         before: HashMap::new(),
+        counters: Counters::default(),
+        counting,
     };
     loop {
         if wait_or_stop(Duration::ZERO) {

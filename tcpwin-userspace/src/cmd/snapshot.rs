@@ -13,7 +13,7 @@ use tcpwin_model::{
 use crate::{
     cli::SocketFilter,
     host::{monotonic_ns, netns, owner, sockdiag, sysctl},
-    kernel::iter::SocketIter,
+    kernel::iter::{Counting, SocketIter},
 };
 
 /// Where socket facts come from.
@@ -58,15 +58,19 @@ impl Source {
         }
     }
 
-    /// The exporter's source: the iterator with the handshake counter attached, or sock_diag
-    /// (then without it, and said so).
-    pub fn open_counting(btf: &Path) -> Result<Source> {
+    /// The exporter's source: the iterator with the counters asked for attached. Without
+    /// the per-packet histogram, a kernel that refuses them falls back to sock_diag (then
+    /// without counters, and said so); the histogram asked for and refused is an error.
+    pub fn open_counting(btf: &Path, c: &Counting) -> Result<Source> {
         crate::kernel::object::check_privileges()?;
-        match SocketIter::load_with(btf, None, true) {
+        match SocketIter::load_with(btf, None, c) {
             Ok(it) => Ok(Source::Iterator(Box::new(it))),
+            Err(e) if c.packets => Err(e.context(
+                "--packet-histogram needs the eBPF socket iterator and the tcp_probe hook",
+            )),
             Err(e) => {
                 eprintln!(
-                    "tcpwin-trace: the socket iterator or the handshake counter is unavailable ({e:#}); reading sock_diag instead: {} are null and connections are not counted",
+                    "tcpwin-trace: the socket iterator or the kernel counters are unavailable ({e:#}); reading sock_diag instead: {} are null and connections are not counted",
                     MISSING.join(", ")
                 );
                 Ok(Source::SockDiag)

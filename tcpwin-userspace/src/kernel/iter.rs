@@ -8,7 +8,8 @@ use aya::{
     programs::{BtfTracePoint, Iter},
     Ebpf, Endianness,
 };
-use tcpwin_common::{names, Config, Offsets, SockRecord};
+use tcpwin_common::{names, ClosedSums, Config, Offsets, SockRecord};
+use tcpwin_model::metrics::Counts;
 
 use super::{
     attach::reason,
@@ -26,37 +27,43 @@ pub struct SocketIter {
 impl SocketIter {
     /// Loads the iterator program with the running kernel's offsets.
     pub fn load(btf_path: &Path, obj: Option<&Path>) -> Result<SocketIter> {
-        Self::load_with(btf_path, obj, false)
+        Self::load_with(btf_path, obj, &Counting::default())
     }
 
-    /// Loads the iterator and, with `count`, attaches the handshake counter (the exporter's
-    /// only hook: one tracepoint per state change, nothing per packet).
-    pub fn load_with(btf_path: &Path, obj: Option<&Path>, count: bool) -> Result<SocketIter> {
+    /// Loads the iterator and attaches the exporter's counters asked for.
+    pub fn load_with(btf_path: &Path, obj: Option<&Path>, c: &Counting) -> Result<SocketIter> {
         object::check_privileges()?;
         let layout = Resolver::from_file(btf_path)?.layout()?;
         let btf = aya::Btf::parse_file(btf_path, Endianness::default())
             .with_context(|| format!("aya cannot parse BTF from {}", btf_path.display()))?;
         let opts = LoadOpts {
             obj,
-            config: Config::default(),
+            config: Config {
+                port: c.port,
+                ..Config::default()
+            },
             // the tracer's ring buffer is not used here: the smallest one
             ringbuf_bytes: 4096,
         };
         let mut bpf = object::load(&opts, &layout, &btf)?;
         prepare(&mut bpf, &btf)?;
-        if count {
-            let p: &mut BtfTracePoint = bpf
-                .program_mut(names::COUNT_ESTABLISHED)
-                .context("the handshake counter is missing from the eBPF object")?
-                .try_into()?;
-            p.load("inet_sock_set_state", &btf)
-                .and_then(|()| p.attach().map(|_| ()))
-                .map_err(|e| {
-                    anyhow::anyhow!(
-                        "the kernel refused the handshake counter (tp_btf sock:inet_sock_set_state): {}",
-                        reason(&e)
-                    )
-                })?;
+        if c.states {
+            attach_counter(
+                &mut bpf,
+                &btf,
+                names::COUNT_STATES,
+                "inet_sock_set_state",
+                "the handshake and close counter (tp_btf sock:inet_sock_set_state)",
+            )?;
+        }
+        if c.packets {
+            attach_counter(
+                &mut bpf,
+                &btf,
+                names::COUNT_PACKET,
+                "tcp_probe",
+                "the per-packet histogram (tp_btf tcp:tcp_probe)",
+            )?;
         }
         Ok(SocketIter {
             bpf,
@@ -86,6 +93,55 @@ impl SocketIter {
         }
         Ok(v)
     }
+
+    /// Closed connections' chrono sums per namespace (with `Counting::states`), summed over
+    /// CPUs.
+    pub fn closed(&self) -> Result<Vec<(u32, ClosedSums)>> {
+        let m: PerCpuHashMap<_, u32, ClosedSums> = PerCpuHashMap::try_from(
+            self.bpf
+                .map(names::CLOSED_SUMS)
+                .context("CLOSED_SUMS map")?,
+        )?;
+        let mut v = Vec::new();
+        for item in m.iter() {
+            let (ns, per_cpu) = item?;
+            let mut t = ClosedSums::default();
+            for c in per_cpu.iter() {
+                for i in 0..3 {
+                    t.chrono_jiffies[i] += c.chrono_jiffies[i];
+                }
+                t.closed += c.closed;
+            }
+            v.push((ns, t));
+        }
+        Ok(v)
+    }
+
+    /// With `Counting::packets`: per interface of the namespaces `netns`, (ratio, packets).
+    pub fn packet_counts(&self, netns: &[u32]) -> Result<Vec<(String, Counts)>> {
+        super::maps::read_packet_counts(&self.bpf, Some(netns))
+    }
+}
+
+/// The exporter's kernel counters to attach beside the iterator.
+#[derive(Clone, Debug, Default)]
+pub struct Counting {
+    /// handshakes and closes (one hit per state change)
+    pub states: bool,
+    /// every data packet's ratio, per interface (one hit per packet)
+    pub packets: bool,
+    /// 0 = any; else either end's port
+    pub port: u16,
+}
+
+fn attach_counter(bpf: &mut Ebpf, btf: &aya::Btf, prog: &str, tp: &str, what: &str) -> Result<()> {
+    let p: &mut BtfTracePoint = bpf
+        .program_mut(prog)
+        .with_context(|| format!("{what} is missing from the eBPF object"))?
+        .try_into()?;
+    p.load(tp, btf)
+        .and_then(|()| p.attach().map(|_| ()))
+        .map_err(|e| anyhow::anyhow!("the kernel refused {what}: {}", reason(&e)))
 }
 
 /// Loads the iterator program of an object already loaded (the tracer's, for its verdicts).

@@ -8,7 +8,10 @@ use aya::{
     Ebpf,
 };
 use tcpwin_common::{counter, names, IfKey, PortKey, HIST_BUCKETS};
-use tcpwin_model::hist::{Hist, Scale};
+use tcpwin_model::{
+    hist::{Hist, Scale},
+    metrics::Counts,
+};
 
 use crate::host::{ifname::IfNames, owner};
 
@@ -23,6 +26,21 @@ pub fn read_counters(bpf: &Ebpf) -> Result<Vec<u64>> {
 
 /// The per-packet ratio histogram, per ingress interface (by name).
 pub fn read_packet_hist(bpf: &Ebpf) -> Result<Vec<(String, Hist)>> {
+    Ok(read_packet_counts(bpf, None)?
+        .into_iter()
+        .map(|(name, counts)| {
+            let mut h = Hist::new(Scale::Linear(8));
+            for (ratio, n) in counts {
+                h.record_n(ratio, n);
+            }
+            (name, h)
+        })
+        .collect())
+}
+
+/// The per-packet histogram as exact counts: per interface (of the namespaces `netns`, or all),
+/// the (ratio, packets) pairs with packets, by interface name.
+pub fn read_packet_counts(bpf: &Ebpf, netns: Option<&[u32]>) -> Result<Vec<(String, Counts)>> {
     let slots: BpfHashMap<_, IfKey, u32> =
         BpfHashMap::try_from(bpf.map(names::IF_SLOTS).context("IF_SLOTS map")?)?;
     let hist: PerCpuArray<_, u64> =
@@ -31,15 +49,18 @@ pub fn read_packet_hist(bpf: &Ebpf) -> Result<Vec<(String, Hist)>> {
     let mut v = Vec::new();
     for item in slots.iter() {
         let (k, slot) = item?;
-        let mut h = Hist::new(Scale::Linear(8));
+        if netns.is_some_and(|w| !w.contains(&k.netns)) {
+            continue;
+        }
+        let mut counts = Vec::new();
         for ratio in 0..HIST_BUCKETS {
             let n: u64 = hist.get(&(slot * HIST_BUCKETS + ratio), 0)?.iter().sum();
             if n > 0 {
-                h.record_n(ratio as u64, n);
+                counts.push((ratio as u64, n));
             }
         }
-        if h.count() > 0 {
-            v.push((names.name(k.netns, k.ifindex), h));
+        if !counts.is_empty() {
+            v.push((names.name(k.netns, k.ifindex), counts));
         }
     }
     v.sort_by(|a, b| a.0.cmp(&b.0));

@@ -1,12 +1,22 @@
 //! A scrape in the Prometheus formats, encoded by `prometheus-client` (nothing of the exposition
 //! format is written by hand): OpenMetrics text for clients that ask for it, the classic text
 //! format 0.0.4 otherwise.
+use std::sync::OnceLock;
+
 use prometheus_client::{
-    encoding::{prometheus_text, text, EncodeLabelSet},
-    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    encoding::{prometheus_text, text, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet},
+    metrics::{
+        counter::{ConstCounter, Counter},
+        family::Family,
+        gauge::Gauge,
+        histogram::Histogram,
+        MetricType, TypedMetric,
+    },
     registry::Registry,
 };
-use tcpwin_model::metrics::{bytes_buckets, name, rate_buckets, ratio_buckets, Scrape};
+use tcpwin_model::metrics::{
+    bucketize, bytes_buckets, name, rate_buckets, ratio_buckets, Buckets, Scrape, TopSocket,
+};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabel {
@@ -17,6 +27,88 @@ struct LimitLabel {
 struct HandshakeLabels {
     wscale: String,
     direction: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IfaceLabel {
+    interface: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SocketLabels {
+    local: String,
+    remote: String,
+    netns: String,
+    side: String,
+    limit: String,
+}
+
+impl SocketLabels {
+    fn of(t: &TopSocket) -> Self {
+        SocketLabels {
+            local: t.local.clone(),
+            remote: t.remote.clone(),
+            netns: t.netns.clone(),
+            side: t.side.into(),
+            limit: t.limit.into(),
+        }
+    }
+}
+
+/// A histogram whose buckets are counted elsewhere (in the kernel): set once, encoded as is.
+#[derive(Debug, Default)]
+struct CountedHistogram(OnceLock<Buckets>);
+
+impl TypedMetric for CountedHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for CountedHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let b = self.0.get().cloned().unwrap_or_default();
+        encoder.encode_histogram::<NoLabelSet>(b.sum, b.count, &b.buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+fn counter(reg: &mut Registry, n: &str, help: &str, v: f64) {
+    reg.register(n, help, ConstCounter::new(v));
+}
+
+/// A `--top` gauge family: name, help, the value of one socket.
+type TopFamily = (&'static str, &'static str, fn(&TopSocket) -> Option<f64>);
+
+/// `--top N`: one gauge family per value, labelled by socket.
+fn top(reg: &mut Registry, sockets: &[TopSocket]) {
+    let families: [TopFamily; 3] = [
+        (
+            name::TOP_WINDOW_USE,
+            "rate / (window / RTT) of the sockets closest to their window's ceiling (--top)",
+            |t| Some(t.window_use),
+        ),
+        (
+            name::TOP_WINDOW,
+            "the window that limits these sockets: their own (receiving) or the peer's (sending)",
+            |t| t.window_bytes,
+        ),
+        (
+            name::TOP_RATE,
+            "the rate of these sockets since the previous scrape",
+            |t| Some(t.rate_bytes_per_second),
+        ),
+    ];
+    for (n, help, value) in families {
+        let fam = Family::<SocketLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        for t in sockets {
+            if let Some(v) = value(t) {
+                fam.get_or_create(&SocketLabels::of(t)).set(v);
+            }
+        }
+        reg.register(n, help, fam);
+    }
 }
 
 /// The content type to answer with, from the request's `Accept`.
@@ -95,6 +187,49 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
             "connections that reached ESTABLISHED since the exporter started, by window scaling and side",
             fam,
         );
+    }
+    if let Some(c) = &s.chrono {
+        counter(
+            &mut reg,
+            name::BUSY,
+            "time sockets spent sending data (tcp_info busy), live and closed since start",
+            c.seconds[0],
+        );
+        counter(
+            &mut reg,
+            name::RWND_LIMITED,
+            "time senders were limited by the peer's receive window (tcp_info rwnd_limited), live and closed since start",
+            c.seconds[1],
+        );
+        counter(
+            &mut reg,
+            name::SNDBUF_LIMITED,
+            "time senders were limited by their send buffer (tcp_info sndbuf_limited), live and closed since start",
+            c.seconds[2],
+        );
+        counter(
+            &mut reg,
+            name::CLOSED,
+            "connections that closed since the exporter started",
+            c.closed,
+        );
+    }
+    if let Some(per_if) = &s.packet_ratio {
+        let fam = Family::<IfaceLabel, CountedHistogram>::default();
+        for (iface, counts) in per_if {
+            let h = fam.get_or_create(&IfaceLabel {
+                interface: iface.clone(),
+            });
+            let _ = h.0.set(bucketize(counts, &ratio_buckets()));
+        }
+        reg.register(
+            name::PACKET_RATIO,
+            "len * 256 / truesize of every data packet received since start, by interface (--packet-histogram)",
+            fam,
+        );
+    }
+    if !s.top.is_empty() {
+        top(&mut reg, &s.top);
     }
     let d = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
     d.set(duration_s);
