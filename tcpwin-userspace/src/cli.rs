@@ -98,6 +98,12 @@ pub enum Cmd {
     /// never decrease). With --pid those kernel counters are left out: a process's sockets are
     /// known only while they are open. --port and --netns apply to everything.
     Exporter(crate::cmd::exporter::ExporterArgs),
+    /// Write the man pages (tcpwin-trace.1 and one per command) into DIR (used by `cargo xtask dist`)
+    #[command(hide = true)]
+    Manpages {
+        #[arg(value_name = "DIR")]
+        dir: std::path::PathBuf,
+    },
     /// Built-in traffic endpoints, run by the lab and the demo inside their namespaces
     #[command(subcommand, hide = true)]
     Transfer(tcpwin_lab::endpoints::TransferCmd),

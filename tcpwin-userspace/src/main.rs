@@ -29,6 +29,7 @@ fn main() {
             }
         },
         Some(Cmd::Lab(a)) => cmd::lab::run(a),
+        Some(Cmd::Manpages { dir }) => cmd::manpages::write(&dir),
         None => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

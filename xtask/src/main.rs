@@ -1,4 +1,5 @@
-//! Developer tasks: `cargo xtask setup | build-ebpf | build | test | demo | bench | vm-test`.
+//! Developer tasks: `cargo xtask setup | build-ebpf | build | test | demo | bench | vm-test |
+//! dist`.
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -7,6 +8,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
+mod dist;
 mod toolchain;
 mod vm;
 
@@ -47,6 +49,9 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// A static `tcpwin-trace` (no glibc dependency) and a .deb with it, the exporter's systemd
+    /// unit and the man pages, in target/dist/
+    Dist,
     /// Boot Debian kernels under qemu and prove every backend there (function hooks included).
     VmTest {
         /// Kernel series to boot (6.1 bookworm, 6.12 trixie, 7.2 sid)
@@ -88,6 +93,7 @@ fn run() -> Result<()> {
                     .args(&args),
             )
         }
+        Cmd::Dist => dist::dist(&build_ebpf(true)?).map(|deb| println!("{}", deb.display())),
         Cmd::VmTest { kernels } => {
             build_ebpf(true)?;
             vm::vm_test(&kernels)
@@ -162,7 +168,9 @@ fn build() -> Result<PathBuf> {
 }
 
 fn test(extra: &[String]) -> Result<()> {
-    build()?;
+    let obj = build()?;
+    // the package the dist test installs
+    let deb = dist::dist(&obj)?;
     // what the tests call besides the tracer (installed by `setup` too; checked here for machines
     // that got the toolchain earlier)
     // prometheus: promtool checks the exporter's format
@@ -197,6 +205,7 @@ fn test(extra: &[String]) -> Result<()> {
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root())
         .env("TCPWIN_REQUIRE_EBPF", "1")
+        .env("TCPWIN_DEB", &deb)
         .args(["test", "--release", "--workspace", "--", "--test-threads=1"])
         .args(extra);
     run_cmd(&mut cmd)

@@ -4,6 +4,7 @@ pub mod demo;
 pub mod exporter;
 pub mod judges;
 pub mod lab;
+pub mod manpages;
 pub mod snapshot;
 pub mod ss;
 pub mod trace;
