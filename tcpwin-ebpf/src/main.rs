@@ -43,32 +43,29 @@ fn tcp_sk(sk: u64) -> u64 {
 
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
-    let raw: u64 = ctx.arg(0);
-    let old_state: i32 = ctx.arg(1);
     let new_state: i32 = ctx.arg(2);
-    let (old_state, new_state) = (old_state as u8, new_state as u8);
+    let new_state = new_state as u8;
+    // Closing states move no window (the close event at tcp_destroy_sock has the final values):
+    // most of a short connection's ten state changes stop here, before any helper or map.
+    if !matches!(
+        new_state,
+        tcp_state::SYN_SENT | tcp_state::LISTEN | tcp_state::ESTABLISHED
+    ) {
+        return 0;
+    }
+    emit::count(hook::TP_SET_STATE as u32);
+    let raw: u64 = ctx.arg(0);
     // SCTP and others use this tracepoint too: only a TCP socket is a tcp_sock (and through the
     // typed pointer every read below is a plain load)
     let sk = tcp_sk(raw);
     if sk == 0 {
-        emit::count(hook::TP_SET_STATE as u32);
         return 0;
     }
-    match new_state {
+    if new_state == tcp_state::ESTABLISHED {
+        track::established(sk, hook::TP_SET_STATE, cookie(raw));
+    } else {
         // connect() and listen(): process context, the current task owns the socket
-        tcp_state::SYN_SENT | tcp_state::LISTEN => {
-            emit::count(hook::TP_SET_STATE as u32);
-            track::process_context(sk, new_state)
-        }
-        tcp_state::ESTABLISHED => {
-            emit::count(hook::TP_SET_STATE as u32);
-            track::established(sk, hook::TP_SET_STATE, cookie(raw))
-        }
-        // leaving a state that carries data (closing): a last look at the window
-        _ if tcp_state::carries_data(old_state) => {
-            observe::<Direct>(sk, hook::TP_SET_STATE, Ctx::Any, || cookie(raw), Pkt::None)
-        }
-        _ => emit::count(hook::TP_SET_STATE as u32),
+        track::process_context(sk, new_state);
     }
     0
 }

@@ -133,6 +133,8 @@ enum Mode {
     Default,
     Bpftrace,
     SsPoll,
+    /// `tcpwin-trace exporter` (its state hook; nobody scrapes during the run)
+    Exporter,
 }
 
 impl Mode {
@@ -143,6 +145,7 @@ impl Mode {
             Mode::Default => "default",
             Mode::Bpftrace => "bpftrace",
             Mode::SsPoll => "ss-poll",
+            Mode::Exporter => "exporter",
         }
     }
 }
@@ -196,7 +199,10 @@ fn one_run(
     };
     let obs = start_observer(mode, pair, env)?;
     let mut ids: std::collections::HashSet<u64> = Default::default();
-    if matches!(mode, Mode::Default | Mode::Bpftrace | Mode::Empty) {
+    if matches!(
+        mode,
+        Mode::Default | Mode::Bpftrace | Mode::Empty | Mode::Exporter
+    ) {
         // bpftrace says "Attaching" before its programs are all in: wait for them to appear
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -213,6 +219,7 @@ fn one_run(
         Observer::Tracer(t) => Some(t.child.id()),
         Observer::Bpftrace(c, _) => Some(c.id()),
         Observer::Empty(_) => Some(std::process::id()),
+        Observer::Exporter(c) => Some(c.id()),
         _ => None,
     };
     let (bpf0, obs_cpu0) = match obs_pid {
@@ -267,6 +274,11 @@ fn one_run(
     }
     match obs {
         Observer::None => {}
+        Observer::Exporter(mut c) => {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
         Observer::Empty(bpf) => {
             s.tracer_cpu_share = None;
             s.tracer_rss = None;
@@ -368,8 +380,9 @@ fn run(args: BenchArgs) -> Result<()> {
     }
     if args.churn > 0 {
         let mut churn: HashMap<Mode, Vec<Sample>> = HashMap::new();
+        let churn_modes = [Mode::Default, Mode::Exporter];
         for i in 0..args.runs {
-            for mode in [Mode::Untraced, Mode::Default] {
+            for mode in churn_modes.iter().flat_map(|m| [Mode::Untraced, *m]) {
                 check_stop()?;
                 let s = one_run(&pair, &env, mode, Work::Churn(args.churn), false)
                     .with_context(|| format!("churn run {i} mode {}", mode.name()))?;
@@ -385,7 +398,7 @@ fn run(args: BenchArgs) -> Result<()> {
                 churn.entry(mode).or_default().push(s);
             }
         }
-        report_churn(&churn, args.churn, args.json);
+        report_churn(&churn, &churn_modes, args.churn, args.json);
     }
     Ok(())
 }

@@ -29,6 +29,32 @@ pub enum Observer {
         stop: Arc<AtomicBool>,
         handle: std::thread::JoinHandle<(u64, f64)>,
     },
+    /// `tcpwin-trace exporter`, listening (SIGTERM stops it)
+    Exporter(tcpwin_lab::harness::Proc),
+}
+
+/// Starts `tcpwin-trace exporter` on a free port with `args`; returns once it listens, with
+/// the port.
+pub fn start_exporter(env: &Env, args: &[&str]) -> Result<(tcpwin_lab::harness::Proc, u16)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = tcpwin_lab::harness::Proc(
+        Command::new(&env.tracer)
+            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the exporter")?,
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            bail!("the exporter did not listen within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((child, port))
 }
 
 const BPFTRACE_SCRIPT: &str = r#"
@@ -161,6 +187,7 @@ pub fn start_observer(mode: Mode, pair: &Pair, env: &Env) -> Result<Observer> {
             let (child, out) = start_bpftrace()?;
             Observer::Bpftrace(child, out)
         }
+        Mode::Exporter => Observer::Exporter(start_exporter(env, &[])?.0),
         Mode::SsPoll => {
             let stop = Arc::new(AtomicBool::new(false));
             let handle = start_ss(pair.b.clone(), stop.clone());

@@ -63,15 +63,35 @@ fn median_of(v: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
 }
 
 /// The churn table: what tracing costs per connection (state changes, teardown, a few packets).
-pub fn report_churn(samples: &HashMap<Mode, Vec<Sample>>, conns: u32, json_out: bool) {
+pub fn report_churn(
+    samples: &HashMap<Mode, Vec<Sample>>,
+    modes: &[Mode],
+    conns: u32,
+    json_out: bool,
+) {
     let base = &samples[&Mode::Untraced];
-    let v = &samples[&Mode::Default];
     let rate = |s: &Sample| s.conns as f64 / s.wall_s;
     let cpu = |s: &Sample| s.transfer_cpu_s / s.conns as f64;
     let (base_rate, base_cpu) = (
         median(base.iter().map(rate).collect()),
         median(base.iter().map(cpu).collect()),
     );
+    if !json_out {
+        println!(
+            "\nshort connections ({conns} x {CHURN_BYTES} B, sequential; untraced: {base_rate:.0} conn/s, {:.1} CPU-us/conn)",
+            base_cpu * 1e6
+        );
+    }
+    for m in modes {
+        if let Some(v) = samples.get(m) {
+            churn_row(*m, v, base_rate, base_cpu, conns, json_out);
+        }
+    }
+}
+
+fn churn_row(mode: Mode, v: &[Sample], base_rate: f64, base_cpu: f64, conns: u32, json_out: bool) {
+    let rate = |s: &Sample| s.conns as f64 / s.wall_s;
+    let cpu = |s: &Sample| s.transfer_cpu_s / s.conns as f64;
     let rate_ratio = median(v.iter().map(|s| rate(s) / base_rate).collect());
     let cpu_ratio = median(v.iter().map(|s| cpu(s) / base_cpu).collect());
     let bpf_us = median_of(v, |s| Some(s.bpf_ns as f64 / 1e3 / s.conns as f64));
@@ -83,7 +103,7 @@ pub fn report_churn(samples: &HashMap<Mode, Vec<Sample>>, conns: u32, json_out: 
     if json_out {
         println!(
             "{}",
-            json!({"workload": "churn", "mode": "default", "conns": conns,
+            json!({"workload": "churn", "mode": mode.name(), "conns": conns,
                 "conns_per_sec_ratio": rate_ratio, "cpu_per_conn_ratio": cpu_ratio,
                 "bpf_us_per_conn": bpf_us, "bpf_cpu_share": bpf_share, "drops": drops,
                 "events_per_conn": events, "tracer_cpu_share": tcpu, "runs": v.len(),
@@ -93,11 +113,8 @@ pub fn report_churn(samples: &HashMap<Mode, Vec<Sample>>, conns: u32, json_out: 
     }
     let o = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
     println!(
-        "\nshort connections ({conns} x {CHURN_BYTES} B, sequential; untraced: {base_rate:.0} conn/s, {:.1} CPU-us/conn)",
-        base_cpu * 1e6
-    );
-    println!(
-        "default   conn/s ratio {rate_ratio:.3}  CPU/conn ratio {cpu_ratio:.3}  BPF {} us/conn ({})  events/conn {}  drops {}  tracer CPU {}",
+        "{:<9} conn/s ratio {rate_ratio:.3}  CPU/conn ratio {cpu_ratio:.3}  BPF {} us/conn ({})  events/conn {}  drops {}  tracer CPU {}",
+        mode.name(),
         o(bpf_us, &|x| format!("{x:.2}")),
         o(bpf_share, &|x| format!("{:.2}%", x * 100.0)),
         o(events, &|x| format!("{x:.1}")),

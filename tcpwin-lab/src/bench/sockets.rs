@@ -2,6 +2,7 @@
 //! wall time and peak RSS, medians of a few runs, on idle loopback connections the bench opens
 //! in the sender's namespace.
 use std::{
+    io::{Read, Write},
     net::{TcpListener, TcpStream},
     os::fd::AsRawFd,
     process::{Command, Stdio},
@@ -13,7 +14,8 @@ use serde_json::json;
 use tcpwin_lab::netns::Pair;
 
 use crate::{
-    stats::{median, peak_rss_bytes},
+    observers::start_exporter,
+    stats::{median, peak_rss_bytes, proc_cpu_seconds},
     Env,
 };
 
@@ -88,6 +90,69 @@ fn measured(cmd: &mut Command) -> Result<(f64, u64, usize)> {
     Ok((ms, peak, lines))
 }
 
+/// What the exporter costs over the sockets of one namespace.
+struct ExporterCost {
+    /// CPU share while nobody scrapes
+    idle_cpu: f64,
+    /// one GET /metrics, client side: median and max
+    scrape_ms: f64,
+    scrape_ms_max: f64,
+    scrapes: usize,
+    /// resident after the scrapes (VmRSS) and the peak (VmHWM, start included)
+    rss_mib: f64,
+    peak_rss_mib: f64,
+}
+
+fn rss_kib(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(field))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn exporter(env: &Env, ns: &str, runs: usize) -> Result<ExporterCost> {
+    let (child, port) = start_exporter(env, &["--netns", ns])?;
+    let pid = child.id();
+    // idle: started, nobody scrapes
+    std::thread::sleep(Duration::from_secs(1));
+    let c0 = proc_cpu_seconds(pid);
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(5));
+    let idle_cpu = (proc_cpu_seconds(pid) - c0) / t0.elapsed().as_secs_f64();
+    let get = || -> Result<f64> {
+        let t = Instant::now();
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+        let mut r = String::new();
+        s.read_to_string(&mut r)?;
+        if !r.starts_with("HTTP/1.1 200") {
+            bail!("the exporter answered {}", r.lines().next().unwrap_or(""));
+        }
+        Ok(t.elapsed().as_secs_f64() * 1e3)
+    };
+    // the first scrape has no previous one to take rates from: not counted
+    get()?;
+    let scrapes = (runs * 4).max(5);
+    let mut ms = Vec::new();
+    for _ in 0..scrapes {
+        ms.push(get()?);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let max = ms.iter().cloned().fold(0.0, f64::max);
+    Ok(ExporterCost {
+        idle_cpu,
+        scrape_ms: median(ms),
+        scrape_ms_max: max,
+        scrapes,
+        rss_mib: rss_kib(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0,
+        peak_rss_mib: rss_kib(pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0,
+    })
+}
+
 pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Result<()> {
     let socks = open_sockets(&pair.a, n)?;
     let mut tool = (Vec::new(), Vec::new());
@@ -115,6 +180,7 @@ pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Res
         ss.0.push(ms);
         ss.1.push(rss as f64);
     }
+    let exp = exporter(env, &pair.a, runs)?;
     drop(socks);
     let (tms, trss, sms, srss, snap) = (
         median(tool.0),
@@ -129,9 +195,20 @@ pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Res
             json!({"workload": "ss", "sockets": n, "tool_ms": tms, "tool_rss_mib": trss,
                    "tool_snapshot_ms": snap, "ss_ms": sms, "ss_rss_mib": srss, "runs": runs})
         );
+        println!(
+            "{}",
+            json!({"workload": "exporter", "sockets": n, "idle_cpu_share": exp.idle_cpu,
+                   "scrape_ms": exp.scrape_ms, "scrape_ms_max": exp.scrape_ms_max,
+                   "rss_mib": exp.rss_mib, "peak_rss_mib": exp.peak_rss_mib,
+                   "scrapes": exp.scrapes})
+        );
     } else {
         println!(
             "\nss over {n} sockets (median of {runs}): tcpwin-trace ss {tms:.0} ms whole command ({snap:.0} ms per snapshot once loaded), {trss:.1} MiB peak RSS; ss -tin {sms:.0} ms, {srss:.1} MiB"
+        );
+        println!(
+            "exporter over {n} sockets: scrape {:.1} ms median ({:.1} max of {}; target <= 50), RSS {:.1} MiB after the scrapes (target <= 30; {:.1} MiB peak, at start), idle CPU {:.3} % (5 s unscraped)",
+            exp.scrape_ms, exp.scrape_ms_max, exp.scrapes, exp.rss_mib, exp.peak_rss_mib, exp.idle_cpu * 100.0
         );
     }
     Ok(())

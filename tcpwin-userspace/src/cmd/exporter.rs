@@ -198,6 +198,10 @@ pub fn run(args: ExporterArgs) -> Result<()> {
             port: args.filter.port.unwrap_or(0),
         },
     )?;
+    // the kernel's BTF was parsed to load the programs (tens of MiB) and is freed: give those
+    // pages back, an exporter stays resident for months
+    // SAFETY: malloc_trim only releases free heap memory to the kernel.
+    unsafe { libc::malloc_trim(0) };
     install_stop_handler();
     let server = tiny_http::Server::http(args.listen)
         .map_err(|e| anyhow!("cannot listen on {}: {e}", args.listen))?;
