@@ -20,6 +20,7 @@ pub mod hist;
 pub mod kind;
 pub mod metrics;
 pub mod record;
+pub mod recording;
 pub mod schema;
 pub mod sockdiag;
 pub mod tcp_info;

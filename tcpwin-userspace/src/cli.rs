@@ -98,6 +98,10 @@ pub enum Cmd {
     /// never decrease). With --pid those kernel counters are left out: a process's sockets are
     /// known only while they are open. --port and --netns apply to everything.
     Exporter(crate::cmd::exporter::ExporterArgs),
+    /// Record a trace into a file: a header, the JSON lines, a sample of every traced socket each second, the summary
+    Record(RecordArgs),
+    /// Summary and verdicts of a recording; two recordings side by side; --svg draws them
+    Report(crate::cmd::report::ReportArgs),
     /// Write the man pages (tcpwin-trace.1 and one per command) into DIR (used by `cargo xtask dist`)
     #[command(hide = true)]
     Manpages {
@@ -107,6 +111,15 @@ pub enum Cmd {
     /// Built-in traffic endpoints, run by the lab and the demo inside their namespaces
     #[command(subcommand, hide = true)]
     Transfer(tcpwin_lab::endpoints::TransferCmd),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordArgs {
+    /// The recording to write (JSON lines, readable by jq)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub trace: TraceArgs,
 }
 
 #[derive(clap::Args, Debug)]

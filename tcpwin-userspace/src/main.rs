@@ -30,6 +30,12 @@ fn main() {
         },
         Some(Cmd::Lab(a)) => cmd::lab::run(a),
         Some(Cmd::Manpages { dir }) => cmd::manpages::write(&dir),
+        Some(Cmd::Report(a)) => cmd::report::run(a),
+        Some(Cmd::Record(a)) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(cmd::trace::record(a.trace, &a.output))),
         None => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -130,6 +130,8 @@ enum Mode {
     Untraced,
     /// an empty tp_btf program on tcp:tcp_probe: the floor any program on the hook pays
     Empty,
+    /// empty programs on all four hooks of the tracer: the floor of a short connection
+    EmptyAll,
     Default,
     Bpftrace,
     SsPoll,
@@ -142,6 +144,7 @@ impl Mode {
         match self {
             Mode::Untraced => "untraced",
             Mode::Empty => "empty-tp",
+            Mode::EmptyAll => "empty-all",
             Mode::Default => "default",
             Mode::Bpftrace => "bpftrace",
             Mode::SsPoll => "ss-poll",
@@ -201,7 +204,7 @@ fn one_run(
     let mut ids: std::collections::HashSet<u64> = Default::default();
     if matches!(
         mode,
-        Mode::Default | Mode::Bpftrace | Mode::Empty | Mode::Exporter
+        Mode::Default | Mode::Bpftrace | Mode::Empty | Mode::EmptyAll | Mode::Exporter
     ) {
         // bpftrace says "Attaching" before its programs are all in: wait for them to appear
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -263,9 +266,9 @@ fn one_run(
         s.per_prog = stats_delta(&bpf0, &bpf_stats(&ids));
         // the same-run floor is reported per program, not counted as the observer's cost
         let own = || {
-            s.per_prog
-                .iter()
-                .filter(|(k, _)| mode == Mode::Empty || k.as_str() != FLOOR_PROG)
+            s.per_prog.iter().filter(|(k, _)| {
+                matches!(mode, Mode::Empty | Mode::EmptyAll) || k.as_str() != FLOOR_PROG
+            })
         };
         s.bpf_ns = own().map(|(_, v)| v.0).sum();
         s.bpf_hits = own().map(|(_, v)| v.1).sum();
@@ -380,7 +383,7 @@ fn run(args: BenchArgs) -> Result<()> {
     }
     if args.churn > 0 {
         let mut churn: HashMap<Mode, Vec<Sample>> = HashMap::new();
-        let churn_modes = [Mode::Default, Mode::Exporter];
+        let churn_modes = [Mode::EmptyAll, Mode::Default, Mode::Exporter];
         for i in 0..args.runs {
             for mode in churn_modes.iter().flat_map(|m| [Mode::Untraced, *m]) {
                 check_stop()?;

@@ -159,17 +159,36 @@ fn start_ss(ns: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, 
 
 /// Loads the object and attaches only its empty `calib_tcp_probe` program.
 pub fn load_empty(obj: &Path) -> Result<aya::Ebpf> {
+    load_empties(obj, &[(FLOOR_PROG, "tcp_probe")])
+}
+
+/// The empty programs on every hook the tracer attaches (tracepoint backend).
+pub fn load_empty_all(obj: &Path) -> Result<aya::Ebpf> {
+    load_empties(
+        obj,
+        &[
+            (FLOOR_PROG, "tcp_probe"),
+            ("calib_set_state", "inet_sock_set_state"),
+            ("calib_destroy", "tcp_destroy_sock"),
+            ("calib_space_adj", "tcp_rcv_space_adjust"),
+        ],
+    )
+}
+
+fn load_empties(obj: &Path, progs: &[(&str, &str)]) -> Result<aya::Ebpf> {
     let btf = aya::Btf::from_sys_fs().context("kernel BTF")?;
     let mut bpf = aya::EbpfLoader::new()
         .btf(Some(&btf))
         .load_file(obj)
         .with_context(|| format!("loading the eBPF object {}", obj.display()))?;
-    let p: &mut aya::programs::BtfTracePoint = bpf
-        .program_mut(FLOOR_PROG)
-        .context("calib_tcp_probe missing from the object")?
-        .try_into()?;
-    p.load("tcp_probe", &btf)?;
-    p.attach()?;
+    for (prog, tp) in progs {
+        let p: &mut aya::programs::BtfTracePoint = bpf
+            .program_mut(prog)
+            .with_context(|| format!("{prog} missing from the object"))?
+            .try_into()?;
+        p.load(tp, &btf)?;
+        p.attach()?;
+    }
     Ok(bpf)
 }
 
@@ -177,6 +196,7 @@ pub fn start_observer(mode: Mode, pair: &Pair, env: &Env) -> Result<Observer> {
     Ok(match mode {
         Mode::Untraced => Observer::None,
         Mode::Empty => Observer::Empty(Box::new(load_empty(&env.obj)?)),
+        Mode::EmptyAll => Observer::Empty(Box::new(load_empty_all(&env.obj)?)),
         Mode::Default => Observer::Tracer(Tracer::start(
             &env.tracer,
             &["--port", &PORT.to_string(), "-q", "--json"],

@@ -8,6 +8,7 @@ use aya::Ebpf;
 use tcpwin_common::Offsets;
 use tcpwin_model::{
     facts::SockFacts,
+    recording::SampleLine,
     schema::{VerdictLine, VerdictTag},
     verdict::{verdict, Input},
 };
@@ -70,13 +71,19 @@ impl Judges {
         self.namespaces.get(&inode).cloned()
     }
 
-    /// Judges the live traced sockets `(cookie, netns)`; returns the verdicts that changed.
-    pub fn tick(&mut self, bpf: &mut Ebpf, live: &[(u64, u32)]) -> Result<Vec<VerdictLine>> {
+    /// Judges the live traced sockets `(cookie, netns)`; returns the verdicts that changed and a
+    /// sample of every socket read (a recording's time series).
+    pub fn tick(
+        &mut self,
+        bpf: &mut Ebpf,
+        live: &[(u64, u32)],
+    ) -> Result<(Vec<VerdictLine>, Vec<SampleLine>)> {
         let mut by_ns: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         for (c, ns) in live {
             by_ns.entry(*ns).or_default().push(*c);
         }
         let mut out = Vec::new();
+        let mut samples = Vec::new();
         for (ns, cookies) in by_ns {
             // a namespace gone since: its sockets are closing, their close reports them
             let Some(target) = self.namespace(ns as u64) else {
@@ -98,6 +105,7 @@ impl Judges {
                 };
                 let Some(j) = self.per.get_mut(&cookie) else {
                     // the first reading has no interval yet: nothing to judge over
+                    samples.push(SampleLine::new(&s.facts, cookie, None));
                     self.per.insert(
                         cookie,
                         Judged {
@@ -113,6 +121,7 @@ impl Judges {
                     host: &s.host,
                     target_bps: None,
                 });
+                samples.push(SampleLine::new(&s.facts, cookie, Some(&v)));
                 let l = line(&s.facts, cookie, false, v);
                 if j.last.as_ref().map(|p| p.verdict.limit) != Some(l.verdict.limit) {
                     out.push(l.clone());
@@ -121,7 +130,7 @@ impl Judges {
                 j.last = Some(l);
             }
         }
-        Ok(out)
+        Ok((out, samples))
     }
 
     /// The socket closed: its last verdict, as final.

@@ -5,6 +5,7 @@ pub mod exporter;
 pub mod judges;
 pub mod lab;
 pub mod manpages;
+pub mod report;
 pub mod snapshot;
 pub mod ss;
 pub mod trace;

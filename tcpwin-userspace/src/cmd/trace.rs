@@ -13,6 +13,7 @@ use tcpwin_common::{counter, hook, Config};
 use tcpwin_model::{
     kind::EventKind,
     record::Record,
+    recording::{HeaderLine, HeaderTag},
     schema::{Counters, Histograms, SummaryLine, SummaryTag, VerdictLine},
     timeline::Sockets,
 };
@@ -36,9 +37,11 @@ use crate::{
 struct Out {
     json: bool,
     quiet: bool,
+    /// recording: a sample line per traced socket at each verdict tick
+    samples: bool,
     pid: Option<u32>,
     t0_ns: u64,
-    w: BufWriter<std::io::Stdout>,
+    w: BufWriter<Box<dyn Write>>,
 }
 
 fn emit(out: &mut Out, r: &Record) -> Result<()> {
@@ -104,8 +107,15 @@ impl Session {
             .live_cookies()
             .map(|(c, l)| (c, l.netns))
             .collect();
-        for v in j.tick(bpf, &live)? {
+        let (verdicts, samples) = j.tick(bpf, &live)?;
+        for v in verdicts {
             emit_verdict(&mut self.out, &v)?;
+        }
+        if self.out.samples {
+            for s in samples {
+                serde_json::to_writer(&mut self.out.w, &s)?;
+                writeln!(self.out.w)?;
+            }
         }
         Ok(self.out.w.flush()?)
     }
@@ -148,7 +158,53 @@ fn announce(attached: &Attached, layout: &Layout, args: &TraceArgs) {
 }
 
 pub async fn run(args: TraceArgs) -> Result<()> {
+    run_to(args, None).await
+}
+
+/// `tcpwin-trace record -o FILE`: the trace as JSON lines into FILE, opened by a header and
+/// with a sample of every traced socket each second.
+pub async fn record(mut args: TraceArgs, path: &std::path::Path) -> Result<()> {
+    if args.no_verdicts {
+        anyhow::bail!("--no-verdicts: a recording's samples come from the verdicts' socket reads; leave it out");
+    }
+    args.json = true;
+    args.quiet = false;
+    run_to(args, Some(path)).await
+}
+
+fn header(attached: &Attached, t0_ns: u64) -> HeaderLine {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    HeaderLine {
+        event: HeaderTag::Header,
+        tool: "tcpwin-trace".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        kernel: read("/proc/sys/kernel/osrelease"),
+        host: read("/proc/sys/kernel/hostname"),
+        backend: attached.backend.to_string(),
+        hooks: attached.hook_list(),
+        start_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0),
+        start_ts_ns: t0_ns,
+        args: std::env::args().collect(),
+    }
+}
+
+async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()> {
     args.validate()?;
+    // an unwritable path fails before anything is loaded
+    let sink: Box<dyn Write> = match record {
+        Some(p) => Box::new(
+            std::fs::File::create(p)
+                .with_context(|| format!("cannot write the recording {}", p.display()))?,
+        ),
+        None => Box::new(std::io::stdout()),
+    };
     object::check_privileges()?;
     let layout = Resolver::from_file(&args.btf)?.layout()?;
     let btf = aya::Btf::parse_file(&args.btf, Endianness::default())
@@ -195,13 +251,21 @@ pub async fn run(args: TraceArgs) -> Result<()> {
             }
         }
     };
+    let t0_ns = monotonic_ns();
+    let mut w = BufWriter::new(sink);
+    if let Some(p) = record {
+        serde_json::to_writer(&mut w, &header(&attached, t0_ns))?;
+        writeln!(w)?;
+        eprintln!("tcpwin-trace: recording to {}", p.display());
+    }
     let mut session = Session {
         out: Out {
             json: args.json,
             quiet: args.quiet,
+            samples: record.is_some(),
             pid: args.filter.pid,
-            t0_ns: monotonic_ns(),
-            w: BufWriter::new(std::io::stdout()),
+            t0_ns,
+            w,
         },
         socks: Sockets::default(),
         judges,

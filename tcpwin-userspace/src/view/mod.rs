@@ -2,6 +2,8 @@
 pub mod check;
 pub mod hist;
 pub mod openmetrics;
+pub mod plot;
+pub mod report;
 pub mod ss;
 pub mod summary;
 pub mod text;

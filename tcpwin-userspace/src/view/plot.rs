@@ -1,0 +1,191 @@
+//! Recordings drawn as SVG by `plotters` (its SVG backend; text laid out without system fonts):
+//! per socket, the window fields over time with each ratio change marked and labelled with its
+//! packet, and the rate against the window / RTT ceiling.
+use anyhow::{anyhow, Result};
+use plotters::{coord::Shift, prelude::*};
+use tcpwin_model::recording::{SocketSeries, RATE_FIELDS, WINDOW_FIELDS};
+
+const W: u32 = 960;
+const PANEL_H: u32 = 560;
+/// ratio-change labels drawn per socket (all are marked)
+const MAX_LABELS: usize = 6;
+
+fn color(field: &str) -> RGBColor {
+    match field {
+        "window_clamp" => RGBColor(31, 119, 180),
+        "rcv_ssthresh" => RGBColor(255, 127, 14),
+        "rcv_wnd" => RGBColor(44, 160, 44),
+        "sk_rcvbuf" => RGBColor(148, 103, 189),
+        "rate" => RGBColor(214, 39, 40),
+        _ => RGBColor(127, 127, 127),
+    }
+}
+
+/// The label a series carries in the legend: its field and last value (what the tests read).
+pub fn legend(field: &str, last: f64) -> String {
+    match field {
+        "rate" | "ceiling" => format!("{field} (last {} bit/s)", last.round() as u64),
+        _ => format!("{field} (last {} B)", last.round() as u64),
+    }
+}
+
+fn bytes_label(v: &f64) -> String {
+    match *v {
+        v if v >= (1 << 20) as f64 => format!("{:.1} MiB", v / (1 << 20) as f64),
+        v if v >= 1024.0 => format!("{:.0} KiB", v / 1024.0),
+        v => format!("{v:.0} B"),
+    }
+}
+
+fn rate_label(v: &f64) -> String {
+    match *v {
+        v if v >= 1e9 => format!("{:.1} Gbit/s", v / 1e9),
+        v if v >= 1e6 => format!("{:.0} Mbit/s", v / 1e6),
+        v => format!("{:.0} kbit/s", v / 1e3),
+    }
+}
+
+fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow!("drawing the SVG: {e:?}")
+}
+
+fn max_of<'a>(s: &'a SocketSeries, fields: &'a [&str]) -> (f64, f64) {
+    let pts = fields
+        .iter()
+        .filter_map(|f| s.series.get(f))
+        .flat_map(|v| v.iter());
+    pts.fold((0.0f64, 0.0f64), |(t, y), (a, b)| (t.max(*a), y.max(*b)))
+}
+
+/// One socket: windows above, rates below.
+fn panel(area: &DrawingArea<SVGBackend, Shift>, s: &SocketSeries, t_max: f64) -> Result<()> {
+    let (top, bottom) = area.split_vertically(PANEL_H * 3 / 5);
+    let (_, y_max) = max_of(s, &WINDOW_FIELDS);
+    let mut c = ChartBuilder::on(&top)
+        .caption(
+            format!("{} (socket {:x})", s.name, s.cookie),
+            ("sans-serif", 16),
+        )
+        .margin(8)
+        .x_label_area_size(28)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..t_max.max(1e-3), 0.0..(y_max * 1.15).max(1.0))
+        .map_err(err)?;
+    c.configure_mesh()
+        .x_desc("s")
+        .y_label_formatter(&bytes_label)
+        .draw()
+        .map_err(err)?;
+    for f in WINDOW_FIELDS {
+        let Some(pts) = s.series.get(f).filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        let col = color(f);
+        c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+            .map_err(err)?
+            .label(legend(f, pts.last().expect("not empty").1))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], col.filled()));
+    }
+    // ratio changes: a mark at the top, the first few labelled with their packet
+    let y_mark = y_max * 1.08;
+    c.draw_series(
+        s.marks
+            .iter()
+            .map(|m| Circle::new((m.t_s, y_mark), 4, BLACK.filled())),
+    )
+    .map_err(err)?;
+    for (i, m) in s.marks.iter().take(MAX_LABELS).enumerate() {
+        let y = y_max * (1.02 - 0.07 * (i % 3) as f64);
+        c.draw_series(std::iter::once(Text::new(
+            m.label.clone(),
+            (m.t_s, y),
+            ("sans-serif", 11).into_font().color(&BLACK),
+        )))
+        .map_err(err)?;
+    }
+    c.configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(err)?;
+
+    let (_, r_max) = max_of(s, &RATE_FIELDS);
+    let mut r = ChartBuilder::on(&bottom)
+        .margin(8)
+        .x_label_area_size(28)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..t_max.max(1e-3), 0.0..(r_max * 1.15).max(1.0))
+        .map_err(err)?;
+    r.configure_mesh()
+        .x_desc("s")
+        .y_label_formatter(&rate_label)
+        .draw()
+        .map_err(err)?;
+    for f in RATE_FIELDS {
+        let Some(pts) = s.series.get(f).filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        let col = color(f);
+        // one sample a second: each point marked, so a short recording still shows
+        r.draw_series(pts.iter().map(|p| Circle::new(*p, 3, col.filled())))
+            .map_err(err)?;
+        r.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+            .map_err(err)?
+            .label(legend(f, pts.last().expect("not empty").1))
+            .legend(move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], col.filled()));
+    }
+    if RATE_FIELDS.iter().any(|f| s.series.contains_key(f)) {
+        r.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Every socket of one recording, one panel each, on a shared time axis.
+pub fn sockets_svg(sockets: &[SocketSeries]) -> Result<String> {
+    columns_svg(&[sockets])
+}
+
+/// Recordings side by side (one column each), their sockets stacked.
+pub fn columns_svg(columns: &[&[SocketSeries]]) -> Result<String> {
+    let rows = columns.iter().map(|c| c.len()).max().unwrap_or(0).max(1);
+    let t_max = columns
+        .iter()
+        .flat_map(|c| c.iter())
+        .map(|s| {
+            max_of(
+                s,
+                &[
+                    "window_clamp",
+                    "rcv_ssthresh",
+                    "rcv_wnd",
+                    "sk_rcvbuf",
+                    "rate",
+                    "ceiling",
+                ],
+            )
+            .0
+        })
+        .fold(0.0, f64::max);
+    let mut out = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut out, (W * columns.len() as u32, PANEL_H * rows as u32))
+                .into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let cols = root.split_evenly((1, columns.len()));
+        for (area, sockets) in cols.iter().zip(columns) {
+            let panels = area.split_evenly((rows, 1));
+            for (p, s) in panels.iter().zip(sockets.iter()) {
+                panel(p, s, t_max)?;
+            }
+        }
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
