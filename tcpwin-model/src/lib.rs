@@ -25,5 +25,6 @@ pub mod schema;
 pub mod sockdiag;
 pub mod tcp_info;
 pub mod timeline;
+pub mod top;
 pub mod units;
 pub mod verdict;

@@ -98,6 +98,8 @@ pub enum Cmd {
     /// never decrease). With --pid those kernel counters are left out: a process's sockets are
     /// known only while they are open. --port and --netns apply to everything.
     Exporter(crate::cmd::exporter::ExporterArgs),
+    /// Live terminal view of the sockets: rate, RTT, window, ceiling, ratio, verdict; sort, filter, sparklines
+    Top(crate::cmd::top::TopArgs),
     /// Record a trace into a file: a header, the JSON lines, a sample of every traced socket each second, the summary
     Record(RecordArgs),
     /// Summary and verdicts of a recording; two recordings side by side; --svg draws them

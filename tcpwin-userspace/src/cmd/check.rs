@@ -71,7 +71,7 @@ fn ratio(args: &CheckArgs) -> (u8, String) {
     }
 }
 
-fn report(args: &CheckArgs) -> Result<CheckReport> {
+pub fn report(args: &CheckArgs) -> Result<CheckReport> {
     let ns = netns::resolve(args.netns.as_deref())?;
     let _inside = netns::enter(&ns[0])?;
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")

@@ -8,4 +8,5 @@ pub mod manpages;
 pub mod report;
 pub mod snapshot;
 pub mod ss;
+pub mod top;
 pub mod trace;

@@ -7,6 +7,7 @@ pub mod report;
 pub mod ss;
 pub mod summary;
 pub mod text;
+pub mod top;
 pub mod verdict;
 
 /// A value, or `-` where it is absent.

@@ -1,0 +1,359 @@
+//! `tcpwin-trace top` drawn with ratatui: the host's check summary, one row per socket, the
+//! selected socket's sparklines, a key line. Narrow terminals (under 120 columns, down to 80)
+//! move window_clamp, rcv_ssthresh and sk_rcvbuf from the table into the detail pane.
+use ratatui::{
+    layout::{Constraint, Layout, Rect},
+    style::{Modifier, Style},
+    text::Line,
+    widgets::{Block, Paragraph, Row as TRow, Sparkline, Table, TableState},
+    Frame,
+};
+use tcpwin_model::top::{Row, TopState};
+
+/// The smallest terminal `top` draws in.
+pub const MIN_SIZE: (u16, u16) = (80, 24);
+const WIDE: u16 = 120;
+
+/// 1.1M, 640K, 512
+pub fn short_bytes(v: u64) -> String {
+    match v {
+        v if v >= 1 << 30 => format!("{:.1}G", v as f64 / (1u64 << 30) as f64),
+        v if v >= 10 << 20 => format!("{}M", v >> 20),
+        v if v >= 1 << 20 => format!("{:.1}M", v as f64 / (1u64 << 20) as f64),
+        v if v >= 1 << 10 => format!("{}K", v >> 10),
+        v => v.to_string(),
+    }
+}
+
+/// 893M, 1.2G (bit/s)
+pub fn short_rate(v: u64) -> String {
+    match v {
+        v if v >= 1_000_000_000 => format!("{:.1}G", v as f64 / 1e9),
+        v if v >= 1_000_000 => format!("{}M", v / 1_000_000),
+        v if v >= 1_000 => format!("{}k", v / 1_000),
+        v => v.to_string(),
+    }
+}
+
+pub fn short_rtt(us: u32) -> String {
+    if us >= 10_000 {
+        format!("{}ms", us / 1000)
+    } else if us >= 1000 {
+        format!("{:.1}ms", us as f64 / 1000.0)
+    } else {
+        format!("{us}us")
+    }
+}
+
+fn dash<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".into())
+}
+
+fn ratio_cell(r: &Row) -> String {
+    match (r.scaling_ratio, r.ratio_change) {
+        (Some(now), Some((from, _))) => format!("{now}<{from}"),
+        (Some(now), None) => now.to_string(),
+        _ => "-".into(),
+    }
+}
+
+fn socket_cell(r: &Row) -> String {
+    format!("{}>{}", r.lport, r.remote)
+}
+
+fn owner_cell(r: &Row) -> String {
+    match (r.pid, &r.comm) {
+        (Some(p), Some(c)) => format!("{p}/{c}"),
+        (Some(p), None) => p.to_string(),
+        _ => "-".into(),
+    }
+}
+
+pub fn draw(f: &mut Frame, s: &TopState) {
+    let area = f.area();
+    let header_h = (s.header.len() as u16 + 1).min(4);
+    let [head, table, detail, keys] = Layout::vertical([
+        Constraint::Length(header_h),
+        Constraint::Min(5),
+        Constraint::Length(7),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    draw_header(f, head, s);
+    draw_table(f, table, s, area.width >= WIDE);
+    draw_detail(f, detail, s, area.width >= WIDE);
+    let keys_text = match &s.editing {
+        Some(t) => format!("filter (port, pid or text; Enter applies, Esc cancels): {t}_"),
+        None => format!(
+            "q quit  up/down select  s sort ({})  / filter{}",
+            s.sort.name(),
+            if s.filter.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}] Esc clears", s.filter)
+            }
+        ),
+    };
+    f.render_widget(
+        Paragraph::new(keys_text).style(Style::new().add_modifier(Modifier::REVERSED)),
+        keys,
+    );
+}
+
+fn draw_header(f: &mut Frame, area: Rect, s: &TopState) {
+    let mut lines = vec![Line::from(format!(
+        "tcpwin-trace top: {} sockets, {} shown, refresh {}",
+        s.rows.len(),
+        s.visible().len(),
+        s.refreshes
+    ))];
+    lines.extend(s.header.iter().map(|h| Line::from(h.as_str())));
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+fn draw_table(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
+    let visible = s.visible();
+    let mut head = vec!["socket", "pid/comm", "rate", "rtt", "wnd", "ceil", "ratio"];
+    let mut widths = vec![
+        Constraint::Length(20),
+        Constraint::Length(12),
+        Constraint::Length(6),
+        Constraint::Length(5),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(7),
+    ];
+    if wide {
+        head.extend(["clamp", "ssthr", "rcvbuf"]);
+        widths.extend([
+            Constraint::Length(6),
+            Constraint::Length(6),
+            Constraint::Length(6),
+        ]);
+    }
+    head.push("limit");
+    widths.push(Constraint::Fill(1));
+    let rows = visible.iter().map(|r| {
+        let mut c = vec![
+            socket_cell(r),
+            owner_cell(r),
+            dash(r.rate_bps, short_rate),
+            dash(r.rtt_us, short_rtt),
+            dash(r.window, short_bytes),
+            dash(r.ceiling_bps, short_rate),
+            ratio_cell(r),
+        ];
+        if wide {
+            c.push(dash(r.window_clamp, |v| short_bytes(v as u64)));
+            c.push(dash(r.rcv_ssthresh, |v| short_bytes(v as u64)));
+            c.push(dash(r.sk_rcvbuf, |v| short_bytes(v as u64)));
+        }
+        c.push(r.limit.to_string());
+        TRow::new(c)
+    });
+    let table = Table::new(rows, widths)
+        .header(TRow::new(head).style(Style::new().add_modifier(Modifier::BOLD)))
+        .column_spacing(1)
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
+    let mut state = TableState::default().with_selected(
+        s.selected
+            .and_then(|c| visible.iter().position(|r| r.cookie == c)),
+    );
+    f.render_stateful_widget(table, area, &mut state);
+}
+
+fn draw_detail(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
+    let Some(r) = s.selected_row() else {
+        f.render_widget(
+            Paragraph::new("no socket selected").block(Block::bordered().title("detail")),
+            area,
+        );
+        return;
+    };
+    let title = format!("{} <- {} [{}] {}", r.local, r.remote, r.netns, r.limit);
+    let mut first = r.setting.clone().unwrap_or_default();
+    if !wide {
+        first = format!(
+            "clamp {} ssthresh {} rcvbuf {} | {first}",
+            dash(r.window_clamp, |v| short_bytes(v as u64)),
+            dash(r.rcv_ssthresh, |v| short_bytes(v as u64)),
+            dash(r.sk_rcvbuf, |v| short_bytes(v as u64))
+        );
+    }
+    let block = Block::bordered().title(title);
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let [setting, sparks] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
+    f.render_widget(Paragraph::new(first), setting);
+    let h = s.history.get(&r.cookie).cloned().unwrap_or_default();
+    let cols = Layout::horizontal([Constraint::Ratio(1, 4); 4]).split(sparks);
+    let last = |q: &std::collections::VecDeque<u64>, fmt: fn(u64) -> String| {
+        q.back().map(|v| fmt(*v)).unwrap_or_else(|| "-".into())
+    };
+    for (i, (name, q, fmt)) in [
+        ("window", &h.window, short_bytes as fn(u64) -> String),
+        ("ssthresh", &h.rcv_ssthresh, short_bytes),
+        ("ratio", &h.ratio, |v: u64| v.to_string()),
+        ("rate", &h.rate, short_rate),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let data: Vec<u64> = q.iter().copied().collect();
+        // the newest points, as many as fit
+        let w = cols[i].width as usize;
+        let data = &data[data.len().saturating_sub(w)..];
+        f.render_widget(
+            Sparkline::default()
+                .block(Block::new().title(format!("{name} {}", last(q, fmt))))
+                .data(data),
+            cols[i],
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::{backend::TestBackend, Terminal};
+    use tcpwin_model::{
+        facts::SockFacts,
+        verdict::{Limit, Side, Verdict},
+    };
+
+    use super::*;
+
+    fn sample(
+        cookie: u64,
+        lport: u16,
+        ratio: u8,
+        rate: u64,
+        limit: Limit,
+    ) -> (SockFacts, Verdict, String) {
+        (
+            SockFacts {
+                cookie: Some(cookie),
+                laddr: Some("10.0.0.2".parse().unwrap()),
+                lport,
+                raddr: Some("10.0.0.1".parse().unwrap()),
+                rport: 40000,
+                scaling_ratio: Some(ratio),
+                window_clamp: Some(663_552),
+                rcv_ssthresh: Some(524_288),
+                sk_rcvbuf: Some(1 << 20),
+                pid: Some(4242),
+                comm: Some("iperf3".into()),
+                ..Default::default()
+            },
+            Verdict {
+                limit,
+                side: Side::Receiving,
+                window_limited: Some(true),
+                rate_bps: Some(rate),
+                rtt_us: Some(18_000),
+                window: Some(663_552),
+                ceiling_bps: Some(294_912_000),
+                target_bps: None,
+                bdp_bytes: None,
+                rwnd_limited_share: None,
+                setting: Some("tcp_rmem max 1048576 caps the buffer".into()),
+                suggested: None,
+            },
+            "lab".into(),
+        )
+    }
+
+    fn render(s: &TopState, w: u16, h: u16) -> Vec<String> {
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        t.draw(|f| draw(f, s)).unwrap();
+        let buf = t.backend().buffer().clone();
+        (0..h)
+            .map(|y| {
+                (0..w)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_detail_and_keys_at_80x24() {
+        let mut s = TopState::default();
+        s.header = vec!["kernel 6.18 (measured scaling_ratio)".into()];
+        s.update(vec![
+            sample(1, 5201, 128, 280_000_000, Limit::AutotuneMax),
+            sample(2, 443, 229, 5_000_000, Limit::NotWindowLimited),
+        ]);
+        s.update(vec![
+            sample(1, 5201, 158, 285_000_000, Limit::AutotuneMax),
+            sample(2, 443, 229, 5_000_000, Limit::NotWindowLimited),
+        ]);
+        let lines = render(&s, 80, 24);
+        assert!(
+            lines[0].starts_with("tcpwin-trace top: 2 sockets, 2 shown"),
+            "{lines:#?}"
+        );
+        assert!(lines[1].starts_with("kernel 6.18"), "{lines:#?}");
+        let header = lines.iter().position(|l| l.starts_with("socket")).unwrap();
+        // by rate: the 285 Mbit/s socket first, its ratio's last change shown, its verdict
+        let first = &lines[header + 1];
+        assert!(first.starts_with("5201>10.0.0.1:40000"), "{first}");
+        for cell in [
+            "4242/iperf3",
+            "285M",
+            "18ms",
+            "648K",
+            "294M",
+            "158<128",
+            "autotune-m",
+        ] {
+            assert!(first.contains(cell), "{cell} not in {first}");
+        }
+        assert!(lines[header + 2].starts_with("443>"), "{lines:#?}");
+        // narrow: clamp, ssthresh and rcvbuf in the detail pane, with the selected socket
+        let d = lines
+            .iter()
+            .position(|l| l.contains("10.0.0.2:5201 <- 10.0.0.1:40000"))
+            .unwrap();
+        assert!(
+            lines[d + 1].contains("clamp 648K ssthresh 512K rcvbuf 1.0M | tcp_rmem max"),
+            "{}",
+            lines[d + 1]
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("ratio 158") && l.contains("rate 285M")),
+            "{lines:#?}"
+        );
+        assert!(lines[23].starts_with("q quit"), "{}", lines[23]);
+        // wide: the columns are in the table
+        let wide = render(&s, 140, 30);
+        let h = wide.iter().position(|l| l.starts_with("socket")).unwrap();
+        assert!(
+            wide[h].contains("clamp") && wide[h].contains("rcvbuf"),
+            "{}",
+            wide[h]
+        );
+        assert!(wide[h + 1].contains("1.0M"), "{}", wide[h + 1]);
+        // typing a filter shows on the key line; applying it leaves one row
+        for k in ['/', '4', '4', '3'] {
+            s.key(tcpwin_model::top::Key::Char(k));
+        }
+        assert!(render(&s, 80, 24)[23].contains("filter (port, pid or text"));
+        s.key(tcpwin_model::top::Key::Enter);
+        let f = render(&s, 80, 24);
+        assert!(f[0].contains("2 sockets, 1 shown"), "{}", f[0]);
+        assert!(f[23].contains("[443]"), "{}", f[23]);
+    }
+
+    #[test]
+    fn short_units() {
+        assert_eq!(short_bytes(663_552), "648K");
+        assert_eq!(short_bytes(1 << 20), "1.0M");
+        assert_eq!(short_bytes(64 << 20), "64M");
+        assert_eq!(short_rate(1_200_000_000), "1.2G");
+        assert_eq!(short_rtt(620), "620us");
+        assert_eq!(short_rtt(18_000), "18ms");
+    }
+}

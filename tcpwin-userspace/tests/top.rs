@@ -1,0 +1,165 @@
+//! `tcpwin-trace top` in a real pseudo-terminal: it draws its first frame, quits on `q` and on
+//! SIGTERM with the terminal restored (raw mode off, alternate screen left, cursor shown), and
+//! refuses a terminal smaller than 80x24 in one sentence, also restored. Needs root (it loads
+//! the socket iterator): fails, never skips.
+use std::{
+    io::{Read, Write},
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    os::unix::process::CommandExt,
+    process::{Command, Stdio},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+
+struct Pty {
+    master: std::fs::File,
+    slave: OwnedFd,
+    out: Arc<Mutex<Vec<u8>>>,
+}
+
+fn pty(cols: u16, rows: u16) -> Pty {
+    let (mut m, mut s) = (0, 0);
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two fds; the winsize is read.
+    let rc = unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: fresh fds from openpty, owned from here on.
+    let (master, slave) = unsafe { (std::fs::File::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let mut r = master.try_clone().unwrap();
+    let sink = out.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    Pty { master, slave, out }
+}
+
+fn spawn_top(p: &Pty) -> std::process::Child {
+    let fd = |p: &Pty| Stdio::from(p.slave.try_clone().unwrap());
+    let mut cmd = Command::new(EXE);
+    cmd.args(["top", "--port", "1", "-i", "200"])
+        .stdin(fd(p))
+        .stdout(fd(p))
+        .stderr(fd(p))
+        .env("TERM", "xterm-256color");
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().expect("tcpwin-trace top starts")
+}
+
+fn wait_for(p: &Pty, needle: &str, secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let text = String::from_utf8_lossy(&p.out.lock().unwrap()).into_owned();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {needle:?} within {secs} s:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_exit(c: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = c.kill();
+            panic!("top did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Raw mode off: canonical input and echo back on the terminal.
+fn assert_restored(p: &Pty) {
+    // SAFETY: a zeroed termios is valid for tcgetattr to fill.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: tcgetattr on our own pty slave.
+    assert_eq!(unsafe { libc::tcgetattr(p.slave.as_raw_fd(), &mut t) }, 0);
+    assert!(
+        t.c_lflag & libc::ICANON != 0,
+        "raw mode left on (no ICANON)"
+    );
+    assert!(t.c_lflag & libc::ECHO != 0, "raw mode left on (no ECHO)");
+}
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("TOP TESTS CANNOT RUN: they need root. Failing, not skipping.");
+    }
+}
+
+#[test]
+fn q_and_sigterm_quit_with_the_terminal_restored() {
+    require_root();
+    for stop in ["q", "SIGTERM"] {
+        let mut p = pty(80, 24);
+        let mut c = spawn_top(&p);
+        // the first frame: header, column titles and the key line (the terminal gets each word
+        // at its position, spaces are not written)
+        wait_for(&p, "tcpwin-trace", 30);
+        wait_for(&p, "pid/comm", 10);
+        wait_for(&p, "quit", 10);
+        if stop == "q" {
+            p.master.write_all(b"q").unwrap();
+        } else {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        }
+        let status = wait_exit(&mut c);
+        assert!(status.success(), "{stop}: {status}");
+        std::thread::sleep(Duration::from_millis(200));
+        let out = String::from_utf8_lossy(&p.out.lock().unwrap()).into_owned();
+        assert!(
+            out.contains("\x1b[?1049h"),
+            "{stop}: never entered the alternate screen"
+        );
+        let left = out.rfind("\x1b[?1049l").expect("alternate screen left");
+        assert!(
+            left > out.rfind("\x1b[?1049h").unwrap(),
+            "{stop}: left before entering"
+        );
+        assert!(out.contains("\x1b[?25h"), "{stop}: cursor not shown again");
+        assert_restored(&p);
+    }
+}
+
+#[test]
+fn too_small_a_terminal_is_one_sentence() {
+    require_root();
+    let p = pty(60, 20);
+    let mut c = spawn_top(&p);
+    let status = wait_exit(&mut c);
+    assert!(!status.success());
+    let out = wait_for(&p, "needs at least 80x24", 5);
+    assert!(out.contains("60x20"), "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    assert_restored(&p);
+}
