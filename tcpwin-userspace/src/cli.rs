@@ -147,6 +147,10 @@ pub struct LabArgs {
     /// window-clamp, app-not-reading, all (with --quick: the rows CI runs)
     #[arg(long, value_name = "NAME|all", conflicts_with = "full")]
     pub scenario: Option<String>,
+    /// Also draw the tables as SVG into DIR: lab.svg (ratio per condition), wan.svg (predicted
+    /// vs measured throughput per row), window-sweep.svg (throughput against the window)
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> std::result::Result<f64, String> {

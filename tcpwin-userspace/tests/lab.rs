@@ -63,11 +63,26 @@ fn row(rows: &[MatrixRow], mtu: u32, gro: bool, tso: bool, buffer: &str) -> Matr
         .unwrap_or_else(|| panic!("no row {mtu} gro={gro} tso={tso} {buffer}"))
 }
 
+fn svg_dir(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("tcpwt-labsvg-{tag}-{}", std::process::id()))
+}
+
+/// The text of every `<text>` of an SVG that must parse as XML.
+fn svg_texts(p: &std::path::Path) -> Vec<String> {
+    let xml = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let doc = roxmltree::Document::parse(&xml).expect("the SVG parses as XML");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+        .collect()
+}
+
 #[test]
 fn quick_lab_identities_and_orderings() {
     require_root();
     let child = Command::new(exe())
-        .args(["lab", "--quick", "--json"])
+        .args(["lab", "--quick", "--json", "--svg"])
+        .arg(svg_dir("quick"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -88,6 +103,13 @@ fn quick_lab_identities_and_orderings() {
         })
         .collect();
     assert_eq!(rows.len(), 7, "{lines:?}");
+    // the drawing: one bar per row, labelled with its ratio
+    let texts = svg_texts(&svg_dir("quick").join("lab.svg"));
+    for r in &rows {
+        let label = r.scaling_ratio.unwrap().to_string();
+        assert!(texts.contains(&label), "{label} not drawn: {texts:?}");
+    }
+    let _ = std::fs::remove_dir_all(svg_dir("quick"));
     for r in &rows {
         let ratio = u(r.scaling_ratio, "scaling_ratio", r);
         let clamp = u(r.window_clamp, "window_clamp", r);
@@ -254,7 +276,8 @@ fn wan_scenarios_show_their_verdicts() {
     require_root();
     let before = rmem_max();
     let mut child = Command::new(exe())
-        .args(["lab", "--scenario", "all", "--quick", "--json"])
+        .args(["lab", "--scenario", "all", "--quick", "--json", "--svg"])
+        .arg(svg_dir("wan"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -271,6 +294,15 @@ fn wan_scenarios_show_their_verdicts() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
     assert_eq!(rows.len(), 8, "{out}");
+    // the drawing: one predicted and one measured bar per row, each labelled with its value
+    let texts = svg_texts(&svg_dir("wan").join("wan.svg"));
+    for r in &rows {
+        for v in [r.predicted_bps, r.throughput_bps] {
+            let label = format!("{:.1}", v.unwrap() as f64 / 1e6);
+            assert!(texts.contains(&label), "{label} not drawn: {texts:?}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(svg_dir("wan"));
     for r in &rows {
         let ctx = format!("{} {}: {r:?}", r.scenario, r.condition);
         assert_eq!(r.verdict, Some(r.expected), "verdict {ctx}");

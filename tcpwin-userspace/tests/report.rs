@@ -236,6 +236,17 @@ fn recordings_report_draw_and_compare() {
     ]);
     assert!(ok, "{err}");
     roxmltree::Document::parse(&std::fs::read_to_string(&svg).unwrap()).expect("A/B SVG parses");
+    // lab --svg into a place it cannot write: refused before the lab runs
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let out = Command::new(exe())
+            .args(["lab", "--quick", "--svg", "/proc/tcpwin-no-such-dir"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success());
+        assert!(err.contains("cannot create the SVG directory"), "{err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -72,6 +72,7 @@ fn panel(area: &DrawingArea<SVGBackend, Shift>, s: &SocketSeries, t_max: f64) ->
         .build_cartesian_2d(0.0..t_max.max(1e-3), 0.0..(y_max * 1.15).max(1.0))
         .map_err(err)?;
     c.configure_mesh()
+        .max_light_lines(0)
         .x_desc("s")
         .y_label_formatter(&bytes_label)
         .draw()
@@ -118,6 +119,7 @@ fn panel(area: &DrawingArea<SVGBackend, Shift>, s: &SocketSeries, t_max: f64) ->
         .build_cartesian_2d(0.0..t_max.max(1e-3), 0.0..(r_max * 1.15).max(1.0))
         .map_err(err)?;
     r.configure_mesh()
+        .max_light_lines(0)
         .x_desc("s")
         .y_label_formatter(&rate_label)
         .draw()
@@ -185,6 +187,149 @@ pub fn columns_svg(columns: &[&[SocketSeries]]) -> Result<String> {
                 panel(p, s, t_max)?;
             }
         }
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
+
+/// One bar group per label, one bar per series, each bar labelled with its value (`fmt`).
+pub fn bars_svg(
+    title: &str,
+    y_desc: &str,
+    labels: &[String],
+    series: &[(&str, Vec<Option<f64>>)],
+    fmt: fn(f64) -> String,
+) -> Result<String> {
+    let colors = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+    ];
+    let n = labels.len().max(1);
+    let y_max = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten())
+        .fold(0.0f64, |a, b| a.max(*b));
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, ((n as u32 * 90).max(640) + 80, 640))
+            .into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut c = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(220)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..n as f64, 0.0..(y_max * 1.15).max(1.0))
+            .map_err(err)?;
+        c.configure_mesh()
+            .max_light_lines(0)
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc(y_desc)
+            .draw()
+            .map_err(err)?;
+        // the group names, written downwards under each group (plotters' own axis labels
+        // would centre rotated text on the axis)
+        let style = TextStyle::from(
+            ("sans-serif", 11)
+                .into_font()
+                .transform(FontTransform::Rotate90),
+        );
+        for (i, name) in labels.iter().enumerate() {
+            let (px, py) = c.backend_coord(&(i as f64 + 0.5, 0.0));
+            root.draw(&Text::new(name.clone(), (px + 4, py + 8), style.clone()))
+                .map_err(err)?;
+        }
+        let k = series.len().max(1) as f64;
+        let w = 0.8 / k;
+        for (si, (name, values)) in series.iter().enumerate() {
+            let col = colors[si % colors.len()];
+            let bars: Vec<(f64, f64)> = values
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.map(|v| (i as f64 + 0.1 + w * si as f64, v)))
+                .collect();
+            c.draw_series(
+                bars.iter()
+                    .map(|(x, v)| Rectangle::new([(*x, 0.0), (*x + w * 0.9, *v)], col.filled())),
+            )
+            .map_err(err)?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], col.filled()));
+            c.draw_series(bars.iter().map(|(x, v)| {
+                Text::new(
+                    fmt(*v),
+                    (*x, *v + y_max * 0.02),
+                    ("sans-serif", 10).into_font(),
+                )
+            }))
+            .map_err(err)?;
+        }
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(err)?;
+        root.present().map_err(err)?;
+    }
+    Ok(out)
+}
+
+/// Throughput against the window: the window / RTT line (capped by the bottleneck) and what
+/// each transfer measured, in Mbit/s over window KiB.
+pub fn sweep_svg(title: &str, points: &[(f64, f64, f64)]) -> Result<String> {
+    let x_max = points.iter().map(|p| p.0).fold(0.0, f64::max) * 1.1;
+    let y_max = points.iter().map(|p| p.1.max(p.2)).fold(0.0, f64::max) * 1.15;
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (800, 480)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let mut c = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..x_max.max(1.0), 0.0..y_max.max(1.0))
+            .map_err(err)?;
+        c.configure_mesh()
+            .max_light_lines(0)
+            .x_desc("window (KiB)")
+            .y_desc("Mbit/s")
+            .draw()
+            .map_err(err)?;
+        let blue = RGBColor(31, 119, 180);
+        let red = RGBColor(214, 39, 40);
+        c.draw_series(LineSeries::new(
+            points.iter().map(|p| (p.0, p.1)),
+            blue.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label("predicted: min(window / RTT, bottleneck)")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], blue.filled()));
+        c.draw_series(
+            points
+                .iter()
+                .map(|p| Circle::new((p.0, p.2), 5, red.filled())),
+        )
+        .map_err(err)?
+        .label("measured (the sender's steady rate)")
+        .legend(move |(x, y)| Circle::new((x + 8, y), 4, red.filled()));
+        c.draw_series(points.iter().map(|p| {
+            Text::new(
+                format!("{:.1}", p.2),
+                (p.0, p.2 + y_max * 0.03),
+                ("sans-serif", 10).into_font(),
+            )
+        }))
+        .map_err(err)?;
+        c.configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(err)?;
         root.present().map_err(err)?;
     }
     Ok(out)
