@@ -7,6 +7,8 @@ use crate::{facts::SockFacts, verdict::Verdict};
 
 /// Points kept per sparkline (one per refresh).
 pub const HISTORY: usize = 120;
+/// The tracer's events kept for the events pane (`--trace`).
+pub const EVENTS: usize = 500;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SortKey {
@@ -120,6 +122,11 @@ pub struct TopState {
     /// the host's check summary, one line per entry
     pub header: Vec<String>,
     pub refreshes: u64,
+    /// `--trace`: the tracer's latest events (socket, line), and its loss counters
+    pub tracing: bool,
+    pub events: VecDeque<(Option<u64>, String)>,
+    pub events_received: u64,
+    pub events_lost: u64,
 }
 
 impl Default for TopState {
@@ -134,6 +141,10 @@ impl Default for TopState {
             selected: None,
             header: Vec::new(),
             refreshes: 0,
+            tracing: false,
+            events: VecDeque::new(),
+            events_received: 0,
+            events_lost: 0,
         }
     }
 }
@@ -231,6 +242,33 @@ impl TopState {
             k.then(a.cookie.cmp(&b.cookie))
         });
         v
+    }
+
+    /// One of the tracer's events.
+    pub fn push_event(&mut self, cookie: Option<u64>, line: String) {
+        self.events_received += 1;
+        self.events.push_back((cookie, line));
+        if self.events.len() > EVENTS {
+            self.events.pop_front();
+        }
+    }
+
+    /// The newest `n` events of the selected socket (all sockets' when it has none), oldest
+    /// first.
+    pub fn recent_events(&self, n: usize) -> Vec<&str> {
+        let sel = self.selected;
+        let mine: Vec<&str> = self
+            .events
+            .iter()
+            .filter(|(c, _)| sel.is_some() && *c == sel)
+            .map(|(_, l)| l.as_str())
+            .collect();
+        let v = if mine.is_empty() {
+            self.events.iter().map(|(_, l)| l.as_str()).collect()
+        } else {
+            mine
+        };
+        v[v.len().saturating_sub(n)..].to_vec()
     }
 
     pub fn selected_row(&self) -> Option<&Row> {
@@ -393,6 +431,31 @@ pub mod tests {
         s.key(Key::Esc);
         assert_eq!(s.key(Key::Char('q')), Action::Quit);
         assert_eq!(s.key(Key::CtrlC), Action::Quit);
+    }
+
+    #[test]
+    fn events_follow_the_selection() {
+        let mut s = TopState::default();
+        s.update(snapshot(128));
+        s.push_event(Some(1), "a1".into());
+        s.push_event(Some(2), "b1".into());
+        s.push_event(Some(1), "a2".into());
+        assert_eq!(
+            s.recent_events(5),
+            vec!["a1", "a2"],
+            "the selected socket's"
+        );
+        s.selected = Some(3);
+        assert_eq!(
+            s.recent_events(2),
+            vec!["b1", "a2"],
+            "none for it: everyone's, newest"
+        );
+        for i in 0..EVENTS + 3 {
+            s.push_event(None, i.to_string());
+        }
+        assert_eq!(s.events.len(), EVENTS);
+        assert_eq!(s.events_received, EVENTS as u64 + 6);
     }
 
     #[test]

@@ -305,11 +305,13 @@ fn urlencode(s: &str) -> String {
 }
 
 /// A real Prometheus (Debian's package) scrapes the exporter every second; its HTTP API returns
-/// the handshake counts the test made and the sockets the test holds.
+/// the handshake counts the test made (with and without window scaling) and the sockets the test
+/// holds, their windows pinned by the namespace's tcp_rmem and read back with getsockopt.
 #[test]
 fn prometheus_scrapes_the_exporter() {
     require_root();
     let pair = Pair::create(&format!("tcpwt-prom-{}", std::process::id()), 1500).unwrap();
+    pair.pin_receiver_buffer(1 << 20).unwrap();
     let (port, prom_port) = (free_port(), free_port());
     let _exp = Proc(
         Command::new(EXE)
@@ -361,6 +363,22 @@ fn prometheus_scrapes_the_exporter() {
     })
     .join()
     .unwrap();
+    let clamp_sum: u64 = held.iter().map(|s| clamp(s) as u64).sum();
+    // two handshakes without window scaling, closed at once
+    Pair::sysctl(&pair.b, "net.ipv4.tcp_window_scaling", "0").unwrap();
+    let ns = pair.b.clone();
+    std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on an open namespace fd, for this thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        for _ in 0..2 {
+            let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            drop((c, l.accept().unwrap().0));
+        }
+    })
+    .join()
+    .unwrap();
     let query = |q: &str| -> Option<f64> {
         let (status, _, body) = get(
             prom_port,
@@ -379,7 +397,13 @@ fn prometheus_scrapes_the_exporter() {
             "tcpwin_connections_established_total{wscale=\"negotiated\",direction=\"passive\"}",
             3.0,
         ),
+        (
+            "tcpwin_connections_established_total{wscale=\"not_negotiated\",direction=\"passive\"}",
+            2.0,
+        ),
+        ("tcpwin_connections_closed_total", 4.0),
         ("tcpwin_window_clamp_bytes_count", 6.0),
+        ("tcpwin_window_clamp_bytes_sum", clamp_sum as f64),
     ];
     loop {
         let got: Vec<Option<f64>> = want.iter().map(|(q, _)| query(q)).collect();

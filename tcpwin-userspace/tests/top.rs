@@ -10,6 +10,7 @@ use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
+use tcpwin_lab::harness::Proc;
 
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 
@@ -47,10 +48,16 @@ fn pty(cols: u16, rows: u16) -> Pty {
     Pty { master, slave, out }
 }
 
-fn spawn_top(p: &Pty) -> std::process::Child {
+/// Killed on drop: a failing assertion leaves no `top` behind.
+fn spawn_top(p: &Pty) -> Proc {
+    spawn_top_with(p, &[])
+}
+
+fn spawn_top_with(p: &Pty, extra: &[&str]) -> Proc {
     let fd = |p: &Pty| Stdio::from(p.slave.try_clone().unwrap());
     let mut cmd = Command::new(EXE);
     cmd.args(["top", "--port", "1", "-i", "200"])
+        .args(extra)
         .stdin(fd(p))
         .stdout(fd(p))
         .stderr(fd(p))
@@ -64,7 +71,7 @@ fn spawn_top(p: &Pty) -> std::process::Child {
             Ok(())
         });
     }
-    cmd.spawn().expect("tcpwin-trace top starts")
+    Proc(cmd.spawn().expect("tcpwin-trace top starts"))
 }
 
 fn wait_for(p: &Pty, needle: &str, secs: u64) -> String {
@@ -82,7 +89,7 @@ fn wait_for(p: &Pty, needle: &str, secs: u64) -> String {
     }
 }
 
-fn wait_exit(c: &mut std::process::Child) -> std::process::ExitStatus {
+fn wait_exit(c: &mut Proc) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(s) = c.try_wait().unwrap() {
@@ -162,4 +169,34 @@ fn too_small_a_terminal_is_one_sentence() {
     assert!(out.contains("60x20"), "{out}");
     assert!(!out.contains("panicked"), "{out}");
     assert_restored(&p);
+}
+
+/// The tracer's programs (bpftool's listing).
+fn tracer_programs() -> usize {
+    let out = Command::new("bpftool")
+        .args(["prog", "show"])
+        .output()
+        .expect("bpftool");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("name tcp_probe") || l.contains("name tcp_destroy_sock"))
+        .count()
+}
+
+#[test]
+fn trace_shows_its_events_pane_and_detaches_on_quit() {
+    require_root();
+    let before = tracer_programs();
+    let mut p = pty(80, 24);
+    let mut c = spawn_top_with(&p, &["--trace"]);
+    wait_for(&p, "received,", 30);
+    assert!(tracer_programs() > before, "--trace attached nothing");
+    p.master.write_all(b"q").unwrap();
+    assert!(wait_exit(&mut c).success());
+    assert_restored(&p);
+    assert_eq!(
+        tracer_programs(),
+        before,
+        "the tracer's programs are still attached"
+    );
 }

@@ -44,9 +44,78 @@ pub struct TopArgs {
     /// Refresh every MS milliseconds
     #[arg(short, long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
     pub interval: u64,
+    /// Also attach the tracer and show its events (each ratio and window change with the
+    /// packet that caused it) for the selected socket; this runs the per-packet hook
+    #[arg(long)]
+    pub trace: bool,
     /// Kernel BTF to resolve struct layouts from
     #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,
+}
+
+/// The tracer running under `top --trace`.
+struct Tracing {
+    loaded: super::trace::Loaded,
+    ring: crate::kernel::ring::Ring,
+    owner: Option<crate::kernel::maps::OwnerSync>,
+    t0_ns: u64,
+    /// the ring buffer's fd is registered with tokio's reactor: kept for as long as the ring
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Tracing {
+    fn start(args: &TopArgs) -> Result<Tracing> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the event reader")?;
+        let _in = rt.enter();
+        let mut loaded = super::trace::load(
+            &args.btf,
+            None,
+            &args.filter,
+            crate::kernel::attach::Backend::Auto,
+            1024,
+        )?;
+        let mut owner = args.filter.pid.map(crate::kernel::maps::OwnerSync::new);
+        if let Some(o) = owner.as_mut() {
+            o.sync(&mut loaded.bpf)?;
+        }
+        let ring = crate::kernel::ring::Ring::take(&mut loaded.bpf)?;
+        drop(_in);
+        Ok(Tracing {
+            loaded,
+            ring,
+            owner,
+            t0_ns: crate::host::monotonic_ns(),
+            _rt: rt,
+        })
+    }
+
+    /// Moves the events waiting in the ring buffer into the state; counts losses.
+    fn drain(&mut self, state: &mut TopState) -> Result<()> {
+        let t0 = self.t0_ns;
+        self.ring.drain(&mut |r| {
+            let line = crate::view::text::text_line(&r, t0, None);
+            state.push_event(r.cookie(), crate::view::top::event_line(&line));
+            Ok(())
+        })?;
+        let c = crate::kernel::maps::read_counters(&self.loaded.bpf)?;
+        let at = |i: u32| c[i as usize];
+        use tcpwin_common::counter;
+        state.events_lost = at(counter::EVENTS_DROPPED)
+            + at(counter::EVENTS_SENT).saturating_sub(self.ring.received);
+        if let Some(o) = self.owner.as_mut() {
+            o.sync(&mut self.loaded.bpf)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Tracing {
+    fn drop(&mut self) {
+        crate::kernel::attach::release(&mut self.loaded.bpf, &self.loaded.attached.hooks);
+    }
 }
 
 /// Raw mode and the alternate screen, undone on drop (and by the panic hook).
@@ -170,12 +239,18 @@ pub fn run(args: TopArgs) -> Result<()> {
     .map(|r| header_lines(&r))
     .unwrap_or_else(|e| vec![format!("host check unavailable: {e:#}")]);
     let hz = kconfig::hz();
+    let mut tracing = if args.trace {
+        Some(Tracing::start(&args)?)
+    } else {
+        None
+    };
     install_stop_handler();
     let screen = Screen::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))
         .context("cannot draw on this terminal")?;
     let mut state = TopState::default();
     state.header = header;
+    state.tracing = tracing.is_some();
     let mut before: HashMap<u64, SockFacts> = HashMap::new();
     let every = Duration::from_millis(args.interval);
     let mut next = Instant::now();
@@ -208,6 +283,11 @@ pub fn run(args: TopArgs) -> Result<()> {
                 .collect();
             state.update(rows);
         }
+        if let Some(t) = tracing.as_mut() {
+            if let Err(e) = t.drain(&mut state) {
+                break Err(e);
+            }
+        }
         let size = match term.size() {
             Ok(s) => s,
             Err(e) => break Err(e.into()),
@@ -239,5 +319,6 @@ pub fn run(args: TopArgs) -> Result<()> {
     };
     drop(term);
     drop(screen);
+    drop(tracing);
     result
 }

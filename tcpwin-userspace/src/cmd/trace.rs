@@ -195,6 +195,53 @@ fn header(attached: &Attached, t0_ns: u64) -> HeaderLine {
     }
 }
 
+/// The tracer's programs loaded with the running kernel's offsets and attached.
+pub struct Loaded {
+    pub bpf: aya::Ebpf,
+    pub attached: Attached,
+    pub layout: Layout,
+    pub btf: aya::Btf,
+}
+
+/// Loads the object with the filters in its configuration and attaches the backend asked.
+pub fn load(
+    btf_path: &std::path::Path,
+    obj: Option<&std::path::Path>,
+    filter: &crate::cli::SocketFilter,
+    backend: crate::kernel::attach::Backend,
+    ringbuf_kib: u32,
+) -> Result<Loaded> {
+    object::check_privileges()?;
+    let layout = Resolver::from_file(btf_path)?.layout()?;
+    let btf = aya::Btf::parse_file(btf_path, Endianness::default())
+        .with_context(|| format!("aya cannot parse BTF from {}", btf_path.display()))?;
+    let opts = LoadOpts {
+        obj,
+        config: Config {
+            target_tgid: filter.pid.unwrap_or(0),
+            filter_pid: filter.pid.is_some() as u8,
+            _pad: 0,
+            port: filter.port.unwrap_or(0),
+        },
+        ringbuf_bytes: ringbuf_kib * 1024,
+    };
+    let mut bpf = object::load(&opts, &layout, &btf)?;
+    let attached = attach::attach(&mut bpf, &btf, backend)?;
+    if attached
+        .hooks
+        .iter()
+        .any(|h| h.target == "tcp_select_initial_window")
+    {
+        maps::enable_init_matching(&mut bpf)?;
+    }
+    Ok(Loaded {
+        bpf,
+        attached,
+        layout,
+        btf,
+    })
+}
+
 async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()> {
     args.validate()?;
     // an unwritable path fails before anything is loaded
@@ -205,29 +252,18 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         ),
         None => Box::new(std::io::stdout()),
     };
-    object::check_privileges()?;
-    let layout = Resolver::from_file(&args.btf)?.layout()?;
-    let btf = aya::Btf::parse_file(&args.btf, Endianness::default())
-        .with_context(|| format!("aya cannot parse BTF from {}", args.btf.display()))?;
-    let opts = LoadOpts {
-        obj: args.obj.as_deref(),
-        config: Config {
-            target_tgid: args.filter.pid.unwrap_or(0),
-            filter_pid: args.filter.pid.is_some() as u8,
-            _pad: 0,
-            port: args.filter.port.unwrap_or(0),
-        },
-        ringbuf_bytes: args.ringbuf_kib * 1024,
-    };
-    let mut bpf = object::load(&opts, &layout, &btf)?;
-    let attached = attach::attach(&mut bpf, &btf, args.backend)?;
-    if attached
-        .hooks
-        .iter()
-        .any(|h| h.target == "tcp_select_initial_window")
-    {
-        maps::enable_init_matching(&mut bpf)?;
-    }
+    let Loaded {
+        mut bpf,
+        attached,
+        layout,
+        btf,
+    } = load(
+        &args.btf,
+        args.obj.as_deref(),
+        &args.filter,
+        args.backend,
+        args.ringbuf_kib,
+    )?;
 
     // Before saying "tracing": a signal from then on must reach the clean shutdown path.
     let mut sigint = signal(SignalKind::interrupt())?;

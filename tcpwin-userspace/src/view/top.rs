@@ -14,6 +14,17 @@ use tcpwin_model::top::{Row, TopState};
 pub const MIN_SIZE: (u16, u16) = (80, 24);
 const WIDE: u16 = 120;
 
+/// An event as the events pane shows it: time, kind and what changed (the socket is the
+/// selected one, or named in the full line the trace prints).
+pub fn event_line(full: &str) -> String {
+    let mut words = full.split_whitespace();
+    let (t, kind) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    match full.find(" scaling_ratio=") {
+        Some(i) => format!("{t} {kind:<5}{}", &full[i..]),
+        None => full.trim().to_string(),
+    }
+}
+
 /// 1.1M, 640K, 512
 pub fn short_bytes(v: u64) -> String {
     match v {
@@ -72,15 +83,31 @@ fn owner_cell(r: &Row) -> String {
 pub fn draw(f: &mut Frame, s: &TopState) {
     let area = f.area();
     let header_h = (s.header.len() as u16 + 1).min(4);
-    let [head, table, detail, keys] = Layout::vertical([
+    let events_h = if s.tracing { 5 } else { 0 };
+    let [head, table, events, detail, keys] = Layout::vertical([
         Constraint::Length(header_h),
         Constraint::Min(5),
+        Constraint::Length(events_h),
         Constraint::Length(7),
         Constraint::Length(1),
     ])
     .areas(area);
     draw_header(f, head, s);
     draw_table(f, table, s, area.width >= WIDE);
+    if s.tracing {
+        let lines: Vec<Line> = s
+            .recent_events(events_h as usize - 1)
+            .into_iter()
+            .map(Line::from)
+            .collect();
+        f.render_widget(
+            Paragraph::new(lines).block(Block::new().title(format!(
+                "events ({} received, {} lost)",
+                s.events_received, s.events_lost
+            ))),
+            events,
+        );
+    }
     draw_detail(f, detail, s, area.width >= WIDE);
     let keys_text = match &s.editing {
         Some(t) => format!("filter (port, pid or text; Enter applies, Esc cancels): {t}_"),
@@ -345,6 +372,15 @@ mod tests {
         let f = render(&s, 80, 24);
         assert!(f[0].contains("2 sockets, 1 shown"), "{}", f[0]);
         assert!(f[23].contains("[443]"), "{}", f[23]);
+    }
+
+    #[test]
+    fn event_lines_keep_what_changed() {
+        let full = "   1.250000 ratio 10.0.0.2:5201 <- 10.0.0.1:40000 sk=1f pid=7/x scaling_ratio=128->229 window_clamp=1->2";
+        assert_eq!(
+            event_line(full),
+            "1.250000 ratio scaling_ratio=128->229 window_clamp=1->2"
+        );
     }
 
     #[test]
