@@ -95,10 +95,12 @@ fn bench_reports_every_figure_per_mode() {
         assert!(ss[k].as_f64().unwrap() > 0.0, "ss: {k}: {ss}");
     }
     // short connections: per-connection cost, every connection's state changes seen, no drops
-    let churn = rows
-        .iter()
-        .find(|r| r["workload"] == "churn")
-        .unwrap_or_else(|| panic!("no churn row in {rows:?}"));
+    let churn_of = |mode: &str| {
+        rows.iter()
+            .find(|r| r["workload"] == "churn" && r["mode"] == mode)
+            .unwrap_or_else(|| panic!("no churn row for {mode} in {rows:?}"))
+    };
+    let churn = churn_of("default");
     for k in [
         "conns_per_sec_ratio",
         "cpu_per_conn_ratio",
@@ -116,4 +118,27 @@ fn bench_reports_every_figure_per_mode() {
         set_state["hits"].as_u64().unwrap() >= 300 * 2 * 3,
         "{churn}"
     );
+    // the floor (empty programs on the tracer's four hooks) and the exporter's state hook: each
+    // saw at least the two handshakes and two closes of every connection
+    for (mode, prog) in [
+        ("empty-all", "calib_set_state"),
+        ("exporter", "count_states"),
+    ] {
+        let row = churn_of(mode);
+        assert!(row["bpf_us_per_conn"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["conns_per_sec_ratio"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(
+            row["bpf_programs"][prog]["hits"].as_u64().unwrap() >= 300 * 4,
+            "{row}"
+        );
+    }
+    // the exporter over the bench's sockets: scrape time, memory, idle CPU
+    let exp = rows
+        .iter()
+        .find(|r| r["workload"] == "exporter")
+        .unwrap_or_else(|| panic!("no exporter row in {rows:?}"));
+    for k in ["scrape_ms", "rss_mib", "peak_rss_mib"] {
+        assert!(exp[k].as_f64().unwrap() > 0.0, "exporter: {k}: {exp}");
+    }
+    assert!(exp["idle_cpu_share"].as_f64().unwrap() >= 0.0, "{exp}");
 }
