@@ -21,6 +21,11 @@ struct Pty {
 }
 
 fn pty(cols: u16, rows: u16) -> Pty {
+    pty_read(cols, rows, true)
+}
+
+/// `read`: whether anything reads what the program writes (false: a stalled terminal).
+fn pty_read(cols: u16, rows: u16, read: bool) -> Pty {
     let (mut m, mut s) = (0, 0);
     let ws = libc::winsize {
         ws_row: rows,
@@ -37,6 +42,11 @@ fn pty(cols: u16, rows: u16) -> Pty {
     let mut r = master.try_clone().unwrap();
     let sink = out.clone();
     std::thread::spawn(move || {
+        if !read {
+            // hold the master open, read nothing
+            std::thread::sleep(Duration::from_secs(60));
+            return;
+        }
         let mut buf = [0u8; 4096];
         while let Ok(n) = r.read(&mut buf) {
             if n == 0 {
@@ -199,4 +209,24 @@ fn trace_shows_its_events_pane_and_detaches_on_quit() {
         before,
         "the tracer's programs are still attached"
     );
+}
+
+/// A terminal that stops reading (a stalled ssh session): the first frame blocks in write();
+/// SIGTERM still ends `top` within seconds, with raw mode off.
+#[test]
+fn sigterm_ends_top_on_a_stalled_terminal() {
+    require_root();
+    // a frame far larger than the pty's buffer, and nobody reading it
+    let p = pty_read(3000, 1000, false);
+    let mut c = spawn_top(&p);
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        c.try_wait().unwrap().is_none(),
+        "top should still be running"
+    );
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let status = wait_exit(&mut c);
+    assert_eq!(status.code(), Some(3), "{status}");
+    assert_restored(&p);
 }

@@ -155,6 +155,21 @@ impl Drop for Screen {
     }
 }
 
+/// SIGTERM/SIGINT only raise a flag the loop checks; a terminal that stopped reading (a stalled
+/// ssh session) leaves the loop blocked in a write that never returns. Then, 2 s after the signal,
+/// this thread turns raw mode off (tcsetattr: no write needed) and exits with status 3.
+fn stop_watchdog() {
+    std::thread::spawn(|| {
+        while !wait_or_stop(Duration::from_millis(100)) {}
+        std::thread::sleep(Duration::from_secs(2));
+        let _ = terminal::disable_raw_mode();
+        // no message and no stdout flush: both would block on the same terminal (and the main
+        // thread may hold stdout's lock); the exit status says it
+        // SAFETY: _exit ends the process at once; nothing after it runs.
+        unsafe { libc::_exit(3) };
+    });
+}
+
 fn too_small(w: u16, h: u16) -> Option<String> {
     (w < MIN_SIZE.0 || h < MIN_SIZE.1).then(|| {
         format!(
@@ -245,6 +260,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         None
     };
     install_stop_handler();
+    stop_watchdog();
     let screen = Screen::enter()?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))
         .context("cannot draw on this terminal")?;
