@@ -69,6 +69,15 @@ impl SockFacts {
 }
 
 /// A TCP state as `ss` names it.
+/// `addr:port`, IPv6 in brackets, `?` for an address not read.
+pub fn endpoint(a: Option<IpAddr>, port: u16) -> String {
+    match a {
+        Some(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        Some(v4) => format!("{v4}:{port}"),
+        None => format!("?:{port}"),
+    }
+}
+
 pub fn state_name(state: u8) -> &'static str {
     match state {
         1 => "ESTAB",

@@ -3,7 +3,10 @@
 //! formats is the view's.
 use std::collections::BTreeMap;
 
-use crate::{facts::SockFacts, verdict::Verdict};
+use crate::{
+    facts::{endpoint, SockFacts},
+    verdict::Verdict,
+};
 
 /// Metric names (Prometheus conventions: base units, `_bytes`, `_seconds`, `_total`).
 pub mod name {
@@ -106,14 +109,9 @@ impl TopSocket {
         if rate == 0 {
             return None;
         }
-        let ep = |a: Option<std::net::IpAddr>, p: u16| match a {
-            Some(std::net::IpAddr::V6(a)) => format!("[{a}]:{p}"),
-            Some(a) => format!("{a}:{p}"),
-            None => format!("?:{p}"),
-        };
         Some(TopSocket {
-            local: ep(f.laddr, f.lport),
-            remote: ep(f.raddr, f.rport),
+            local: endpoint(f.laddr, f.lport),
+            remote: endpoint(f.raddr, f.rport),
             netns: netns.to_string(),
             side: v.side.id(),
             limit: v.limit.id(),

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    facts::SockFacts,
+    facts::{endpoint, SockFacts},
     kind::EventKind,
     schema::{parse_line, EventLine, Line, SummaryLine, VerdictLine},
     verdict::Verdict,
@@ -181,14 +181,6 @@ pub struct SocketSeries {
     /// by field name (`WINDOW_FIELDS`: bytes; `RATE_FIELDS`: bit/s)
     pub series: BTreeMap<&'static str, Vec<(f64, f64)>>,
     pub marks: Vec<Mark>,
-}
-
-fn endpoint(a: Option<IpAddr>, p: u16) -> String {
-    match a {
-        Some(IpAddr::V6(a)) => format!("[{a}]:{p}"),
-        Some(a) => format!("{a}:{p}"),
-        None => format!("?:{p}"),
-    }
 }
 
 fn push(s: &mut SocketSeries, field: &'static str, t: f64, v: Option<u64>) {

@@ -3,7 +3,10 @@
 //! turn into state changes here. Pure: snapshots and keys in, what to draw out.
 use std::collections::{HashMap, VecDeque};
 
-use crate::{facts::SockFacts, verdict::Verdict};
+use crate::{
+    facts::{endpoint, SockFacts},
+    verdict::Verdict,
+};
 
 /// Points kept per sparkline (one per refresh).
 pub const HISTORY: usize = 120;
@@ -146,14 +149,6 @@ impl Default for TopState {
             events_received: 0,
             events_lost: 0,
         }
-    }
-}
-
-fn endpoint(a: Option<std::net::IpAddr>, p: u16) -> String {
-    match a {
-        Some(std::net::IpAddr::V6(a)) => format!("[{a}]:{p}"),
-        Some(a) => format!("{a}:{p}"),
-        None => format!("?:{p}"),
     }
 }
 

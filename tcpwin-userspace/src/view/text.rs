@@ -80,14 +80,7 @@ pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
     s
 }
 
-/// `addr:port`, IPv6 in brackets.
-pub fn endpoint(a: Option<std::net::IpAddr>, port: u16) -> String {
-    match a {
-        Some(std::net::IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
-        Some(v4) => format!("{v4}:{port}"),
-        None => format!("?:{port}"),
-    }
-}
+pub use tcpwin_model::facts::endpoint;
 
 /// A verdict on one line: which limit binds, its numbers, why and the fix.
 pub fn verdict_text(v: &VerdictLine, t0_ns: u64) -> String {
