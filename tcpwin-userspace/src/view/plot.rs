@@ -2,7 +2,10 @@
 //! per socket, the window fields over time with each ratio change marked and labelled with its
 //! packet, and the rate against the window / RTT ceiling.
 use anyhow::{anyhow, Result};
-use plotters::{coord::Shift, prelude::*};
+use plotters::{
+    coord::{types::RangedCoordf64, Shift},
+    prelude::*,
+};
 use tcpwin_model::recording::{SocketSeries, RATE_FIELDS, WINDOW_FIELDS};
 
 const W: u32 = 960;
@@ -10,15 +13,87 @@ const PANEL_H: u32 = 560;
 /// ratio-change labels drawn per socket (all are marked)
 const MAX_LABELS: usize = 6;
 
+const BLUE: RGBColor = RGBColor(31, 119, 180);
+const ORANGE: RGBColor = RGBColor(255, 127, 14);
+const GREEN: RGBColor = RGBColor(44, 160, 44);
+const PURPLE: RGBColor = RGBColor(148, 103, 189);
+const RED: RGBColor = RGBColor(214, 39, 40);
+const GRAY: RGBColor = RGBColor(127, 127, 127);
+
 fn color(field: &str) -> RGBColor {
     match field {
-        "window_clamp" => RGBColor(31, 119, 180),
-        "rcv_ssthresh" => RGBColor(255, 127, 14),
-        "rcv_wnd" => RGBColor(44, 160, 44),
-        "sk_rcvbuf" => RGBColor(148, 103, 189),
-        "rate" => RGBColor(214, 39, 40),
-        _ => RGBColor(127, 127, 127),
+        "window_clamp" => BLUE,
+        "rcv_ssthresh" => ORANGE,
+        "rcv_wnd" => GREEN,
+        "sk_rcvbuf" => PURPLE,
+        "rate" => RED,
+        _ => GRAY,
     }
+}
+
+/// A chart with both axes in f64 on an SVG drawing.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A series' mark in the legend box.
+fn swatch(col: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
+    move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], col.filled())
+}
+
+/// The legend box, where it hides the least.
+fn legend_box<'a, 'b: 'a>(c: &mut Chart<'a, 'b>, pos: SeriesLabelPosition) -> Result<()> {
+    c.configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .position(pos)
+        .draw()
+        .map_err(err)
+}
+
+/// A chart over the recording's time axis, its values labelled by `y_label`.
+fn time_chart<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    caption: Option<String>,
+    t_max: f64,
+    y_max: f64,
+    y_label: &dyn Fn(&f64) -> String,
+) -> Result<Chart<'a, 'b>> {
+    let mut b = ChartBuilder::on(area);
+    if let Some(c) = caption {
+        b.caption(c, ("sans-serif", 16));
+    }
+    let mut c = b
+        .margin(8)
+        .x_label_area_size(28)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..t_max.max(1e-3), 0.0..(y_max * 1.15).max(1.0))
+        .map_err(err)?;
+    c.configure_mesh()
+        .max_light_lines(0)
+        .x_desc("s")
+        .y_label_formatter(y_label)
+        .draw()
+        .map_err(err)?;
+    Ok(c)
+}
+
+/// One line per field the socket has, labelled with its last value; `dots`: each point marked
+/// too (one sample a second: a short recording still shows).
+fn field_lines(c: &mut Chart, s: &SocketSeries, fields: &[&str], dots: bool) -> Result<()> {
+    for f in fields {
+        let Some(pts) = s.series.get(f).filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        let col = color(f);
+        if dots {
+            c.draw_series(pts.iter().map(|p| Circle::new(*p, 3, col.filled())))
+                .map_err(err)?;
+        }
+        c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+            .map_err(err)?
+            .label(legend(f, pts.last().expect("not empty").1))
+            .legend(swatch(col));
+    }
+    Ok(())
 }
 
 /// The label a series carries in the legend: its field and last value (what the tests read).
@@ -61,32 +136,14 @@ fn max_of<'a>(s: &'a SocketSeries, fields: &'a [&str]) -> (f64, f64) {
 fn panel(area: &DrawingArea<SVGBackend, Shift>, s: &SocketSeries, t_max: f64) -> Result<()> {
     let (top, bottom) = area.split_vertically(PANEL_H * 3 / 5);
     let (_, y_max) = max_of(s, &WINDOW_FIELDS);
-    let mut c = ChartBuilder::on(&top)
-        .caption(
-            format!("{} (socket {:x})", s.name, s.cookie),
-            ("sans-serif", 16),
-        )
-        .margin(8)
-        .x_label_area_size(28)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..t_max.max(1e-3), 0.0..(y_max * 1.15).max(1.0))
-        .map_err(err)?;
-    c.configure_mesh()
-        .max_light_lines(0)
-        .x_desc("s")
-        .y_label_formatter(&bytes_label)
-        .draw()
-        .map_err(err)?;
-    for f in WINDOW_FIELDS {
-        let Some(pts) = s.series.get(f).filter(|p| !p.is_empty()) else {
-            continue;
-        };
-        let col = color(f);
-        c.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
-            .map_err(err)?
-            .label(legend(f, pts.last().expect("not empty").1))
-            .legend(move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], col.filled()));
-    }
+    let mut c = time_chart(
+        &top,
+        Some(format!("{} (socket {:x})", s.name, s.cookie)),
+        t_max,
+        y_max,
+        &bytes_label,
+    )?;
+    field_lines(&mut c, s, &WINDOW_FIELDS, false)?;
     // ratio changes: a mark at the top, the first few labelled with their packet
     let y_mark = y_max * 1.08;
     c.draw_series(
@@ -104,46 +161,13 @@ fn panel(area: &DrawingArea<SVGBackend, Shift>, s: &SocketSeries, t_max: f64) ->
         )))
         .map_err(err)?;
     }
-    c.configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(err)?;
+    legend_box(&mut c, SeriesLabelPosition::LowerRight)?;
 
     let (_, r_max) = max_of(s, &RATE_FIELDS);
-    let mut r = ChartBuilder::on(&bottom)
-        .margin(8)
-        .x_label_area_size(28)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0.0..t_max.max(1e-3), 0.0..(r_max * 1.15).max(1.0))
-        .map_err(err)?;
-    r.configure_mesh()
-        .max_light_lines(0)
-        .x_desc("s")
-        .y_label_formatter(&rate_label)
-        .draw()
-        .map_err(err)?;
-    for f in RATE_FIELDS {
-        let Some(pts) = s.series.get(f).filter(|p| !p.is_empty()) else {
-            continue;
-        };
-        let col = color(f);
-        // one sample a second: each point marked, so a short recording still shows
-        r.draw_series(pts.iter().map(|p| Circle::new(*p, 3, col.filled())))
-            .map_err(err)?;
-        r.draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
-            .map_err(err)?
-            .label(legend(f, pts.last().expect("not empty").1))
-            .legend(move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], col.filled()));
-    }
+    let mut r = time_chart(&bottom, None, t_max, r_max, &rate_label)?;
+    field_lines(&mut r, s, &RATE_FIELDS, true)?;
     if RATE_FIELDS.iter().any(|f| s.series.contains_key(f)) {
-        r.configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
+        legend_box(&mut r, SeriesLabelPosition::UpperRight)?;
     }
     Ok(())
 }
@@ -159,20 +183,7 @@ pub fn columns_svg(columns: &[&[SocketSeries]]) -> Result<String> {
     let t_max = columns
         .iter()
         .flat_map(|c| c.iter())
-        .map(|s| {
-            max_of(
-                s,
-                &[
-                    "window_clamp",
-                    "rcv_ssthresh",
-                    "rcv_wnd",
-                    "sk_rcvbuf",
-                    "rate",
-                    "ceiling",
-                ],
-            )
-            .0
-        })
+        .map(|s| max_of(s, &WINDOW_FIELDS).0.max(max_of(s, &RATE_FIELDS).0))
         .fold(0.0, f64::max);
     let mut out = String::new();
     {
@@ -200,11 +211,7 @@ pub fn bars_svg(
     series: &[(&str, Vec<Option<f64>>)],
     fmt: fn(f64) -> String,
 ) -> Result<String> {
-    let colors = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(44, 160, 44),
-    ];
+    let colors = [BLUE, RED, GREEN];
     let n = labels.len().max(1);
     let y_max = series
         .iter()
@@ -256,7 +263,7 @@ pub fn bars_svg(
             )
             .map_err(err)?
             .label(*name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], col.filled()));
+            .legend(swatch(col));
             c.draw_series(bars.iter().map(|(x, v)| {
                 Text::new(
                     fmt(*v),
@@ -266,12 +273,7 @@ pub fn bars_svg(
             }))
             .map_err(err)?;
         }
-        c.configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(err)?;
+        legend_box(&mut c, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(err)?;
     }
     Ok(out)
@@ -299,23 +301,21 @@ pub fn sweep_svg(title: &str, points: &[(f64, f64, f64)]) -> Result<String> {
             .y_desc("Mbit/s")
             .draw()
             .map_err(err)?;
-        let blue = RGBColor(31, 119, 180);
-        let red = RGBColor(214, 39, 40);
         c.draw_series(LineSeries::new(
             points.iter().map(|p| (p.0, p.1)),
-            blue.stroke_width(2),
+            BLUE.stroke_width(2),
         ))
         .map_err(err)?
         .label("predicted: min(window / RTT, bottleneck)")
-        .legend(move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], blue.filled()));
+        .legend(swatch(BLUE));
         c.draw_series(
             points
                 .iter()
-                .map(|p| Circle::new((p.0, p.2), 5, red.filled())),
+                .map(|p| Circle::new((p.0, p.2), 5, RED.filled())),
         )
         .map_err(err)?
         .label("measured (the sender's steady rate)")
-        .legend(move |(x, y)| Circle::new((x + 8, y), 4, red.filled()));
+        .legend(move |(x, y)| Circle::new((x + 8, y), 4, RED.filled()));
         c.draw_series(points.iter().map(|p| {
             Text::new(
                 format!("{:.1}", p.2),
@@ -324,12 +324,7 @@ pub fn sweep_svg(title: &str, points: &[(f64, f64, f64)]) -> Result<String> {
             )
         }))
         .map_err(err)?;
-        c.configure_series_labels()
-            .border_style(BLACK)
-            .background_style(WHITE.mix(0.8))
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(err)?;
+        legend_box(&mut c, SeriesLabelPosition::LowerRight)?;
         root.present().map_err(err)?;
     }
     Ok(out)
