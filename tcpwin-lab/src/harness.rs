@@ -406,3 +406,26 @@ pub fn wait_bounded(child: &mut Child, timeout: Duration, what: &str) -> Result<
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The kernel's list of loaded BPF programs (bpftool's JSON listing).
+pub fn bpf_programs() -> Result<Vec<serde_json::Value>> {
+    let out = Command::new("bpftool")
+        .args(["prog", "show", "-j"])
+        .output()
+        .context("bpftool (apt-get install bpftool; `cargo xtask setup` installs it)")?;
+    serde_json::from_slice(&out.stdout).context("bpftool's JSON")
+}
+
+/// How many loaded programs carry one of `names` (the kernel keeps 15 characters of a name it
+/// has no BTF for: a cut name counts as the full one).
+pub fn programs_named(names: &[&str]) -> Result<usize> {
+    Ok(bpf_programs()?
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .filter(|n| {
+            names
+                .iter()
+                .any(|full| *full == *n || (n.len() == 15 && full.starts_with(n)))
+        })
+        .count())
+}

@@ -11,7 +11,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tcpwin_lab::{harness::Proc, netns::Pair};
+use tcpwin_lab::{
+    harness::{programs_named, Proc},
+    netns::Pair,
+};
 
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 
@@ -81,18 +84,9 @@ fn clamp(s: &TcpStream) -> u32 {
     v as u32
 }
 
-/// Loaded programs named like the exporter's (bpftool's listing; names cut at 15 characters).
+/// Loaded programs named like the exporter's.
 fn iterator_programs() -> usize {
-    let out = Command::new("bpftool")
-        .args(["prog", "show"])
-        .output()
-        .expect("bpftool");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| {
-            l.contains("tcp_sockets") || l.contains("count_states") || l.contains("count_packet")
-        })
-        .count()
+    programs_named(&["tcp_sockets", "count_states", "count_packet"]).expect("bpftool")
 }
 
 #[test]

@@ -38,11 +38,7 @@ fn start(args: &[&str]) -> Tracer {
 
 /// The kernel's own listing of BPF programs (bpftool).
 fn programs() -> Vec<Value> {
-    let out = Command::new("bpftool")
-        .args(["prog", "show", "-j"])
-        .output()
-        .expect("bpftool (apt-get install bpftool; `cargo xtask setup` installs it)");
-    serde_json::from_slice(&out.stdout).expect("bpftool JSON")
+    tcpwin_lab::harness::bpf_programs().expect("the BPF program listing")
 }
 
 /// IDs of loaded programs named like ours (a kernel without BTF names keeps 15 characters).

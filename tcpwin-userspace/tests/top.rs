@@ -10,7 +10,7 @@ use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
-use tcpwin_lab::harness::Proc;
+use tcpwin_lab::harness::{programs_named, Proc};
 
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 
@@ -181,16 +181,9 @@ fn too_small_a_terminal_is_one_sentence() {
     assert_restored(&p);
 }
 
-/// The tracer's programs (bpftool's listing).
+/// The tracer's programs.
 fn tracer_programs() -> usize {
-    let out = Command::new("bpftool")
-        .args(["prog", "show"])
-        .output()
-        .expect("bpftool");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains("name tcp_probe") || l.contains("name tcp_destroy_sock"))
-        .count()
+    programs_named(&["tcp_probe", "tcp_destroy_sock"]).expect("bpftool")
 }
 
 #[test]

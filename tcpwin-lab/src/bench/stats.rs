@@ -1,9 +1,9 @@
 //! What a run cost: the machine's and a process's CPU time from /proc, peak RSS, and each BPF
 //! program's run time and count from bpftool (with `kernel.bpf_stats_enabled` on).
-use std::{collections::HashSet, process::Command};
+use std::collections::HashSet;
 
 use anyhow::{Context, Result};
-use serde_json::Value;
+use tcpwin_lab::harness::bpf_programs;
 
 /// Total CPU time of the machine (user+nice+system+irq+softirq), seconds.
 pub fn cpu_seconds() -> f64 {
@@ -52,13 +52,7 @@ pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
 
 /// IDs of every loaded BPF program (bpftool's listing).
 pub fn program_ids() -> HashSet<u64> {
-    let Ok(out) = Command::new("bpftool")
-        .args(["prog", "show", "-j"])
-        .output()
-    else {
-        return Default::default();
-    };
-    let progs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let progs = bpf_programs().unwrap_or_default();
     progs.iter().filter_map(|p| p["id"].as_u64()).collect()
 }
 
@@ -67,13 +61,7 @@ pub type ProgStats = std::collections::BTreeMap<String, (u64, u64)>;
 
 pub fn bpf_stats(ids: &HashSet<u64>) -> ProgStats {
     let mut m = ProgStats::new();
-    let Ok(out) = Command::new("bpftool")
-        .args(["prog", "show", "-j"])
-        .output()
-    else {
-        return m;
-    };
-    let progs: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let progs = bpf_programs().unwrap_or_default();
     for p in progs
         .iter()
         .filter(|p| p["id"].as_u64().is_some_and(|id| ids.contains(&id)))
