@@ -303,27 +303,19 @@ pub struct Figures {
 }
 
 pub fn figures(r: &Recording) -> Figures {
-    let bytes = |c: u64| {
-        r.samples
-            .iter()
-            .filter(|s| s.cookie == c)
-            .filter_map(|s| s.bytes_received)
-            .max()
-            .unwrap_or(0)
-    };
-    let events = |c: u64| r.events.iter().filter(|e| e.cookie == Some(c)).count();
-    let mut cookies: Vec<u64> = r
-        .events
+    // per socket, in one pass: (most bytes received, events)
+    let mut per: BTreeMap<u64, (u64, usize)> = BTreeMap::new();
+    for c in r.events.iter().filter_map(|e| e.cookie) {
+        per.entry(c).or_default().1 += 1;
+    }
+    for s in &r.samples {
+        let e = per.entry(s.cookie).or_default();
+        e.0 = e.0.max(s.bytes_received.unwrap_or(0));
+    }
+    let busiest = per
         .iter()
-        .filter_map(|e| e.cookie)
-        .chain(r.samples.iter().map(|s| s.cookie))
-        .collect();
-    cookies.sort_unstable();
-    cookies.dedup();
-    let busiest = cookies
-        .iter()
-        .copied()
-        .max_by_key(|c| (bytes(*c), events(*c), std::cmp::Reverse(*c)));
+        .max_by_key(|(c, (bytes, events))| (*bytes, *events, std::cmp::Reverse(**c)))
+        .map(|(c, _)| *c);
     let last_event = busiest.and_then(|c| r.events.iter().rev().find(|e| e.cookie == Some(c)));
     let rates: Vec<f64> = busiest
         .map(|c| {
@@ -346,7 +338,7 @@ pub fn figures(r: &Recording) -> Figures {
             .map(|h| h.p50)
     };
     Figures {
-        sockets: cookies.len() as u64,
+        sockets: per.len() as u64,
         scaling_ratio: last_event.and_then(|e| e.scaling_ratio),
         window_clamp: last_event.map(|e| e.window_clamp),
         max_rcv_wnd: busiest.and_then(|c| {
