@@ -261,6 +261,24 @@ pub struct Config {
     pub port: u16,
 }
 
+impl Config {
+    /// The filters a session asks: sockets of a process (`--pid`), of a port (`--port`).
+    pub const fn filter(pid: Option<u32>, port: Option<u16>) -> Config {
+        Config {
+            target_tgid: match pid {
+                Some(p) => p,
+                None => 0,
+            },
+            filter_pid: pid.is_some() as u8,
+            _pad: 0,
+            port: match port {
+                Some(p) => p,
+                None => 0,
+            },
+        }
+    }
+}
+
 /// Event kinds.
 pub mod kind {
     /// the connection reached ESTABLISHED: the initial window
@@ -353,6 +371,19 @@ pub mod counter {
 pub const RECHECK_JIFFIES: u64 = 25;
 /// Slots of the direct-mapped table of recently checked sockets (a power of two).
 pub const RECHECK_SLOTS: u32 = 4096;
+
+/// Sockets the tracer tracks at once (an LRU map: the least recently seen is evicted beyond it,
+/// counted as `state_full`).
+pub const MAX_TRACKED_SOCKETS: u32 = 65536;
+/// Socket inodes a traced process may own (`--pid`).
+pub const MAX_OWNED_INODES: u32 = 65536;
+/// Listening ports a traced process may own (`--pid`: its listeners' children are its sockets).
+pub const MAX_OWNED_PORTS: u32 = 4096;
+/// Handshakes waiting for the initial window their `tcp_select_initial_window` chose.
+pub const MAX_PENDING_INITS: u32 = 4096;
+/// Network namespaces the exporter's in-kernel counters keep apart (per wscale/side key, and
+/// per namespace for closed-connection sums).
+pub const MAX_COUNTED_NAMESPACES: u32 = 4096;
 
 /// A socket checked recently by a hook that cannot move its window.
 #[repr(C)]
@@ -568,14 +599,39 @@ pub mod names {
     pub const COUNT_PACKET: &str = "count_packet";
 }
 
+/// The ABI both sides compile: a field added, removed or resized on one side breaks the build
+/// here, not a decode at run time (the eBPF side writes these bytes, userspace reads them).
+const _: () = {
+    use core::mem::size_of;
+    assert!(size_of::<Offsets>() == 208);
+    assert!(size_of::<Config>() == 8);
+    assert!(size_of::<Checked>() == 16);
+    assert!(size_of::<Event>() == 160);
+    assert!(size_of::<SockRecord>() == 160);
+    assert!(size_of::<IfKey>() == 8);
+    assert!(size_of::<PortKey>() == 8);
+    assert!(size_of::<TupleKey>() == 40);
+    assert!(size_of::<InitParams>() == 16);
+    assert!(size_of::<ClosedSums>() == 32);
+};
+
 #[cfg(feature = "user")]
 mod user {
     use super::*;
+    // SAFETY (each): repr(C) structs of integers and integer arrays only, with explicit padding
+    // fields, so every bit pattern is a valid value and there are no pointers or niches; the
+    // sizes are asserted above.
     unsafe impl aya::Pod for Offsets {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for Config {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for Event {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for IfKey {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for PortKey {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for SockRecord {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for ClosedSums {}
 }

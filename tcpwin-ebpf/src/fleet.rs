@@ -2,7 +2,7 @@
 //! locks, no ring buffer). Handshakes and closes are one hit per connection; the packet
 //! histogram, opt-in, one per data packet.
 use aya_ebpf::{macros::map, maps::PerCpuHashMap};
-use tcpwin_common::{estab_key, tcp_state, ClosedSums};
+use tcpwin_common::{estab_key, tcp_state, ClosedSums, MAX_COUNTED_NAMESPACES};
 
 use crate::{
     read::{self, bits, off, Direct, Mem},
@@ -12,11 +12,13 @@ use crate::{
 /// Connections that reached ESTABLISHED, per namespace, by whether window scaling was negotiated
 /// and which side opened them (`tcpwin_common::estab_key`).
 #[map(name = "ESTAB_COUNTS")]
-static ESTAB_COUNTS: PerCpuHashMap<u64, u64> = PerCpuHashMap::with_max_entries(4096, 0);
+static ESTAB_COUNTS: PerCpuHashMap<u64, u64> =
+    PerCpuHashMap::with_max_entries(MAX_COUNTED_NAMESPACES, 0);
 
 /// Per namespace: the chrono times of the connections that closed.
 #[map(name = "CLOSED_SUMS")]
-static CLOSED_SUMS: PerCpuHashMap<u32, ClosedSums> = PerCpuHashMap::with_max_entries(4096, 0);
+static CLOSED_SUMS: PerCpuHashMap<u32, ClosedSums> =
+    PerCpuHashMap::with_max_entries(MAX_COUNTED_NAMESPACES, 0);
 
 /// `sock:inet_sock_set_state` on a full TCP socket (`sk`, 0 otherwise).
 #[inline(always)]

@@ -45,7 +45,7 @@ pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
         f |= flag::WSCALE_OK;
     }
     r.flags = f;
-    r.scaling_ratio = snap.ratio;
+    r.scaling_ratio = snap.scaling_ratio;
     r.rcv_wscale = wscale;
     r.snd_wscale = bits::<Direct>(sk, off!(tp_snd_wscale_bit), off!(tp_snd_wscale_bits)) as u8;
     r.chrono_type = bits::<Direct>(sk, off!(tp_chrono_type_bit), 2) as u8;

@@ -89,7 +89,7 @@ pub fn bits<M: Mem>(base: u64, bit: u32, width: u32) -> u32 {
 /// The values whose change is reported (read on every hook hit: keep it small).
 #[derive(Clone, Copy, Default)]
 pub struct Snapshot {
-    pub ratio: u8,
+    pub scaling_ratio: u8,
     pub window_clamp: u32,
     pub rcv_ssthresh: u32,
     pub sk_rcvbuf: u32,
@@ -100,7 +100,7 @@ pub struct Snapshot {
 pub fn snapshot<M: Mem>(sk: u64) -> Snapshot {
     let rcvbuf: i32 = M::at(sk, off!(sk_rcvbuf));
     Snapshot {
-        ratio: M::at(sk, off!(tp_scaling_ratio)),
+        scaling_ratio: M::at(sk, off!(tp_scaling_ratio)),
         window_clamp: M::at(sk, off!(tp_window_clamp)),
         rcv_ssthresh: M::at(sk, off!(tp_rcv_ssthresh)),
         sk_rcvbuf: rcvbuf as u32,

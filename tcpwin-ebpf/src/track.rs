@@ -8,7 +8,8 @@ use aya_ebpf::{
 };
 use tcpwin_common::{
     counter, flag, kind, tcp_state, Checked, Config, Event, IfKey, InitParams, PortKey, TupleKey,
-    HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, RECHECK_JIFFIES, RECHECK_SLOTS, SOCK_RCVBUF_LOCK,
+    HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, MAX_OWNED_INODES, MAX_OWNED_PORTS,
+    MAX_PENDING_INITS, MAX_TRACKED_SOCKETS, RECHECK_JIFFIES, RECHECK_SLOTS, SOCK_RCVBUF_LOCK,
 };
 
 use crate::{
@@ -24,7 +25,7 @@ static CONFIG: Config = Config {
     port: 0,
 };
 
-macro_rules! cfg {
+macro_rules! setting {
     ($field:ident) => {
         // SAFETY: a read of our own .rodata global; volatile so the placeholder is not folded.
         unsafe { core::ptr::read_volatile(core::ptr::addr_of!(CONFIG.$field)) }
@@ -40,7 +41,7 @@ pub struct SockState {
     pub rcv_ssthresh: u32,
     pub sk_rcvbuf: u32,
     pub rcvq_space: u32,
-    pub ratio: u8,
+    pub scaling_ratio: u8,
     pub owned: u8,
     pub has_pid: u8,
     pub has_skb: u8,
@@ -57,7 +58,7 @@ pub struct SockState {
 /// Keyed by the socket's address: every backend has it (kprobes cannot ask for the cookie);
 /// `tcp:tcp_destroy_sock` removes the entry, so an address reused by a new socket starts clean.
 #[map(name = "SOCKS")]
-static SOCKS: LruHashMap<u64, SockState> = LruHashMap::with_max_entries(65536, 0);
+static SOCKS: LruHashMap<u64, SockState> = LruHashMap::with_max_entries(MAX_TRACKED_SOCKETS, 0);
 
 /// A socket's `SOCKS` key: a copy the compiler cannot merge with `sk`. A helper reading its key
 /// from the stack makes the 6.1 and 6.12 verifiers forget that the slot held a typed pointer, so
@@ -70,11 +71,11 @@ fn key(sk: u64) -> u64 {
 
 /// Socket inodes of the traced PID (userspace keeps this fresh from /proc/PID/fd).
 #[map(name = "OWNED_INODES")]
-static OWNED_INODES: HashMap<u64, u8> = HashMap::with_max_entries(65536, 0);
+static OWNED_INODES: HashMap<u64, u8> = HashMap::with_max_entries(MAX_OWNED_INODES, 0);
 
 /// Listening ports of the traced PID: their not-yet-accepted children are the PID's too.
 #[map(name = "OWNED_PORTS")]
-static OWNED_PORTS: HashMap<PortKey, u32> = HashMap::with_max_entries(4096, 0);
+static OWNED_PORTS: HashMap<PortKey, u32> = HashMap::with_max_entries(MAX_OWNED_PORTS, 0);
 
 /// 1 once userspace attached the `tcp_select_initial_window` hooks (function backends only):
 /// without them `PENDING_INIT` stays empty and `established` need not look there.
@@ -83,7 +84,8 @@ static INIT_HOOKED: Array<u32> = Array::with_max_entries(1, 0);
 
 /// `tcp_select_initial_window` arguments waiting for their socket to reach ESTABLISHED.
 #[map(name = "PENDING_INIT")]
-static PENDING_INIT: LruHashMap<TupleKey, InitParams> = LruHashMap::with_max_entries(4096, 0);
+static PENDING_INIT: LruHashMap<TupleKey, InitParams> =
+    LruHashMap::with_max_entries(MAX_PENDING_INITS, 0);
 
 /// Per-packet `len * 256 / truesize`: `HIST_BUCKETS` counters per interface slot, per CPU.
 /// Aggregated here, read by userspace.
@@ -171,7 +173,7 @@ fn if_slot(netns: u32, ifindex: u32) -> Option<u32> {
 /// The port filter (`Config::port`, 0 = any): either end's port matches.
 #[inline(always)]
 pub fn port_ok(lport: u16, rport: u16) -> bool {
-    let port = cfg!(port);
+    let port = setting!(port);
     port == 0 || lport == port || rport == port
 }
 
@@ -184,7 +186,7 @@ fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
     if !port_ok(lport, rport) {
         return false;
     }
-    if cfg!(filter_pid) == 0 {
+    if setting!(filter_pid) == 0 {
         return true;
     }
     if let Some(st) = state {
@@ -209,7 +211,7 @@ fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
 /// In process context (connect, listen, recvmsg) the current task is the socket's user.
 #[inline(always)]
 pub fn current_is_target() -> bool {
-    cfg!(filter_pid) != 0 && (bpf_get_current_pid_tgid() >> 32) as u32 == cfg!(target_tgid)
+    setting!(filter_pid) != 0 && (bpf_get_current_pid_tgid() >> 32) as u32 == setting!(target_tgid)
 }
 
 /// `connect()` or `listen()` (process context): the current task owns the socket. With `--pid`,
@@ -227,13 +229,13 @@ pub fn process_context(sk: u64, new_state: u8) {
             port: read::ports::<Direct>(sk).0,
             _pad: 0,
         };
-        let _ = OWNED_PORTS.insert(&key, &cfg!(target_tgid), 0);
+        let _ = OWNED_PORTS.insert(&key, &setting!(target_tgid), 0);
         return;
     }
     let mut st = SockState {
         owned: 1,
         netns: read::netns::<Direct>(sk),
-        ratio: read::snapshot::<Direct>(sk).ratio,
+        scaling_ratio: read::snapshot::<Direct>(sk).scaling_ratio,
         ..SockState::default()
     };
     set_user(&mut st);
@@ -348,7 +350,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         let mut st = SockState {
             cookie: if c != 0 { c } else { read::raw_cookie(sk) },
             netns: read::netns::<M>(sk),
-            owned: cfg!(filter_pid),
+            owned: setting!(filter_pid),
             ..SockState::default()
         };
         if ctx == Ctx::User {
@@ -371,13 +373,13 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
     // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
     let st = unsafe { &mut *st_ptr };
     histogram(st.netns, &shape, Some(st));
-    if cfg!(filter_pid) != 0 {
+    if setting!(filter_pid) != 0 {
         st.owned = 1;
     }
     if ctx == Ctx::User {
         set_user(st);
     }
-    let ratio_changed = snap.ratio != st.ratio;
+    let ratio_changed = snap.scaling_ratio != st.scaling_ratio;
     let space_changed = snap.window_clamp != st.window_clamp
         || snap.rcv_ssthresh != st.rcv_ssthresh
         || snap.sk_rcvbuf != st.sk_rcvbuf
@@ -436,14 +438,14 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
 /// (null), never a guess.
 #[inline(always)]
 fn gso_may_matter(rcv_mss: u32, shape: &SkbShape, snap: &Snapshot, st: &SockState) -> bool {
-    shape.ratio() != snap.ratio as u64
+    shape.ratio() != snap.scaling_ratio as u64
         && shape.len > rcv_mss
         && !(st.gso_seen != 0 && st.gso_seen as u32 == rcv_mss)
 }
 
 #[inline(always)]
 fn remember(st: &mut SockState, snap: &Snapshot) {
-    st.ratio = snap.ratio;
+    st.scaling_ratio = snap.scaling_ratio;
     st.window_clamp = snap.window_clamp;
     st.rcv_ssthresh = snap.rcv_ssthresh;
     st.sk_rcvbuf = snap.sk_rcvbuf;
@@ -463,7 +465,7 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
     let mut st = SockState {
         cookie,
         netns: read::netns::<Direct>(sk),
-        owned: cfg!(filter_pid),
+        owned: setting!(filter_pid),
         ..SockState::default()
     };
     if let Some(o) = old {
@@ -571,7 +573,7 @@ fn report<M: Mem>(
         (*ev).kind = k;
         (*ev).hook = hook;
         (*ev).state = d.state;
-        (*ev).scaling_ratio = snap.ratio;
+        (*ev).scaling_ratio = snap.scaling_ratio;
         (*ev).rcv_wscale = wscale;
         (*ev).window_clamp = snap.window_clamp;
         (*ev).rcv_ssthresh = snap.rcv_ssthresh;
@@ -590,7 +592,7 @@ fn report<M: Mem>(
         if let Some(p) = prev {
             if k == kind::RATIO || k == kind::SPACE || k == kind::CLOSE {
                 f |= flag::PREV;
-                (*ev).prev_scaling_ratio = p.ratio;
+                (*ev).prev_scaling_ratio = p.scaling_ratio;
                 (*ev).prev_window_clamp = p.window_clamp;
                 (*ev).prev_rcv_ssthresh = p.rcv_ssthresh;
                 (*ev).prev_sk_rcvbuf = p.sk_rcvbuf;

@@ -389,6 +389,15 @@ pub fn check_stop() -> Result<()> {
     Ok(())
 }
 
+/// Tests that load BPF programs or create namespaces need root: without it they fail loudly
+/// (never skip), naming what could not run.
+pub fn tests_need_root(what: &str) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("{what} CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
+    }
+}
+
 pub fn wait_bounded(child: &mut Child, timeout: Duration, what: &str) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {

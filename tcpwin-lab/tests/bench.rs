@@ -3,14 +3,11 @@
 //! there and sane (hits counted, no drops), never against a target.
 use std::process::Command;
 
-use serde_json::Value;
+use tcpwin_model::schema::BenchRow;
 
 #[test]
 fn bench_reports_every_figure_per_mode() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("BENCH SMOKE TEST CANNOT RUN: it needs root (run `sudo cargo xtask test`). Failing, not skipping.");
-    }
+    tcpwin_lab::harness::tests_need_root("BENCH SMOKE TEST");
     // the tracer is built beside the bench by the same `cargo test --workspace` (target/<profile>)
     let tracer = std::env::current_exe()
         .unwrap()
@@ -43,80 +40,82 @@ fn bench_reports_every_figure_per_mode() {
         .expect("run tcpwin-bench");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench failed: {err}");
-    let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+    let rows: Vec<BenchRow> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a bench row ({e}): {l}")))
         .collect();
-    let mode = |m: &str| {
+    let bulk = |m: &str| {
         rows.iter()
-            .find(|r| r["mode"] == m)
-            .unwrap_or_else(|| panic!("no `{m}` row in {rows:?}"))
+            .find_map(|r| match r {
+                BenchRow::Bulk(b) if b.mode == m => Some(b),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no bulk `{m}` row in {rows:?}"))
     };
-    for m in ["empty-tp", "default", "raw"] {
-        for k in [
-            "bpf_ns_per_hit",
-            "bpf_ms_per_gb",
-            "bpf_cpu_share",
-            "throughput_ratio",
-            "cpu_per_gb_ratio",
-            "drops",
-            "events_per_sec",
-            "changes_seen",
-            "tracer_cpu_share",
-            "tracer_rss_bytes",
-        ] {
-            assert!(mode(m).get(k).is_some(), "{m}: key {k} missing");
-        }
+    // every mode has its row (raw says why it has no figures)
+    for m in ["empty-tp", "default"] {
+        let b = bulk(m);
+        assert!(
+            b.throughput_ratio.is_some() && b.cpu_per_gb_ratio.is_some(),
+            "{b:?}"
+        );
     }
-    let d = mode("default");
-    assert_eq!(d["drops"], 0, "{d}");
-    assert!(d["bpf_ns_per_hit"].as_f64().unwrap() > 0.0, "{d}");
-    assert!(d["tracer_rss_bytes"].as_u64().unwrap() > 0, "{d}");
-    assert!(d["changes_seen"].as_u64().unwrap() > 0, "{d}");
-    let probe = &d["bpf_programs"]["tcp_probe"];
-    assert!(probe["hits"].as_u64().unwrap() > 0, "{d}");
+    assert!(bulk("raw").note.is_some());
+    let d = bulk("default");
+    assert_eq!(d.drops, Some(0), "{d:?}");
+    assert!(d.bpf_ns_per_hit.unwrap() > 0.0, "{d:?}");
     assert!(
-        probe["ns_above_floor"].is_f64(),
-        "floor alongside missing: {d}"
+        d.bpf_ms_per_gb.is_some() && d.bpf_cpu_share.is_some(),
+        "{d:?}"
+    );
+    assert!(
+        d.events_per_sec.is_some() && d.tracer_cpu_share.is_some(),
+        "{d:?}"
+    );
+    assert!(d.tracer_rss_bytes.unwrap() > 0, "{d:?}");
+    assert!(d.changes_seen.unwrap() > 0, "{d:?}");
+    let probe = &d.bpf_programs["tcp_probe"];
+    assert!(probe.hits > 0, "{d:?}");
+    assert!(
+        probe.ns_above_floor.is_some(),
+        "floor alongside missing: {d:?}"
     );
     // the floor program is reported, not counted as the tracer's own cost
-    assert!(
-        d["bpf_programs"]["calib_tcp_probe"]["hits"]
-            .as_u64()
-            .unwrap()
-            > 0
-    );
+    assert!(d.bpf_programs["calib_tcp_probe"].hits > 0);
     // ss over many sockets: both commands timed, every socket listed (the bench checks)
     let ss = rows
         .iter()
-        .find(|r| r["workload"] == "ss")
+        .find_map(|r| match r {
+            BenchRow::Ss(s) => Some(s),
+            _ => None,
+        })
         .unwrap_or_else(|| panic!("no ss row in {rows:?}"));
-    for k in ["tool_ms", "tool_rss_mib", "ss_ms", "ss_rss_mib"] {
-        assert!(ss[k].as_f64().unwrap() > 0.0, "ss: {k}: {ss}");
+    for (k, v) in [
+        ("tool_ms", ss.tool_ms),
+        ("tool_rss_mib", ss.tool_rss_mib),
+        ("ss_ms", ss.ss_ms),
+        ("ss_rss_mib", ss.ss_rss_mib),
+    ] {
+        assert!(v > 0.0, "ss: {k}: {ss:?}");
     }
     // short connections: per-connection cost, every connection's state changes seen, no drops
     let churn_of = |mode: &str| {
         rows.iter()
-            .find(|r| r["workload"] == "churn" && r["mode"] == mode)
+            .find_map(|r| match r {
+                BenchRow::Churn(c) if c.mode == mode => Some(c),
+                _ => None,
+            })
             .unwrap_or_else(|| panic!("no churn row for {mode} in {rows:?}"))
     };
     let churn = churn_of("default");
-    for k in [
-        "conns_per_sec_ratio",
-        "cpu_per_conn_ratio",
-        "bpf_us_per_conn",
-        "bpf_cpu_share",
-        "events_per_conn",
-    ] {
-        assert!(churn[k].is_f64(), "churn: {k} missing: {churn}");
-    }
-    assert_eq!(churn["drops"], 0, "{churn}");
+    assert!(churn.conns_per_sec_ratio > 0.0 && churn.cpu_per_conn_ratio > 0.0);
+    assert!(churn.bpf_us_per_conn.is_some() && churn.bpf_cpu_share.is_some());
+    assert_eq!(churn.drops, Some(0), "{churn:?}");
     // both ends of every connection: init and close at least
-    assert!(churn["events_per_conn"].as_f64().unwrap() >= 4.0, "{churn}");
-    let set_state = &churn["bpf_programs"]["inet_sock_set_state"];
+    assert!(churn.events_per_conn.unwrap() >= 4.0, "{churn:?}");
     assert!(
-        set_state["hits"].as_u64().unwrap() >= 300 * 2 * 3,
-        "{churn}"
+        churn.bpf_programs["inet_sock_set_state"].hits >= 300 * 2 * 3,
+        "{churn:?}"
     );
     // the floor (empty programs on the tracer's four hooks) and the exporter's state hook: each
     // saw at least the two handshakes and two closes of every connection
@@ -125,20 +124,24 @@ fn bench_reports_every_figure_per_mode() {
         ("exporter", "count_states"),
     ] {
         let row = churn_of(mode);
-        assert!(row["bpf_us_per_conn"].as_f64().unwrap() > 0.0, "{row}");
-        assert!(row["conns_per_sec_ratio"].as_f64().unwrap() > 0.0, "{row}");
-        assert!(
-            row["bpf_programs"][prog]["hits"].as_u64().unwrap() >= 300 * 4,
-            "{row}"
-        );
+        assert!(row.bpf_us_per_conn.unwrap() > 0.0, "{row:?}");
+        assert!(row.conns_per_sec_ratio > 0.0, "{row:?}");
+        assert!(row.bpf_programs[prog].hits >= 300 * 4, "{row:?}");
     }
     // the exporter over the bench's sockets: scrape time, memory, idle CPU
     let exp = rows
         .iter()
-        .find(|r| r["workload"] == "exporter")
+        .find_map(|r| match r {
+            BenchRow::Exporter(e) => Some(e),
+            _ => None,
+        })
         .unwrap_or_else(|| panic!("no exporter row in {rows:?}"));
-    for k in ["scrape_ms", "rss_mib", "peak_rss_mib"] {
-        assert!(exp[k].as_f64().unwrap() > 0.0, "exporter: {k}: {exp}");
+    for (k, v) in [
+        ("scrape_ms", exp.scrape_ms),
+        ("rss_mib", exp.rss_mib),
+        ("peak_rss_mib", exp.peak_rss_mib),
+    ] {
+        assert!(v > 0.0, "exporter: {k}: {exp:?}");
     }
-    assert!(exp["idle_cpu_share"].as_f64().unwrap() >= 0.0, "{exp}");
+    assert!(exp.idle_cpu_share >= 0.0, "{exp:?}");
 }

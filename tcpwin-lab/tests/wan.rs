@@ -20,10 +20,7 @@ fn tracer() -> PathBuf {
 }
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("WAN TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
-    }
+    tcpwin_lab::harness::tests_need_root("WAN TESTS");
 }
 
 #[test]

@@ -6,17 +6,16 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use tcpwin_common::{flag, Offsets, SockRecord, ABSENT, AF_INET6};
 
+pub use crate::id::endpoint;
+use crate::id::SocketId;
+
 /// One TCP socket at one moment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SockFacts {
     /// CLOCK_MONOTONIC ns of the reading
     pub ts_ns: u64,
-    pub cookie: Option<u64>,
-    pub netns: Option<u32>,
-    pub laddr: Option<IpAddr>,
-    pub lport: u16,
-    pub raddr: Option<IpAddr>,
-    pub rport: u16,
+    #[serde(flatten)]
+    pub id: SocketId,
     /// TCP state (`TCP_ESTABLISHED` = 1, ...)
     pub state: u8,
     /// socket inode (to find the owner)
@@ -69,15 +68,6 @@ impl SockFacts {
 }
 
 /// A TCP state as `ss` names it.
-/// `addr:port`, IPv6 in brackets, `?` for an address not read.
-pub fn endpoint(a: Option<IpAddr>, port: u16) -> String {
-    match a {
-        Some(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
-        Some(v4) => format!("{v4}:{port}"),
-        None => format!("?:{port}"),
-    }
-}
-
 pub fn state_name(state: u8) -> &'static str {
     match state {
         1 => "ESTAB",
@@ -134,12 +124,14 @@ impl SockFacts {
         let wscale_known = has(o.tp_wscale_ok_bit);
         SockFacts {
             ts_ns,
-            cookie: Some(r.cookie),
-            netns: Some(r.netns),
-            laddr: Some(addr(&r.laddr)),
-            lport: r.lport,
-            raddr: Some(addr(&r.raddr)),
-            rport: r.rport,
+            id: SocketId {
+                cookie: Some(r.cookie),
+                netns: Some(r.netns),
+                laddr: Some(addr(&r.laddr)),
+                lport: r.lport,
+                raddr: Some(addr(&r.raddr)),
+                rport: r.rport,
+            },
             state: r.state,
             inode: (r.inode != 0).then_some(r.inode),
             pid: None,
@@ -235,7 +227,7 @@ mod tests {
         assert_eq!(f.scaling_ratio, None);
         assert_eq!(f.unread, None);
         assert_eq!(f.busy_us, None);
-        assert_eq!(f.laddr.unwrap().to_string(), "::1");
+        assert_eq!(f.id.laddr.unwrap().to_string(), "::1");
         o.tp_rcv_nxt = 1;
         o.tp_copied_seq = 2;
         // sequence numbers wrap

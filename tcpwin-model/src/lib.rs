@@ -2,21 +2,28 @@
 //! buffer, the socket iterator, a recording). Pure: no kernel access, no aya, no libc; every test
 //! runs without root.
 //!
+//! - `id`: which socket (`SocketId`, shared by every per-socket line and fact);
 //! - `kind`: event kinds;
 //! - `record`: a kernel event decoded, with absent facts made explicit;
-//! - `schema`: the JSON written and read (the only place key names exist);
+//! - `schema`: every serialized shape (event, verdict, sample, header and summary lines; `ss`,
+//!   lab and bench rows) and the socket identity they share: the JSON key names live there;
+//! - `recording`: a recording parsed, per-socket series, the figures `report A B` compares;
 //! - `timeline`: per-socket last and final values;
 //! - `hist`: histograms;
 //! - `tcp_info`: `struct tcp_info` from its bytes;
 //! - `facts`: what verdicts read (a socket, the host limits);
 //! - `verdict`: which limit binds a window, and the change that lifts it;
-//! - `units`: rates and durations as users write them;
+//! - `judge`: the one stateful judge every front end uses (readings in, verdicts out);
+//! - `units`: rates, durations and paths as users write them;
 //! - `check`: the host audited, and whether a bandwidth-delay product fits;
 //! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`);
-//! - `metrics`: what the exporter publishes (the only place metric names exist).
+//! - `metrics`: what the exporter publishes (the metric names live there);
+//! - `top`: `top`'s view state (rows, history, sort, filter, selection).
 pub mod check;
 pub mod facts;
 pub mod hist;
+pub mod id;
+pub mod judge;
 pub mod kind;
 pub mod metrics;
 pub mod record;

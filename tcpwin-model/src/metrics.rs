@@ -3,10 +3,7 @@
 //! formats is the view's.
 use std::collections::BTreeMap;
 
-use crate::{
-    facts::{endpoint, SockFacts},
-    verdict::Verdict,
-};
+use crate::{facts::SockFacts, verdict::Verdict};
 
 /// Metric names (Prometheus conventions: base units, `_bytes`, `_seconds`, `_total`).
 pub mod name {
@@ -110,8 +107,8 @@ impl TopSocket {
             return None;
         }
         Some(TopSocket {
-            local: endpoint(f.laddr, f.lport),
-            remote: endpoint(f.raddr, f.rport),
+            local: f.id.local(),
+            remote: f.id.remote(),
             netns: netns.to_string(),
             side: v.side.id(),
             limit: v.limit.id(),
@@ -237,6 +234,7 @@ mod tests {
         let v = Verdict {
             limit: Limit::AutotuneMax,
             side: Side::Receiving,
+            basis: crate::verdict::Basis::Interval,
             window_limited: None,
             rate_bps: None,
             rtt_us: None,
@@ -300,6 +298,7 @@ mod tests {
         let mut v = Verdict {
             limit: Limit::PeerWindow,
             side: Side::Sending,
+            basis: crate::verdict::Basis::Interval,
             window_limited: Some(true),
             rate_bps: Some(80_000_000),
             rtt_us: Some(20_000),
@@ -312,10 +311,13 @@ mod tests {
             suggested: None,
         };
         let f = SockFacts {
-            laddr: Some("10.0.0.1".parse().unwrap()),
-            lport: 40000,
-            raddr: Some("fd00::2".parse().unwrap()),
-            rport: 5201,
+            id: crate::schema::SocketId {
+                laddr: Some("10.0.0.1".parse().unwrap()),
+                lport: 40000,
+                raddr: Some("fd00::2".parse().unwrap()),
+                rport: 5201,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let a = TopSocket::of(&f, &v, "lab").unwrap();

@@ -6,7 +6,7 @@ use tcpwin_common::{flag, hook, Event, AF_INET6};
 
 use crate::{
     kind::EventKind,
-    schema::{Cause, EventLine, Family, Init, Prev},
+    schema::{Cause, EventLine, Family, Init, Prev, SocketId},
 };
 
 #[derive(Clone, Debug, PartialEq)]
@@ -58,9 +58,20 @@ impl Record {
     pub fn has(&self, f: u8) -> bool {
         self.ev.flags & f != 0
     }
-    pub fn ratio(&self) -> Option<u8> {
+    pub fn scaling_ratio(&self) -> Option<u8> {
         self.has(flag::RATIO_PRESENT)
             .then_some(self.ev.scaling_ratio)
+    }
+    /// Which socket.
+    pub fn id(&self) -> SocketId {
+        SocketId {
+            cookie: self.cookie(),
+            netns: Some(self.ev.netns),
+            laddr: Some(self.laddr),
+            lport: self.ev.lport,
+            raddr: Some(self.raddr),
+            rport: self.ev.rport,
+        }
     }
     pub fn cookie(&self) -> Option<u64> {
         self.has(flag::COOKIE).then_some(self.ev.cookie)
@@ -92,8 +103,7 @@ impl Record {
         EventLine {
             event: self.kind,
             ts_ns: e.ts_ns,
-            cookie: self.cookie(),
-            netns: e.netns,
+            id: self.id(),
             pid: self.pid().or(pid_override),
             comm: self.comm.clone(),
             family: if self.laddr.is_ipv6() {
@@ -101,12 +111,8 @@ impl Record {
             } else {
                 Family::Ipv4
             },
-            laddr: self.laddr,
-            lport: e.lport,
-            raddr: self.raddr,
-            rport: e.rport,
             hook: self.hook_name().to_string(),
-            scaling_ratio: self.ratio(),
+            scaling_ratio: self.scaling_ratio(),
             window_clamp: e.window_clamp,
             rcv_ssthresh: e.rcv_ssthresh,
             rcv_wnd: e.rcv_wnd,
@@ -122,7 +128,7 @@ impl Record {
                 prev_rcvq_space: prev.then_some(e.prev_rcvq_space),
             }),
             cause: (self.kind == EventKind::Ratio).then(|| Cause {
-                prev_scaling_ratio: (prev && self.ratio().is_some())
+                prev_scaling_ratio: (prev && self.scaling_ratio().is_some())
                     .then_some(e.prev_scaling_ratio),
                 skb_len: skb.then_some(e.skb_len),
                 skb_truesize: skb.then_some(e.skb_truesize),

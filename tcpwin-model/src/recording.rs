@@ -1,99 +1,14 @@
 //! A recording (`tcpwin-trace record -o FILE`): a header line, the tracer's JSON lines with a
 //! `sample` line per traced socket each second, and the summary. Parsed here; turned into
 //! per-socket series (what `report --svg` draws) and the figures `report A B` sets side by side.
-use std::{collections::BTreeMap, net::IpAddr};
+use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
 use crate::{
-    facts::{endpoint, SockFacts},
     kind::EventKind,
-    schema::{parse_line, EventLine, Line, SummaryLine, VerdictLine},
-    verdict::Verdict,
+    schema::{parse_line, EventLine, HeaderLine, Line, SampleLine, SummaryLine, VerdictLine},
 };
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HeaderTag {
-    Header,
-}
-
-/// The first line of a recording.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HeaderLine {
-    pub event: HeaderTag,
-    pub tool: String,
-    pub version: String,
-    /// `uname -r`
-    pub kernel: String,
-    pub host: String,
-    pub backend: String,
-    pub hooks: String,
-    /// seconds since the Unix epoch, and the CLOCK_MONOTONIC ns the lines' `ts_ns` count on
-    pub start_unix_s: f64,
-    pub start_ts_ns: u64,
-    /// the command line
-    pub args: Vec<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SampleTag {
-    Sample,
-}
-
-/// One traced socket read through the socket iterator (once a second while recording).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SampleLine {
-    pub event: SampleTag,
-    pub ts_ns: u64,
-    pub cookie: u64,
-    pub netns: Option<u32>,
-    pub laddr: Option<IpAddr>,
-    pub lport: u16,
-    pub raddr: Option<IpAddr>,
-    pub rport: u16,
-    pub scaling_ratio: Option<u8>,
-    pub window_clamp: Option<u32>,
-    pub rcv_ssthresh: Option<u32>,
-    pub rcv_wnd: Option<u32>,
-    pub sk_rcvbuf: Option<u32>,
-    pub srtt_us: Option<u32>,
-    pub bytes_received: Option<u64>,
-    pub bytes_acked: Option<u64>,
-    /// over the second before (null on a socket's first sample), bit/s
-    pub rate_bps: Option<u64>,
-    /// the window / RTT the verdict measured, bit/s
-    pub ceiling_bps: Option<u64>,
-    pub limit: Option<String>,
-}
-
-impl SampleLine {
-    pub fn new(f: &SockFacts, cookie: u64, v: Option<&Verdict>) -> SampleLine {
-        SampleLine {
-            event: SampleTag::Sample,
-            ts_ns: f.ts_ns,
-            cookie,
-            netns: f.netns,
-            laddr: f.laddr,
-            lport: f.lport,
-            raddr: f.raddr,
-            rport: f.rport,
-            scaling_ratio: f.scaling_ratio,
-            window_clamp: f.window_clamp,
-            rcv_ssthresh: f.rcv_ssthresh,
-            rcv_wnd: f.rcv_wnd,
-            sk_rcvbuf: f.sk_rcvbuf,
-            srtt_us: f.srtt_us,
-            bytes_received: f.bytes_received,
-            bytes_acked: f.bytes_acked,
-            rate_bps: v.and_then(|v| v.rate_bps),
-            ceiling_bps: v.and_then(|v| v.ceiling_bps),
-            limit: v.map(|v| v.limit.id().to_string()),
-        }
-    }
-}
 
 /// A whole recording.
 #[derive(Clone, Debug, PartialEq)]
@@ -202,7 +117,7 @@ pub fn socket_series(r: &Recording) -> Vec<SocketSeries> {
     let mut items: Vec<(u64, Item)> = r
         .events
         .iter()
-        .filter(|e| e.cookie.is_some())
+        .filter(|e| e.id.cookie.is_some())
         .map(|e| (e.ts_ns, Item::E(e)))
         .chain(r.samples.iter().map(|s| (s.ts_ns, Item::S(s))))
         .collect();
@@ -210,24 +125,14 @@ pub fn socket_series(r: &Recording) -> Vec<SocketSeries> {
     let mut order: Vec<u64> = Vec::new();
     let mut by: BTreeMap<u64, SocketSeries> = BTreeMap::new();
     for (ts, it) in items {
-        let (cookie, name) = match &it {
-            Item::E(e) => (
-                e.cookie.unwrap_or(0),
-                format!(
-                    "{} <- {}",
-                    endpoint(Some(e.laddr), e.lport),
-                    endpoint(Some(e.raddr), e.rport)
-                ),
-            ),
-            Item::S(s) => (
-                s.cookie,
-                format!(
-                    "{} <- {}",
-                    endpoint(s.laddr, s.lport),
-                    endpoint(s.raddr, s.rport)
-                ),
-            ),
+        let id = match &it {
+            Item::E(e) => &e.id,
+            Item::S(s) => &s.id,
         };
+        let (cookie, name) = (
+            id.cookie.unwrap_or(0),
+            format!("{} <- {}", id.local(), id.remote()),
+        );
         let s = by.entry(cookie).or_insert_with(|| {
             order.push(cookie);
             SocketSeries {
@@ -305,23 +210,23 @@ pub struct Figures {
 pub fn figures(r: &Recording) -> Figures {
     // per socket, in one pass: (most bytes received, events)
     let mut per: BTreeMap<u64, (u64, usize)> = BTreeMap::new();
-    for c in r.events.iter().filter_map(|e| e.cookie) {
+    for c in r.events.iter().filter_map(|e| e.id.cookie) {
         per.entry(c).or_default().1 += 1;
     }
     for s in &r.samples {
-        let e = per.entry(s.cookie).or_default();
+        let e = per.entry(s.id.cookie.unwrap_or(0)).or_default();
         e.0 = e.0.max(s.bytes_received.unwrap_or(0));
     }
     let busiest = per
         .iter()
         .max_by_key(|(c, (bytes, events))| (*bytes, *events, std::cmp::Reverse(**c)))
         .map(|(c, _)| *c);
-    let last_event = busiest.and_then(|c| r.events.iter().rev().find(|e| e.cookie == Some(c)));
+    let last_event = busiest.and_then(|c| r.events.iter().rev().find(|e| e.id.cookie == Some(c)));
     let rates: Vec<f64> = busiest
         .map(|c| {
             r.samples
                 .iter()
-                .filter(|s| s.cookie == c)
+                .filter(|s| s.id.cookie == Some(c))
                 .filter_map(|s| s.rate_bps)
                 .map(|v| v as f64)
                 .collect()
@@ -344,12 +249,12 @@ pub fn figures(r: &Recording) -> Figures {
         max_rcv_wnd: busiest.and_then(|c| {
             r.events
                 .iter()
-                .filter(|e| e.cookie == Some(c))
+                .filter(|e| e.id.cookie == Some(c))
                 .map(|e| e.rcv_wnd)
                 .chain(
                     r.samples
                         .iter()
-                        .filter(|s| s.cookie == c)
+                        .filter(|s| s.id.cookie == Some(c))
                         .filter_map(|s| s.rcv_wnd),
                 )
                 .max()
@@ -359,7 +264,7 @@ pub fn figures(r: &Recording) -> Figures {
             .map(|c| {
                 r.events
                     .iter()
-                    .filter(|e| e.cookie == Some(c) && e.event == EventKind::Ratio)
+                    .filter(|e| e.id.cookie == Some(c) && e.event == EventKind::Ratio)
                     .count()
             })
             .unwrap_or(0),

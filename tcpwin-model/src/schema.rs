@@ -1,7 +1,7 @@
 //! The JSON that tcpwin-trace writes and its harnesses read, as typed structs: the only place the
 //! key names exist. A fact the kernel or backend did not give is `null` (an `Option`), never 0; a
 //! key that only some event kinds carry is absent from the others.
-use std::{collections::BTreeMap, net::IpAddr};
+use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -15,15 +15,8 @@ pub enum Family {
     Ipv6,
 }
 
-/// A key that must be present, whose value may be null: absent facts are `null`, and a line
-/// missing the key is not this schema (so a flattened part missing all its keys is `None`).
-fn nullable<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(d)
-}
+use crate::id::nullable;
+pub use crate::id::{endpoint, SocketId};
 
 /// One live event line (`--json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -31,19 +24,13 @@ pub struct EventLine {
     pub event: EventKind,
     /// CLOCK_MONOTONIC, ns
     pub ts_ns: u64,
-    /// socket cookie (`ss -e` `sk:`)
-    #[serde(deserialize_with = "nullable")]
-    pub cookie: Option<u64>,
-    pub netns: u32,
+    #[serde(flatten)]
+    pub id: SocketId,
     #[serde(deserialize_with = "nullable")]
     pub pid: Option<u32>,
     #[serde(deserialize_with = "nullable")]
     pub comm: Option<String>,
     pub family: Family,
-    pub laddr: IpAddr,
-    pub lport: u16,
-    pub raddr: IpAddr,
-    pub rport: u16,
     /// the kernel hook that reported it
     pub hook: String,
     /// null before 6.6 (the field does not exist)
@@ -146,7 +133,7 @@ pub struct SummaryLine {
     pub scaling_ratio_present: bool,
     pub histograms: Histograms,
     /// sockets by their last verdict (limit id -> count); empty when verdicts were off
-    pub verdicts: BTreeMap<String, u64>,
+    pub verdicts: BTreeMap<crate::verdict::Limit, u64>,
 }
 
 /// The kernel side's counters (per-CPU sums) and the runs the kernel skipped.
@@ -200,16 +187,85 @@ pub enum VerdictTag {
 pub struct VerdictLine {
     pub event: VerdictTag,
     pub ts_ns: u64,
-    pub cookie: u64,
-    pub netns: Option<u32>,
-    pub laddr: Option<IpAddr>,
-    pub lport: u16,
-    pub raddr: Option<IpAddr>,
-    pub rport: u16,
+    #[serde(flatten)]
+    pub id: SocketId,
     /// the socket closed or the trace ended: its last verdict
     #[serde(rename = "final")]
     pub last: bool,
     pub verdict: crate::verdict::Verdict,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HeaderTag {
+    Header,
+}
+
+/// The first line of a recording.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeaderLine {
+    pub event: HeaderTag,
+    pub tool: String,
+    pub version: String,
+    /// `uname -r`
+    pub kernel: String,
+    pub host: String,
+    pub backend: String,
+    pub hooks: String,
+    /// seconds since the Unix epoch, and the CLOCK_MONOTONIC ns the lines' `ts_ns` count on
+    pub start_unix_s: f64,
+    pub start_ts_ns: u64,
+    /// the command line
+    pub args: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SampleTag {
+    Sample,
+}
+
+/// One traced socket read through the socket iterator (once a second while recording).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SampleLine {
+    pub event: SampleTag,
+    pub ts_ns: u64,
+    #[serde(flatten)]
+    pub id: SocketId,
+    pub scaling_ratio: Option<u8>,
+    pub window_clamp: Option<u32>,
+    pub rcv_ssthresh: Option<u32>,
+    pub rcv_wnd: Option<u32>,
+    pub sk_rcvbuf: Option<u32>,
+    pub srtt_us: Option<u32>,
+    pub bytes_received: Option<u64>,
+    pub bytes_acked: Option<u64>,
+    /// over the second before (null on a socket's first sample), bit/s
+    pub rate_bps: Option<u64>,
+    /// the window / RTT the verdict measured, bit/s
+    pub ceiling_bps: Option<u64>,
+    pub limit: Option<crate::verdict::Limit>,
+}
+
+impl SampleLine {
+    pub fn new(f: &crate::facts::SockFacts, v: Option<&crate::verdict::Verdict>) -> SampleLine {
+        SampleLine {
+            event: SampleTag::Sample,
+            ts_ns: f.ts_ns,
+            id: f.id.clone(),
+            scaling_ratio: f.scaling_ratio,
+            window_clamp: f.window_clamp,
+            rcv_ssthresh: f.rcv_ssthresh,
+            rcv_wnd: f.rcv_wnd,
+            sk_rcvbuf: f.sk_rcvbuf,
+            srtt_us: f.srtt_us,
+            bytes_received: f.bytes_received,
+            bytes_acked: f.bytes_acked,
+            rate_bps: v.and_then(|v| v.rate_bps),
+            ceiling_bps: v.and_then(|v| v.ceiling_bps),
+            limit: v.map(|v| v.limit),
+        }
+    }
 }
 
 /// One line of the tracer's `--json` output.
@@ -424,6 +480,112 @@ pub struct AdvWinScaleRow {
     pub tcp_adv_win_scale: i32,
     pub syn_ack_window: Option<u64>,
     pub window_clamp: Option<u64>,
+}
+
+/// One row of `cargo xtask bench --json`, tagged by its workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "workload", rename_all = "snake_case")]
+pub enum BenchRow {
+    /// paired bulk transfers, traced against untraced
+    Bulk(BulkRow),
+    /// short connections, one after the other
+    Churn(ChurnRow),
+    /// `tcpwin-trace ss` against `ss -tin` over many sockets
+    Ss(SsBenchRow),
+    /// the exporter over the same sockets
+    Exporter(ExporterBenchRow),
+}
+
+/// One BPF program's cost in a bench mode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramCost {
+    pub hits: u64,
+    /// median over runs
+    pub ns_per_hit: f64,
+    /// median over runs of the same run's floor subtracted (with `--floor-alongside`)
+    pub ns_above_floor: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Every figure's key is present in every mode (null where a mode has none).
+pub struct BulkRow {
+    /// `untraced`, `empty-tp`, `default`, `bpftrace`, ... or `raw` (a mode that does not exist:
+    /// every figure null, `note` says why)
+    pub mode: String,
+    #[serde(deserialize_with = "nullable")]
+    pub bpf_ns_per_hit: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub bpf_ms_per_gb: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub bpf_cpu_share: Option<f64>,
+    /// median (min, max) of traced / untraced over the paired runs
+    #[serde(deserialize_with = "nullable")]
+    pub throughput_ratio: Option<f64>,
+    #[serde(default)]
+    pub throughput_ratio_min: Option<f64>,
+    #[serde(default)]
+    pub throughput_ratio_max: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub cpu_per_gb_ratio: Option<f64>,
+    #[serde(default)]
+    pub cpu_per_gb_ratio_min: Option<f64>,
+    #[serde(default)]
+    pub cpu_per_gb_ratio_max: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub drops: Option<u64>,
+    #[serde(deserialize_with = "nullable")]
+    pub events_per_sec: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub changes_seen: Option<u64>,
+    #[serde(deserialize_with = "nullable")]
+    pub tracer_cpu_share: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub tracer_rss_bytes: Option<u64>,
+    #[serde(default)]
+    pub runs: Option<usize>,
+    #[serde(default)]
+    pub bpf_programs: BTreeMap<String, ProgramCost>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChurnRow {
+    pub mode: String,
+    pub conns: u32,
+    pub conns_per_sec_ratio: f64,
+    pub cpu_per_conn_ratio: f64,
+    pub bpf_us_per_conn: Option<f64>,
+    pub bpf_cpu_share: Option<f64>,
+    pub drops: Option<u64>,
+    pub events_per_conn: Option<f64>,
+    pub tracer_cpu_share: Option<f64>,
+    pub runs: usize,
+    pub bpf_programs: BTreeMap<String, ProgramCost>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SsBenchRow {
+    pub sockets: u64,
+    /// whole command, median
+    pub tool_ms: f64,
+    pub tool_rss_mib: f64,
+    /// one snapshot once loaded
+    pub tool_snapshot_ms: f64,
+    pub ss_ms: f64,
+    pub ss_rss_mib: f64,
+    pub runs: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExporterBenchRow {
+    pub sockets: u64,
+    pub idle_cpu_share: f64,
+    pub scrape_ms: f64,
+    pub scrape_ms_max: f64,
+    pub rss_mib: f64,
+    pub peak_rss_mib: f64,
+    pub scrapes: usize,
 }
 
 #[cfg(test)]

@@ -71,11 +71,14 @@ fn parse_msg(b: &[u8], ts_ns: u64) -> Option<SockFacts> {
     let inode = u32_at(b, 68) as u64;
     let mut f = SockFacts {
         ts_ns,
-        cookie: Some(cookie),
-        laddr: Some(addr(8)),
-        lport: sport,
-        raddr: Some(addr(24)),
-        rport: dport,
+        id: crate::schema::SocketId {
+            cookie: Some(cookie),
+            netns: None,
+            laddr: Some(addr(8)),
+            lport: sport,
+            raddr: Some(addr(24)),
+            rport: dport,
+        },
         state,
         inode: (inode != 0).then_some(inode),
         unread: Some(rqueue),
@@ -210,9 +213,9 @@ mod tests {
         let (v, done) = parse_replies(&reply(), 9).unwrap();
         assert!(done);
         let f = &v[0];
-        assert_eq!((f.lport, f.rport), (5201, 40000));
-        assert_eq!(f.laddr.unwrap().to_string(), "10.0.0.2");
-        assert_eq!(f.cookie, Some(7));
+        assert_eq!((f.id.lport, f.id.rport), (5201, 40000));
+        assert_eq!(f.id.laddr.unwrap().to_string(), "10.0.0.2");
+        assert_eq!(f.id.cookie, Some(7));
         assert_eq!(f.unread, Some(1234));
         assert_eq!(f.inode, Some(99));
         assert_eq!((f.rcv_wscale, f.snd_wscale), (Some(7), Some(9)));

@@ -7,16 +7,13 @@ use crate::{
     hist::{Hist, BYTES_SCALE, RATIO_SCALE},
     kind::EventKind,
     record::Record,
+    schema::SocketId,
 };
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Last {
-    pub netns: u32,
-    pub laddr: IpAddr,
-    pub lport: u16,
-    pub raddr: IpAddr,
-    pub rport: u16,
-    pub ratio: Option<u8>,
+    pub id: SocketId,
+    pub scaling_ratio: Option<u8>,
     pub window_clamp: u32,
     pub rcv_ssthresh: u32,
     pub events: u64,
@@ -66,7 +63,7 @@ fn key(r: &Record) -> Key {
 impl Finals {
     fn record(&mut self, l: &Last) {
         self.sockets += 1;
-        if let Some(r) = l.ratio {
+        if let Some(r) = l.scaling_ratio {
             self.scaling_ratio.record(r as u64);
         }
         self.window_clamp.record(l.window_clamp as u64);
@@ -80,23 +77,19 @@ impl Sockets {
     pub fn update(&mut self, r: &mut Record) {
         let k = key(r);
         let e = self.live.entry(k.clone()).or_insert_with(|| Last {
-            netns: r.ev.netns,
-            laddr: r.laddr,
-            lport: r.ev.lport,
-            raddr: r.raddr,
-            rport: r.ev.rport,
-            ratio: None,
+            id: r.id(),
+            scaling_ratio: None,
             window_clamp: 0,
             rcv_ssthresh: 0,
             events: 0,
         });
-        if r.kind == EventKind::Close && r.ev.lport == 0 && e.lport != 0 {
-            r.laddr = e.laddr;
-            r.ev.lport = e.lport;
-            r.raddr = e.raddr;
-            r.ev.rport = e.rport;
+        if r.kind == EventKind::Close && r.ev.lport == 0 && e.id.lport != 0 {
+            r.laddr = e.id.laddr.unwrap_or(r.laddr);
+            r.ev.lport = e.id.lport;
+            r.raddr = e.id.raddr.unwrap_or(r.raddr);
+            r.ev.rport = e.id.rport;
         }
-        e.ratio = r.ratio();
+        e.scaling_ratio = r.scaling_ratio();
         e.window_clamp = r.ev.window_clamp;
         e.rcv_ssthresh = r.ev.rcv_ssthresh;
         e.events += 1;

@@ -4,8 +4,9 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::{
-    facts::{endpoint, SockFacts},
-    verdict::Verdict,
+    facts::SockFacts,
+    schema::SocketId,
+    verdict::{Limit, Verdict},
 };
 
 /// Points kept per sparkline (one per refresh).
@@ -42,11 +43,9 @@ impl SortKey {
 /// One socket as a row.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
+    /// the row's key (rows are sockets with a cookie)
     pub cookie: u64,
-    pub local: String,
-    pub remote: String,
-    pub lport: u16,
-    pub rport: u16,
+    pub id: SocketId,
     pub netns: String,
     pub pid: Option<u32>,
     pub comm: Option<String>,
@@ -60,7 +59,7 @@ pub struct Row {
     pub window_clamp: Option<u32>,
     pub rcv_ssthresh: Option<u32>,
     pub sk_rcvbuf: Option<u32>,
-    pub limit: &'static str,
+    pub limit: Limit,
     pub setting: Option<String>,
 }
 
@@ -79,7 +78,7 @@ impl Row {
 pub struct History {
     pub window: VecDeque<u64>,
     pub rcv_ssthresh: VecDeque<u64>,
-    pub ratio: VecDeque<u64>,
+    pub scaling_ratio: VecDeque<u64>,
     pub rate: VecDeque<u64>,
 }
 
@@ -159,7 +158,7 @@ impl TopState {
         let mut rows = Vec::with_capacity(sockets.len());
         let mut alive = std::collections::HashSet::new();
         for (f, v, ns) in sockets {
-            let Some(cookie) = f.cookie else { continue };
+            let Some(cookie) = f.id.cookie else { continue };
             alive.insert(cookie);
             let change = match (f.scaling_ratio, self.last_ratio.get(&cookie)) {
                 (Some(now), Some((before, change))) if now != *before => Some((*before, now)),
@@ -172,14 +171,11 @@ impl TopState {
             let h = self.history.entry(cookie).or_default();
             keep(&mut h.window, v.window);
             keep(&mut h.rcv_ssthresh, f.rcv_ssthresh.map(u64::from));
-            keep(&mut h.ratio, f.scaling_ratio.map(u64::from));
+            keep(&mut h.scaling_ratio, f.scaling_ratio.map(u64::from));
             keep(&mut h.rate, v.rate_bps);
             rows.push(Row {
                 cookie,
-                local: endpoint(f.laddr, f.lport),
-                remote: endpoint(f.raddr, f.rport),
-                lport: f.lport,
-                rport: f.rport,
+                id: f.id.clone(),
                 netns: ns,
                 pid: f.pid,
                 comm: f.comm.clone(),
@@ -192,7 +188,7 @@ impl TopState {
                 window_clamp: f.window_clamp,
                 rcv_ssthresh: f.rcv_ssthresh,
                 sk_rcvbuf: f.sk_rcvbuf,
-                limit: v.limit.id(),
+                limit: v.limit,
                 setting: v.setting.clone(),
             });
         }
@@ -214,11 +210,11 @@ impl TopState {
             return true;
         }
         if let Ok(n) = f.parse::<u32>() {
-            return r.lport as u32 == n || r.rport as u32 == n || r.pid == Some(n);
+            return r.id.lport as u32 == n || r.id.rport as u32 == n || r.pid == Some(n);
         }
         r.comm.as_deref().is_some_and(|c| c.contains(f))
-            || r.local.contains(f)
-            || r.remote.contains(f)
+            || r.id.local().contains(f)
+            || r.id.remote().contains(f)
             || r.netns.contains(f)
     }
 
@@ -334,6 +330,7 @@ pub mod tests {
         Verdict {
             limit,
             side: Side::Receiving,
+            basis: crate::verdict::Basis::Interval,
             window_limited: Some(rate * 10 >= ceiling * 7),
             rate_bps: Some(rate),
             rtt_us: Some(20_000),
@@ -349,11 +346,14 @@ pub mod tests {
 
     pub fn facts(cookie: u64, lport: u16, ratio: u8, pid: u32) -> SockFacts {
         SockFacts {
-            cookie: Some(cookie),
-            laddr: Some("10.0.0.2".parse().unwrap()),
-            lport,
-            raddr: Some("10.0.0.1".parse().unwrap()),
-            rport: 40000 + lport,
+            id: SocketId {
+                cookie: Some(cookie),
+                netns: None,
+                laddr: Some("10.0.0.2".parse().unwrap()),
+                lport,
+                raddr: Some("10.0.0.1".parse().unwrap()),
+                rport: 40000 + lport,
+            },
             scaling_ratio: Some(ratio),
             rcv_ssthresh: Some(100_000),
             window_clamp: Some(200_000),
@@ -465,12 +465,15 @@ pub mod tests {
             Some((128, 229)),
             "the last change stays shown"
         );
-        assert_eq!(s.history[&1].ratio, VecDeque::from(vec![128, 229, 229]));
+        assert_eq!(
+            s.history[&1].scaling_ratio,
+            VecDeque::from(vec![128, 229, 229])
+        );
         assert_eq!(s.history[&1].rate.len(), 3);
         for _ in 0..HISTORY + 5 {
             s.update(snapshot(229));
         }
-        assert_eq!(s.history[&1].ratio.len(), HISTORY);
+        assert_eq!(s.history[&1].scaling_ratio.len(), HISTORY);
         // a socket that closed leaves its history
         let mut one = snapshot(229);
         one.truncate(1);

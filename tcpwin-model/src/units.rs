@@ -1,5 +1,7 @@
 //! Rates and durations as users write them (iperf3 / tc): `1gbit`, `100mbit`, `1G`, `18ms`.
 
+use std::time::Duration;
+
 /// Bits per second from `1gbit`, `250mbit`, `10kbit`, `1G`, `500M`, `1e9` (decimal prefixes,
 /// bits, as iperf3 and tc count them).
 pub fn parse_rate(s: &str) -> Result<u64, String> {
@@ -49,6 +51,30 @@ pub fn parse_duration_us(s: &str) -> Result<u64, String> {
     Ok(us.round() as u64)
 }
 
+/// `rtt=18ms,rate=1gbit`
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathSpec {
+    pub rtt: Duration,
+    pub rate_bps: Option<u64>,
+}
+
+/// Parses `rtt=18ms[,rate=250mbit]`.
+pub fn parse_path(s: &str) -> Result<PathSpec, String> {
+    let mut rtt = None;
+    let mut rate = None;
+    for part in s.split(',') {
+        match part.split_once('=') {
+            Some(("rtt", v)) => rtt = Some(Duration::from_micros(parse_duration_us(v)?)),
+            Some(("rate", v)) => rate = Some(parse_rate(v)?),
+            _ => return Err(format!("`{part}`: write rtt=18ms[,rate=250mbit]")),
+        }
+    }
+    Ok(PathSpec {
+        rtt: rtt.ok_or("the path needs rtt=..., e.g. rtt=18ms,rate=250mbit")?,
+        rate_bps: rate,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +99,15 @@ mod tests {
         assert_eq!(parse_duration_us("250us"), Ok(250));
         assert!(parse_duration_us("18").unwrap_err().contains("unit"));
         assert!(parse_duration_us("xms").is_err());
+    }
+    #[test]
+    fn path_specs() {
+        let p = parse_path("rtt=18ms,rate=250mbit").unwrap();
+        assert_eq!(p.rtt, Duration::from_millis(18));
+        assert_eq!(p.rate_bps, Some(250_000_000));
+        assert_eq!(parse_path("rtt=20ms").unwrap().rate_bps, None);
+        assert!(parse_path("rate=1gbit").unwrap_err().contains("rtt"));
+        assert!(parse_path("rtt=18").unwrap_err().contains("unit"));
+        assert!(parse_path("delay=18ms").unwrap_err().contains("rtt="));
     }
 }

@@ -20,6 +20,9 @@ pub const WINDOW_LIMITED_SHARE: f64 = 0.7;
 pub const LOW_RATIO: u8 = 180;
 /// A clamp below this share of what the buffer allows was set by a user or a route.
 const CLAMP_SLACK: f64 = 0.95;
+/// A sender the kernel counted sndbuf-limited for more than this share of its busy time is
+/// bound by its own send buffer.
+const SNDBUF_LIMITED_SHARE: f64 = 0.5;
 /// A buffer at this share of `tcp_rmem[2]` has reached autotuning's maximum.
 const AT_MAX: f64 = 0.95;
 
@@ -77,6 +80,12 @@ impl Limit {
     }
 }
 
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
@@ -96,11 +105,22 @@ impl Side {
     }
 }
 
+/// What a verdict was judged over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    /// the interval since the socket was last read (rates from the deltas)
+    Interval,
+    /// one reading: what the socket's counters hold over its life
+    Life,
+}
+
 /// One socket's verdict over an interval (or over what its counters hold).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub limit: Limit,
     pub side: Side,
+    pub basis: Basis,
     /// rate >= 70 % of the ceiling; null when the rate is unknown (one snapshot)
     pub window_limited: Option<bool>,
     /// achieved rate over the interval, bit/s
@@ -180,7 +200,12 @@ pub fn verdict(i: &Input) -> Verdict {
         _ => Side::Sending,
     };
     let rate = |bytes: Option<u64>| Some((bytes? as f64 * 8.0 / dt_s?) as u64);
-    match side {
+    let basis = if dt_s.is_some() {
+        Basis::Interval
+    } else {
+        Basis::Life
+    };
+    let v = match side {
         Side::Receiving => receiving(i, rate(rx)),
         Side::Sending => sending(i, rate(tx)),
         Side::Idle => Verdict {
@@ -193,7 +218,8 @@ pub fn verdict(i: &Input) -> Verdict {
             side,
             ..empty()
         },
-    }
+    };
+    Verdict { basis, ..v }
 }
 
 impl Verdict {
@@ -223,6 +249,7 @@ fn empty() -> Verdict {
     Verdict {
         limit: Limit::Unknown,
         side: Side::Idle,
+        basis: Basis::Life,
         window_limited: None,
         rate_bps: None,
         rtt_us: None,
@@ -448,7 +475,7 @@ fn sending(i: &Input, rate: Option<u64>) -> Verdict {
     };
     let window = snd_wnd as u64;
     let (ceiling, target, need) = v.measure(window, rtt, rate, i.target_bps);
-    if share(sndbuf).is_some_and(|s| s > 0.5) {
+    if share(sndbuf).is_some_and(|s| s > SNDBUF_LIMITED_SHARE) {
         v.limit = Limit::Sndbuf;
         v.setting = Some(format!(
             "own send buffer (sk_sndbuf {}): the kernel counted {:.0} % of busy time sndbuf-limited",

@@ -1,8 +1,15 @@
-//! Command line: clap definitions and the checks clap cannot express.
-use std::path::PathBuf;
+//! Command line: every command's arguments (clap definitions) and the checks clap cannot
+//! express. The one owner of argument types: commands and the layers below read them from here;
+//! this module imports nothing above the kernel layer's enums.
+use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
+
+use tcpwin_model::{
+    check::{parse_bdp, Bdp},
+    units::{parse_path, parse_rate, PathSpec},
+};
 
 use crate::kernel::{attach::Backend, btf::VMLINUX};
 
@@ -85,9 +92,9 @@ pub enum Cmd {
     /// The GRO / MTU / buffer experiment, and the articles' slow transfers over a long path of its own (--path, --scenario)
     Lab(LabArgs),
     /// Every TCP socket now, with scaling_ratio, window_clamp and the limit that binds its window
-    Ss(crate::cmd::ss::SsArgs),
+    Ss(SsArgs),
     /// Audit the host's receive-window settings; with --bdp, exit 0 if the BDP fits, 1 if not
-    Check(crate::cmd::check::CheckArgs),
+    Check(CheckArgs),
     /// Serve the sockets' window facts and verdicts to Prometheus (/metrics); nothing runs per packet
     ///
     /// Each scrape walks the sockets with the BPF socket iterator (histograms of scaling_ratio,
@@ -97,22 +104,26 @@ pub enum Cmd {
     /// closed, which the *_seconds_total counters add to the live sockets' (those counters
     /// never decrease). With --pid those kernel counters are left out: a process's sockets are
     /// known only while they are open. --port and --netns apply to everything.
-    Exporter(crate::cmd::exporter::ExporterArgs),
+    Exporter(ExporterArgs),
     /// Live terminal view of the sockets: rate, RTT, window, ceiling, ratio, verdict; sort, filter, sparklines
-    Top(crate::cmd::top::TopArgs),
+    Top(TopArgs),
     /// Record a trace into a file: a header, the JSON lines, a sample of every traced socket each second, the summary
     Record(RecordArgs),
     /// Summary and verdicts of a recording; two recordings side by side; --svg draws them
-    Report(crate::cmd::report::ReportArgs),
+    Report(ReportArgs),
     /// Write the man pages (tcpwin-trace.1 and one per command) into DIR (used by `cargo xtask dist`)
     #[command(hide = true)]
     Manpages {
         #[arg(value_name = "DIR")]
         dir: std::path::PathBuf,
     },
-    /// Built-in traffic endpoints, run by the lab and the demo inside their namespaces
-    #[command(subcommand, hide = true)]
-    Transfer(tcpwin_lab::endpoints::TransferCmd),
+    /// Built-in traffic endpoints, run by the lab and the demo inside their namespaces (their
+    /// arguments are the lab's: `tcpwin-trace transfer send|recv ...`)
+    #[command(hide = true)]
+    Transfer {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(clap::Args, Debug)]
@@ -140,8 +151,8 @@ pub struct LabArgs {
     pub bytes: u64,
     /// A long path instead of veth: sender, path and receiver namespaces, the path delaying
     /// every frame rtt/2 each way and limiting the rate (tbf); measured with ample windows
-    #[arg(long, value_name = "rtt=18ms[,rate=250mbit]", value_parser = crate::cmd::lab::wan::parse_path, conflicts_with_all = ["full", "scenario"])]
-    pub path: Option<crate::cmd::lab::wan::PathSpec>,
+    #[arg(long, value_name = "rtt=18ms[,rate=250mbit]", value_parser = parse_path, conflicts_with_all = ["full", "scenario"])]
+    pub path: Option<PathSpec>,
     /// Reproduce a slow transfer over the long path and set the verdict beside what the sender
     /// measured: wscale-off, window-sweep, rmem-max, autotune-max, gro, not-window-limited,
     /// window-clamp, app-not-reading, all (with --quick: the rows CI runs)
@@ -150,6 +161,127 @@ pub struct LabArgs {
     /// Also draw the tables as SVG into DIR: lab.svg (ratio per condition), wan.svg (predicted
     /// vs measured throughput per row), window-sweep.svg (throughput against the window)
     #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
+}
+
+/// `--source`
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceArg {
+    /// the iterator, or sock_diag where the kernel refuses it
+    Auto,
+    Iterator,
+    SockDiag,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SsArgs {
+    #[command(flatten)]
+    pub filter: SocketFilter,
+    /// Network namespace: a name from `ip netns list`, or `all` (named ones and those processes
+    /// live in); default the caller's
+    #[arg(long, value_name = "NAME|all")]
+    pub netns: Option<String>,
+    /// One JSON object per socket
+    #[arg(long)]
+    pub json: bool,
+    /// Repeat every MS milliseconds: rates from the deltas between snapshots, verdicts over
+    /// each interval (until Ctrl-C, or --count)
+    #[arg(short, long, value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub interval: Option<u64>,
+    /// Snapshots to take with --interval (default: until Ctrl-C)
+    #[arg(short = 'c', long, value_name = "N", requires = "interval")]
+    pub count: Option<u64>,
+    /// The rate suggestions are sized for, e.g. the path's bottleneck (1gbit, 250mbit); default
+    /// twice the current ceiling
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub target: Option<u64>,
+    /// Where to read sockets: the BPF socket iterator, or sock_diag (what `ss` reads: no
+    /// scaling_ratio, window_clamp or SO_RCVBUF lock); auto falls back to sock_diag when the
+    /// kernel refuses the iterator, and says so
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    pub source: SourceArg,
+    /// Kernel BTF to resolve struct layouts from
+    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
+    pub btf: PathBuf,
+    /// Load this eBPF object instead of the one built into the binary
+    #[arg(long, value_name = "PATH")]
+    pub obj: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Bandwidth and RTT to size windows for, as iperf3 / tc write them: 1gbit:18ms
+    #[arg(long, value_name = "RATE:RTT", value_parser = parse_bdp)]
+    pub bdp: Option<Bdp>,
+    /// The scaling ratio to size buffers with (default: the median measured on this namespace's
+    /// sockets that received data, else a fresh socket's 128)
+    #[arg(long, value_name = "1-255", value_parser = clap::value_parser!(u8).range(1..))]
+    pub ratio: Option<u8>,
+    /// A network namespace from `ip netns list` (default: the caller's)
+    #[arg(long, value_name = "NAME")]
+    pub netns: Option<String>,
+    /// The report as one JSON object
+    #[arg(long)]
+    pub json: bool,
+    /// Kernel BTF to learn the kernel's era from
+    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
+    pub btf: PathBuf,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExporterArgs {
+    /// Address and port to serve /metrics on (only there: bind a public address yourself)
+    #[arg(long, default_value = "127.0.0.1:9943", value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Network namespace: a name from `ip netns list`, or `all` (looked up again at every
+    /// scrape, so namespaces may come and go); default the exporter's own
+    #[arg(long, value_name = "NAME|all")]
+    pub netns: Option<String>,
+    #[command(flatten)]
+    pub filter: SocketFilter,
+    /// Also export the ratio (len * 256 / truesize) of every data packet received, by
+    /// interface, as a histogram. This attaches a per-packet hook (tcp:tcp_probe, one map update
+    /// per packet, about 0.1-0.3 µs): the one option that costs per packet
+    #[arg(long)]
+    pub packet_histogram: bool,
+    /// Also export, labelled by socket (local, remote, netns, side, limit), the N sockets
+    /// running closest to their window's ceiling (rate / (window / RTT)); without it no metric
+    /// has a per-socket label
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: Option<u16>,
+    /// Kernel BTF to resolve struct layouts from
+    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
+    pub btf: PathBuf,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TopArgs {
+    #[command(flatten)]
+    pub filter: SocketFilter,
+    /// Network namespace: a name from `ip netns list`, or `all`; default the caller's
+    #[arg(long, value_name = "NAME|all")]
+    pub netns: Option<String>,
+    /// Refresh every MS milliseconds
+    #[arg(short, long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub interval: u64,
+    /// Also attach the tracer and show its events (each ratio and window change with the
+    /// packet that caused it) for the selected socket; this runs the per-packet hook
+    #[arg(long)]
+    pub trace: bool,
+    /// Kernel BTF to resolve struct layouts from
+    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
+    pub btf: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// A recording (`tcpwin-trace record -o FILE`); two to set them side by side (e.g. GRO off
+    /// then on)
+    #[arg(required = true, num_args = 1..=2, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Also draw it as SVG: per socket, window_clamp / rcv_ssthresh / rcv_wnd / sk_rcvbuf over
+    /// time with the ratio changes marked, and the rate against window / RTT
+    #[arg(long, value_name = "OUT.svg")]
     pub svg: Option<PathBuf>,
 }
 

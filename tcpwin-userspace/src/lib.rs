@@ -1,8 +1,11 @@
 //! tcpwin-trace, the userspace side. Dependencies run one way:
-//! `cmd` (commands) -> `kernel` (the only aya user) / `host` (/proc, /sys) / `view` (rendering)
-//! -> `tcpwin_model` -> `tcpwin_common`. The test hosts and endpoints are `tcpwin_lab`.
+//! `cmd` (commands) -> `gather` (readings that combine kernel and host) -> `kernel` (the only aya
+//! user) / `host` (/proc, /sys, netlink, signals) / `view` (rendering) -> `tcpwin_model` ->
+//! `tcpwin_common`. `cli` holds every command's arguments; only the `lab` command uses the test
+//! bench crate (`tcpwin_lab`). `tests/layout.rs` checks these rules.
 pub mod cli;
 pub mod cmd;
+pub mod gather;
 pub mod host;
 pub mod kernel;
 pub mod view;

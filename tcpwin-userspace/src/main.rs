@@ -15,8 +15,8 @@ fn broken_pipe(e: &anyhow::Error) -> bool {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Some(Cmd::Transfer(t)) => tcpwin_lab::endpoints::run(t),
-        Some(Cmd::Demo) => cmd::demo::run(),
+        Some(Cmd::Transfer { args }) => cmd::lab::endpoints(args),
+        Some(Cmd::Demo) => cmd::lab::demo::run(),
         Some(Cmd::Ss(a)) => cmd::ss::run(a),
         Some(Cmd::Exporter(a)) => cmd::exporter::run(a),
         Some(Cmd::Check(a)) => match cmd::check::run(a) {

@@ -30,10 +30,7 @@ fn exe() -> PathBuf {
 }
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("END-TO-END eBPF TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
-    }
+    tcpwin_lab::harness::tests_need_root("END-TO-END eBPF TESTS");
 }
 
 fn pair(tag: &str, mtu: u32) -> Pair {
@@ -105,7 +102,7 @@ fn finish(t: Tracer) -> (Vec<EventLine>, SummaryLine) {
 fn of_cookie(events: &[EventLine], cookie: u64) -> Vec<EventLine> {
     events
         .iter()
-        .filter(|e| e.cookie == Some(cookie))
+        .filter(|e| e.id.cookie == Some(cookie))
         .cloned()
         .collect()
 }
@@ -190,7 +187,7 @@ fn final_values_match_getsockopt_and_json_is_complete() {
     assert_final_values_match(&events, &truths, &summary);
     for e in &events {
         assert!(
-            e.lport == port || e.rport == port,
+            e.id.lport == port || e.id.rport == port,
             "port filter leaked: {e:?}"
         );
         // kind-specific parts present exactly on their kinds (key completeness: parse_complete)
@@ -212,7 +209,7 @@ fn ipv6_final_values_match_getsockopt() {
     assert_final_values_match(&events, &truths, &summary);
     let mine = of_cookie(&events, truths[0].cookie);
     assert!(mine.iter().all(|e| e.family == Family::Ipv6), "{mine:?}");
-    assert_eq!(mine[0].laddr.to_string(), "fd00:248::2");
+    assert_eq!(mine[0].id.laddr.unwrap().to_string(), "fd00:248::2");
 }
 
 /// With the receive buffer pinned at 1 MiB: window_clamp == 1 MiB * ratio >> 8 (the kernel's
@@ -328,7 +325,7 @@ fn pid_filter_follows_socket_ownership() {
         );
     }
     for e in &events {
-        assert_eq!(e.lport, p1, "only the traced receiver's sockets: {e:?}");
+        assert_eq!(e.id.lport, p1, "only the traced receiver's sockets: {e:?}");
         assert_eq!(e.pid.map(|p| p.to_string()), Some(pid1.clone()), "{e:?}");
     }
     assert!(summary.counters.filtered_hits > 0, "{summary:?}");
@@ -383,7 +380,7 @@ fn pid_filter_catches_a_connection_opened_and_used_at_once() {
         of_cookie(&events, receiver.cookie).is_empty(),
         "receiver is not the traced PID"
     );
-    assert!(events.iter().all(|e| e.rport == port), "{events:?}");
+    assert!(events.iter().all(|e| e.id.rport == port), "{events:?}");
 }
 
 /// A connection opened before the trace is found by whichever hook sees it first: the receiving
@@ -439,7 +436,7 @@ fn connection_from_before_the_trace_is_seen_live_from_data_and_acks() {
         truths.iter().all(|t| {
             lines.iter().any(|l| {
                 matches!(parse_line(l), Ok(Line::Event(e))
-                    if e.event == EventKind::Seen && e.cookie == Some(t.cookie))
+                    if e.event == EventKind::Seen && e.id.cookie == Some(t.cookie))
             })
         })
     };
@@ -512,7 +509,7 @@ fn tracer_verdicts_follow_the_binding_limit() {
     let mine: Vec<_> = trace
         .verdicts
         .iter()
-        .filter(|v| v.cookie == rx[0].cookie)
+        .filter(|v| v.id.cookie == Some(rx[0].cookie))
         .collect();
     assert!(
         mine.iter()
@@ -526,7 +523,7 @@ fn tracer_verdicts_follow_the_binding_limit() {
         trace
             .summary
             .verdicts
-            .get("wscale-off")
+            .get(&Limit::WscaleOff)
             .copied()
             .unwrap_or(0)
             >= 1

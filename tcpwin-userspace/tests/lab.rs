@@ -13,10 +13,7 @@ fn exe() -> &'static str {
 }
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("LAB TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
-    }
+    tcpwin_lab::harness::tests_need_root("LAB TESTS");
 }
 
 /// Namespaces of the lab run with this PID.

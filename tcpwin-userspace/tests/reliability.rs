@@ -19,10 +19,7 @@ use tcpwin_model::schema::{parse_trace, SummaryLine};
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("RELIABILITY TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
-    }
+    tcpwin_lab::harness::tests_need_root("RELIABILITY TESTS");
 }
 
 fn start(args: &[&str]) -> Tracer {

@@ -20,10 +20,7 @@ fn exe() -> PathBuf {
 }
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("RECORD/REPORT TESTS CANNOT RUN: they need root. Failing, not skipping.");
-    }
+    tcpwin_lab::harness::tests_need_root("RECORD/REPORT TESTS");
 }
 
 fn lines(p: &Path) -> Vec<Value> {

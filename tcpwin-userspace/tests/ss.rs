@@ -16,10 +16,7 @@ use tcpwin_model::{schema::SsLine, verdict::Limit};
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("SS TESTS CANNOT RUN: they need root (run `sudo cargo xtask test`). Failing, not skipping.");
-    }
+    tcpwin_lab::harness::tests_need_root("SS TESTS");
 }
 
 fn ss(args: &[&str]) -> Vec<SsLine> {
@@ -71,7 +68,7 @@ fn assert_matches_owner_from(s: &TcpStream, lines: &[SsLine], full: bool) {
     let cookie: u64 = opt(fd, libc::SOL_SOCKET, libc::SO_COOKIE);
     let l = lines
         .iter()
-        .find(|l| l.facts.cookie == Some(cookie))
+        .find(|l| l.facts.id.cookie == Some(cookie))
         .unwrap_or_else(|| panic!("socket {cookie:x} not listed: {lines:?}"));
     let f = &l.facts;
     let info = tcp_info(fd).unwrap();

@@ -127,10 +127,7 @@ fn assert_restored(p: &Pty) {
 }
 
 fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("TOP TESTS CANNOT RUN: they need root. Failing, not skipping.");
-    }
+    tcpwin_lab::harness::tests_need_root("TOP TESTS");
 }
 
 #[test]

@@ -411,7 +411,7 @@ fn check_run(backend: &str, run: &Run, series: &str, problems: &mut Vec<String>)
     let mine: Vec<&EventLine> = run
         .trace
         .iter()
-        .filter(|e| e.cookie == Some(truth.cookie))
+        .filter(|e| e.id.cookie == Some(truth.cookie))
         .collect();
     let Some(last) = mine.last() else {
         problems.push(p(format!(

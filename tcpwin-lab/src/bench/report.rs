@@ -2,9 +2,17 @@
 //! runs of the same pairs.
 use std::collections::HashMap;
 
-use serde_json::{json, Value};
+use tcpwin_model::schema::{BenchRow, BulkRow, ChurnRow, ProgramCost};
 
 use crate::{stats::median, Mode, Sample, CHURN_BYTES, FLOOR_PROG};
+
+/// One JSON row on stdout.
+pub fn print_row(row: &BenchRow) {
+    println!(
+        "{}",
+        serde_json::to_string(row).expect("bench rows serialize")
+    );
+}
 
 /// Per program: total hits, median per-run ns per hit and, where the floor ran alongside (and
 /// `with_floor`), median per-run ns above it.
@@ -38,13 +46,17 @@ fn per_program(v: &[Sample], with_floor: bool) -> PerProgram {
         .collect()
 }
 
-fn progs_json(progs: &PerProgram) -> serde_json::Map<String, Value> {
+fn progs_json(progs: &PerProgram) -> std::collections::BTreeMap<String, ProgramCost> {
     progs
         .iter()
         .map(|(k, (n, per, above))| {
             (
                 k.clone(),
-                json!({"hits": n, "ns_per_hit": per, "ns_above_floor": above}),
+                ProgramCost {
+                    hits: *n,
+                    ns_per_hit: *per,
+                    ns_above_floor: *above,
+                },
             )
         })
         .collect()
@@ -101,14 +113,19 @@ fn churn_row(mode: Mode, v: &[Sample], base_rate: f64, base_cpu: f64, conns: u32
     let tcpu = median_of(v, |s| s.tracer_cpu_share);
     let progs = per_program(v, false);
     if json_out {
-        println!(
-            "{}",
-            json!({"workload": "churn", "mode": mode.name(), "conns": conns,
-                "conns_per_sec_ratio": rate_ratio, "cpu_per_conn_ratio": cpu_ratio,
-                "bpf_us_per_conn": bpf_us, "bpf_cpu_share": bpf_share, "drops": drops,
-                "events_per_conn": events, "tracer_cpu_share": tcpu, "runs": v.len(),
-                "bpf_programs": progs_json(&progs)})
-        );
+        print_row(&BenchRow::Churn(ChurnRow {
+            mode: mode.name().into(),
+            conns,
+            conns_per_sec_ratio: rate_ratio,
+            cpu_per_conn_ratio: cpu_ratio,
+            bpf_us_per_conn: bpf_us,
+            bpf_cpu_share: bpf_share,
+            drops,
+            events_per_conn: events,
+            tracer_cpu_share: tcpu,
+            runs: v.len(),
+            bpf_programs: progs_json(&progs),
+        }));
         return;
     }
     let o = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
@@ -149,10 +166,26 @@ pub fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bo
             "tracer RSS"
         );
     }
-    let raw = json!({"mode": "raw", "bpf_ns_per_hit": null, "bpf_ms_per_gb": null, "bpf_cpu_share": null, "throughput_ratio": null,
-        "cpu_per_gb_ratio": null, "drops": null, "events_per_sec": null, "changes_seen": null,
-        "tracer_cpu_share": null, "tracer_rss_bytes": null,
-        "note": "no per-packet raw mode: per-packet facts are aggregated in the kernel"});
+    let raw = BulkRow {
+        mode: "raw".into(),
+        bpf_ns_per_hit: None,
+        bpf_ms_per_gb: None,
+        bpf_cpu_share: None,
+        throughput_ratio: None,
+        throughput_ratio_min: None,
+        throughput_ratio_max: None,
+        cpu_per_gb_ratio: None,
+        cpu_per_gb_ratio_min: None,
+        cpu_per_gb_ratio_max: None,
+        drops: None,
+        events_per_sec: None,
+        changes_seen: None,
+        tracer_cpu_share: None,
+        tracer_rss_bytes: None,
+        runs: None,
+        bpf_programs: Default::default(),
+        note: Some("no per-packet raw mode: per-packet facts are aggregated in the kernel".into()),
+    };
     for &m in modes {
         let v = &samples[&m];
         let tp = range(v.iter().map(|s| s.throughput_bps / base_tp).collect());
@@ -175,15 +208,26 @@ pub fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bo
         let rss = v.iter().filter_map(|s| s.tracer_rss).max();
         let progs = per_program(v, m == Mode::Default);
         if json_out {
-            println!(
-                "{}",
-                json!({"workload": "bulk", "mode": m.name(), "bpf_ns_per_hit": ns_per_hit, "bpf_ms_per_gb": ms_per_gb, "bpf_cpu_share": bpf_share,
-                    "throughput_ratio": tp.0, "throughput_ratio_min": tp.1, "throughput_ratio_max": tp.2,
-                    "cpu_per_gb_ratio": cpu.0, "cpu_per_gb_ratio_min": cpu.1, "cpu_per_gb_ratio_max": cpu.2,
-                    "drops": drops, "events_per_sec": eps, "changes_seen": changes,
-                    "tracer_cpu_share": tcpu, "tracer_rss_bytes": rss, "runs": v.len(),
-                    "bpf_programs": progs_json(&progs)})
-            );
+            print_row(&BenchRow::Bulk(BulkRow {
+                mode: m.name().into(),
+                bpf_ns_per_hit: ns_per_hit,
+                bpf_ms_per_gb: ms_per_gb,
+                bpf_cpu_share: bpf_share,
+                throughput_ratio: Some(tp.0),
+                throughput_ratio_min: Some(tp.1),
+                throughput_ratio_max: Some(tp.2),
+                cpu_per_gb_ratio: Some(cpu.0),
+                cpu_per_gb_ratio_min: Some(cpu.1),
+                cpu_per_gb_ratio_max: Some(cpu.2),
+                drops,
+                events_per_sec: eps,
+                changes_seen: changes,
+                tracer_cpu_share: tcpu,
+                tracer_rss_bytes: rss,
+                runs: Some(v.len()),
+                bpf_programs: progs_json(&progs),
+                note: None,
+            }));
         } else {
             let o = |x: Option<String>| x.unwrap_or_else(|| "-".into());
             println!(
@@ -226,7 +270,7 @@ pub fn report(samples: &HashMap<Mode, Vec<Sample>>, modes: &[Mode], json_out: bo
         })
     };
     if json_out {
-        println!("{raw}");
+        print_row(&BenchRow::Bulk(raw));
     } else {
         if let (Some(e), Some(d)) = (
             per_hit(Mode::Empty, FLOOR_PROG),

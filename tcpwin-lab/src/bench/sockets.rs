@@ -10,11 +10,12 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use serde_json::json;
 use tcpwin_lab::netns::Pair;
+use tcpwin_model::schema::{BenchRow, ExporterBenchRow, SsBenchRow};
 
 use crate::{
     observers::start_exporter,
+    report::print_row,
     stats::{median, peak_rss_bytes, proc_cpu_seconds},
     Env,
 };
@@ -193,18 +194,24 @@ pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Res
         median(snapshot),
     );
     if json_out {
-        println!(
-            "{}",
-            json!({"workload": "ss", "sockets": n, "tool_ms": tms, "tool_rss_mib": trss,
-                   "tool_snapshot_ms": snap, "ss_ms": sms, "ss_rss_mib": srss, "runs": runs})
-        );
-        println!(
-            "{}",
-            json!({"workload": "exporter", "sockets": n, "idle_cpu_share": exp.idle_cpu,
-                   "scrape_ms": exp.scrape_ms, "scrape_ms_max": exp.scrape_ms_max,
-                   "rss_mib": exp.rss_mib, "peak_rss_mib": exp.peak_rss_mib,
-                   "scrapes": exp.scrapes})
-        );
+        print_row(&BenchRow::Ss(SsBenchRow {
+            sockets: n as u64,
+            tool_ms: tms,
+            tool_rss_mib: trss,
+            tool_snapshot_ms: snap,
+            ss_ms: sms,
+            ss_rss_mib: srss,
+            runs,
+        }));
+        print_row(&BenchRow::Exporter(ExporterBenchRow {
+            sockets: n as u64,
+            idle_cpu_share: exp.idle_cpu,
+            scrape_ms: exp.scrape_ms,
+            scrape_ms_max: exp.scrape_ms_max,
+            rss_mib: exp.rss_mib,
+            peak_rss_mib: exp.peak_rss_mib,
+            scrapes: exp.scrapes,
+        }));
     } else {
         println!(
             "\nss over {n} sockets (median of {runs}): tcpwin-trace ss {tms:.0} ms whole command ({snap:.0} ms per snapshot once loaded), {trss:.1} MiB peak RSS; ss -tin {sms:.0} ms, {srss:.1} MiB"

@@ -1,57 +1,31 @@
 //! `tcpwin-trace exporter`: the sockets' window facts and verdicts for Prometheus. Every scrape
 //! reads a snapshot through the socket iterator (loaded once); nothing runs per packet. Verdicts
 //! are taken over the time since the previous scrape.
-use std::{collections::HashMap, net::SocketAddr, path::PathBuf, time::Duration};
+use std::time::Duration;
 
 use anyhow::{anyhow, Result};
-use tcpwin_lab::harness::{install_stop_handler, wait_or_stop};
 use tcpwin_model::{
-    facts::SockFacts,
+    judge::Judge,
     metrics::{keep_top, Counters, Scrape, TopSocket},
-    verdict::{verdict, Input},
 };
 
-use super::snapshot::{self, Source};
 use crate::{
-    cli::SocketFilter,
-    host::{kconfig, netns},
-    kernel::btf::VMLINUX,
+    cli::ExporterArgs,
+    gather::snapshot::{self, Source},
+    host::{
+        kconfig, netns,
+        signals::{install_stop_handler, wait_or_stop},
+    },
     kernel::iter::Counting,
     view::openmetrics,
 };
-
-#[derive(clap::Args, Debug, Clone)]
-pub struct ExporterArgs {
-    /// Address and port to serve /metrics on (only there: bind a public address yourself)
-    #[arg(long, default_value = "127.0.0.1:9943", value_name = "ADDR:PORT")]
-    pub listen: SocketAddr,
-    /// Network namespace: a name from `ip netns list`, or `all` (looked up again at every
-    /// scrape, so namespaces may come and go); default the exporter's own
-    #[arg(long, value_name = "NAME|all")]
-    pub netns: Option<String>,
-    #[command(flatten)]
-    pub filter: SocketFilter,
-    /// Also export the ratio (len * 256 / truesize) of every data packet received, by
-    /// interface, as a histogram. This attaches a per-packet hook (tcp:tcp_probe, one map update
-    /// per packet, about 0.1-0.3 µs): the one option that costs per packet
-    #[arg(long)]
-    pub packet_histogram: bool,
-    /// Also export, labelled by socket (local, remote, netns, side, limit), the N sockets
-    /// running closest to their window's ceiling (rate / (window / RTT)); without it no metric
-    /// has a per-socket label
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
-    pub top: Option<u16>,
-    /// Kernel BTF to resolve struct layouts from
-    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
-    pub btf: PathBuf,
-}
 
 /// One scrape: the encoded body.
 struct Scraper {
     src: Source,
     args: ExporterArgs,
     hz: Option<u32>,
-    before: HashMap<u64, SockFacts>,
+    judge: Judge,
     counters: Counters,
     /// the kernel counters run (not with --pid: a process's sockets are known only while open)
     counting: bool,
@@ -74,41 +48,30 @@ impl Scraper {
         // closed sums before the sockets: one closing in between is in neither for one scrape
         // (the counters hold their value), never in both
         let closed = self.closed_sums(&wanted, &mut errors);
-        let mut next = HashMap::new();
-        let mut top = Vec::new();
+        let mut seen = Vec::new();
         for t in &targets {
-            let seen = match snapshot::read(
+            match snapshot::read(
                 &mut self.src,
                 std::slice::from_ref(t),
                 &self.args.filter,
                 self.hz,
             ) {
-                Ok(v) => v,
+                Ok(v) => seen.extend(v),
                 Err(e) => {
                     // a namespace gone between listing and reading, or refused: counted
                     eprintln!("tcpwin-trace: exporter: namespace {}: {e:#}", t.name);
                     errors += 1;
-                    continue;
-                }
-            };
-            for x in seen {
-                let prev = x.facts.cookie.and_then(|c| self.before.get(&c));
-                let v = verdict(&Input {
-                    now: &x.facts,
-                    before: prev,
-                    host: &x.host,
-                    target_bps: None,
-                });
-                s.add(&x.facts, &v);
-                if self.args.top.is_some() {
-                    top.extend(TopSocket::of(&x.facts, &v, &x.line_ns));
-                }
-                if let Some(c) = x.facts.cookie {
-                    next.insert(c, x.facts);
                 }
             }
         }
-        self.before = next;
+        let verdicts = self.judge.judge(seen.iter().map(|x| (&x.facts, &x.host)));
+        let mut top = Vec::new();
+        for (x, v) in seen.iter().zip(&verdicts) {
+            s.add(&x.facts, v);
+            if self.args.top.is_some() {
+                top.extend(TopSocket::of(&x.facts, v, &x.line_ns));
+            }
+        }
         if let Some(n) = self.args.top {
             s.top = keep_top(top, n as usize);
         }
@@ -214,7 +177,7 @@ pub fn run(args: ExporterArgs) -> Result<()> {
         src,
         hz: kconfig::hz(),
         args,
-        before: HashMap::new(),
+        judge: Judge::new(None),
         counters: Counters::default(),
         counting,
     };

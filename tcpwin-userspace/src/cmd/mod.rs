@@ -1,12 +1,11 @@
-//! The product's commands: each turns its arguments into kernel, host and view calls.
+//! The product's commands: each turns its arguments (from `cli`) into `gather`, kernel, host and
+//! view calls. No command calls another; the lab (with the demo and its traffic endpoints) is
+//! the only one that uses the test bench crate.
 pub mod check;
-pub mod demo;
 pub mod exporter;
-pub mod judges;
 pub mod lab;
 pub mod manpages;
 pub mod report;
-pub mod snapshot;
 pub mod ss;
 pub mod top;
 pub mod trace;

@@ -1,22 +1,13 @@
 //! `tcpwin-trace report FILE [B] [--svg OUT]`: what a recording holds, or two side by side.
-use std::{io::Write, path::PathBuf};
+use std::io::Write;
 
 use anyhow::{Context, Result};
 use tcpwin_model::recording::{figures, parse_recording, socket_series, Recording};
 
-use crate::view::{plot, report};
-
-#[derive(clap::Args, Debug)]
-pub struct ReportArgs {
-    /// A recording (`tcpwin-trace record -o FILE`); two to set them side by side (e.g. GRO off
-    /// then on)
-    #[arg(required = true, num_args = 1..=2, value_name = "FILE")]
-    pub files: Vec<PathBuf>,
-    /// Also draw it as SVG: per socket, window_clamp / rcv_ssthresh / rcv_wnd / sk_rcvbuf over
-    /// time with the ratio changes marked, and the rate against window / RTT
-    #[arg(long, value_name = "OUT.svg")]
-    pub svg: Option<PathBuf>,
-}
+use crate::{
+    cli::ReportArgs,
+    view::{plot, report},
+};
 
 fn load(p: &std::path::Path) -> Result<Recording> {
     let text = std::fs::read_to_string(p)

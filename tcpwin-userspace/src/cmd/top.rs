@@ -2,9 +2,7 @@
 //! (nothing runs per packet). The terminal is restored on every way out: `q`, Ctrl-C, SIGTERM,
 //! an error, a panic.
 use std::{
-    collections::HashMap,
     io::IsTerminal,
-    path::PathBuf,
     time::{Duration, Instant},
 };
 
@@ -18,46 +16,38 @@ use ratatui::{
     prelude::CrosstermBackend,
     Terminal,
 };
-use tcpwin_lab::harness::{install_stop_handler, wait_or_stop};
+use tcpwin_common::{counter, Config};
 use tcpwin_model::{
     check::CheckReport,
-    facts::SockFacts,
+    judge::Judge,
     top::{Action, Key, TopState},
-    verdict::{verdict, Input},
 };
 
-use super::snapshot::{self, Source, SourceArg};
 use crate::{
-    cli::SocketFilter,
-    host::{kconfig, netns},
-    kernel::btf::VMLINUX,
-    view::top::{draw, MIN_SIZE},
+    cli::{CheckArgs, SourceArg, TopArgs},
+    gather::{
+        audit,
+        snapshot::{self, Source},
+    },
+    host::{
+        kconfig, monotonic_ns, netns,
+        signals::{install_stop_handler, wait_or_stop},
+    },
+    kernel::{attach::Backend, maps, maps::OwnerSync, ring::Ring, tracer::Tracer},
+    view::{
+        text::event_short,
+        top::{draw, MIN_SIZE},
+    },
 };
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct TopArgs {
-    #[command(flatten)]
-    pub filter: SocketFilter,
-    /// Network namespace: a name from `ip netns list`, or `all`; default the caller's
-    #[arg(long, value_name = "NAME|all")]
-    pub netns: Option<String>,
-    /// Refresh every MS milliseconds
-    #[arg(short, long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
-    pub interval: u64,
-    /// Also attach the tracer and show its events (each ratio and window change with the
-    /// packet that caused it) for the selected socket; this runs the per-packet hook
-    #[arg(long)]
-    pub trace: bool,
-    /// Kernel BTF to resolve struct layouts from
-    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
-    pub btf: PathBuf,
-}
+/// The ring buffer of `top --trace`, KiB (the tracer's default).
+const TOP_RINGBUF_KIB: u32 = 1024;
 
 /// The tracer running under `top --trace`.
 struct Tracing {
-    loaded: super::trace::Loaded,
-    ring: crate::kernel::ring::Ring,
-    owner: Option<crate::kernel::maps::OwnerSync>,
+    tracer: Tracer,
+    ring: Ring,
+    owner: Option<OwnerSync>,
     t0_ns: u64,
     /// the ring buffer's fd is registered with tokio's reactor: kept for as long as the ring
     _rt: tokio::runtime::Runtime,
@@ -70,24 +60,24 @@ impl Tracing {
             .build()
             .context("starting the event reader")?;
         let _in = rt.enter();
-        let mut loaded = super::trace::load(
+        let mut tracer = Tracer::load(
             &args.btf,
             None,
-            &args.filter,
-            crate::kernel::attach::Backend::Auto,
-            1024,
+            Config::filter(args.filter.pid, args.filter.port),
+            Backend::Auto,
+            TOP_RINGBUF_KIB,
         )?;
-        let mut owner = args.filter.pid.map(crate::kernel::maps::OwnerSync::new);
+        let mut owner = args.filter.pid.map(OwnerSync::new);
         if let Some(o) = owner.as_mut() {
-            o.sync(&mut loaded.bpf)?;
+            o.sync(&mut tracer.bpf)?;
         }
-        let ring = crate::kernel::ring::Ring::take(&mut loaded.bpf)?;
+        let ring = Ring::take(&mut tracer.bpf)?;
         drop(_in);
         Ok(Tracing {
-            loaded,
+            tracer,
             ring,
             owner,
-            t0_ns: crate::host::monotonic_ns(),
+            t0_ns: monotonic_ns(),
             _rt: rt,
         })
     }
@@ -96,17 +86,15 @@ impl Tracing {
     fn drain(&mut self, state: &mut TopState) -> Result<()> {
         let t0 = self.t0_ns;
         self.ring.drain(&mut |r| {
-            let line = crate::view::text::text_line(&r, t0, None);
-            state.push_event(r.cookie(), crate::view::top::event_line(&line));
+            state.push_event(r.cookie(), event_short(&r, t0));
             Ok(())
         })?;
-        let c = crate::kernel::maps::read_counters(&self.loaded.bpf)?;
+        let c = maps::read_counters(&self.tracer.bpf)?;
         let at = |i: u32| c[i as usize];
-        use tcpwin_common::counter;
         state.events_lost = at(counter::EVENTS_DROPPED)
             + at(counter::EVENTS_SENT).saturating_sub(self.ring.received);
         if let Some(o) = self.owner.as_mut() {
-            o.sync(&mut self.loaded.bpf)?;
+            o.sync(&mut self.tracer.bpf)?;
         }
         Ok(())
     }
@@ -114,7 +102,7 @@ impl Tracing {
 
 impl Drop for Tracing {
     fn drop(&mut self) {
-        crate::kernel::attach::release(&mut self.loaded.bpf, &self.loaded.attached.hooks);
+        self.tracer.detach();
     }
 }
 
@@ -244,7 +232,7 @@ pub fn run(args: TopArgs) -> Result<()> {
     }
     let targets = netns::resolve(args.netns.as_deref())?;
     let mut src = Source::open(SourceArg::Auto, &args.btf, None)?;
-    let header = super::check::report(&super::check::CheckArgs {
+    let header = audit::report(&CheckArgs {
         bdp: None,
         ratio: Some(tcpwin_model::check::DEFAULT_RATIO),
         netns: args.netns.clone().filter(|n| n != "all"),
@@ -267,7 +255,7 @@ pub fn run(args: TopArgs) -> Result<()> {
     let mut state = TopState::default();
     state.header = header;
     state.tracing = tracing.is_some();
-    let mut before: HashMap<u64, SockFacts> = HashMap::new();
+    let mut judge = Judge::new(None);
     let every = Duration::from_millis(args.interval);
     let mut next = Instant::now();
     let result = loop {
@@ -281,22 +269,12 @@ pub fn run(args: TopArgs) -> Result<()> {
                 Err(e) => break Err(e),
             };
             snapshot::add_owners(&mut seen);
+            let verdicts = judge.judge(seen.iter().map(|x| (&x.facts, &x.host)));
             let rows = seen
                 .into_iter()
-                .map(|x| {
-                    let v = verdict(&Input {
-                        now: &x.facts,
-                        before: x.facts.cookie.and_then(|c| before.get(&c)),
-                        host: &x.host,
-                        target_bps: None,
-                    });
-                    (x.facts, v, x.line_ns)
-                })
+                .zip(verdicts)
+                .map(|(x, v)| (x.facts, v, x.line_ns))
                 .collect::<Vec<_>>();
-            before = rows
-                .iter()
-                .filter_map(|(f, _, _)| Some((f.cookie?, f.clone())))
-                .collect();
             state.update(rows);
         }
         if let Some(t) = tracing.as_mut() {

@@ -8,31 +8,34 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use aya::Endianness;
 use tcpwin_common::{counter, hook, Config};
 use tcpwin_model::{
     kind::EventKind,
     record::Record,
-    recording::{HeaderLine, HeaderTag},
-    schema::{Counters, Histograms, SummaryLine, SummaryTag, VerdictLine},
+    schema::{Counters, HeaderLine, HeaderTag, Histograms, SummaryLine, SummaryTag, VerdictLine},
     timeline::Sockets,
 };
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
     cli::TraceArgs,
-    cmd::judges::Judges,
+    gather::traced::TracedVerdicts,
     host::{kconfig, monotonic_ns, sysctl},
     kernel::{
-        attach::{self, Attached},
-        btf::{Layout, Resolver},
-        iter,
+        attach::Attached,
+        btf::Layout,
         maps::{self, OwnerSync},
-        object::{self, LoadOpts},
         ring::Ring,
+        tracer::Tracer,
     },
     view,
 };
+
+/// How often the ring buffer is drained (the kernel side wakes the reader only when a quarter
+/// of it is used).
+const DRAIN_EVERY: Duration = Duration::from_millis(100);
+/// Drains per verdict reading: the traced sockets are judged once a second.
+const DRAINS_PER_VERDICT: u64 = 10;
 
 struct Out {
     json: bool,
@@ -74,7 +77,7 @@ fn emit_verdict(out: &mut Out, v: &VerdictLine) -> Result<()> {
 struct Session {
     out: Out,
     socks: Sockets,
-    judges: Option<Judges>,
+    judges: Option<TracedVerdicts>,
 }
 
 impl Session {
@@ -98,16 +101,16 @@ impl Session {
     }
 
     /// Judges the live sockets (once a second).
-    fn judge(&mut self, bpf: &mut aya::Ebpf) -> Result<()> {
+    fn judge(&mut self, tracer: &mut Tracer) -> Result<()> {
         let Some(j) = self.judges.as_mut() else {
             return Ok(());
         };
         let live: Vec<(u64, u32)> = self
             .socks
             .live_cookies()
-            .map(|(c, l)| (c, l.netns))
+            .filter_map(|(c, l)| Some((c, l.id.netns?)))
             .collect();
-        let (verdicts, samples) = j.tick(bpf, &live)?;
+        let (verdicts, samples) = j.tick(tracer, &live)?;
         for v in verdicts {
             emit_verdict(&mut self.out, &v)?;
         }
@@ -195,53 +198,6 @@ fn header(attached: &Attached, t0_ns: u64) -> HeaderLine {
     }
 }
 
-/// The tracer's programs loaded with the running kernel's offsets and attached.
-pub struct Loaded {
-    pub bpf: aya::Ebpf,
-    pub attached: Attached,
-    pub layout: Layout,
-    pub btf: aya::Btf,
-}
-
-/// Loads the object with the filters in its configuration and attaches the backend asked.
-pub fn load(
-    btf_path: &std::path::Path,
-    obj: Option<&std::path::Path>,
-    filter: &crate::cli::SocketFilter,
-    backend: crate::kernel::attach::Backend,
-    ringbuf_kib: u32,
-) -> Result<Loaded> {
-    object::check_privileges()?;
-    let layout = Resolver::from_file(btf_path)?.layout()?;
-    let btf = aya::Btf::parse_file(btf_path, Endianness::default())
-        .with_context(|| format!("aya cannot parse BTF from {}", btf_path.display()))?;
-    let opts = LoadOpts {
-        obj,
-        config: Config {
-            target_tgid: filter.pid.unwrap_or(0),
-            filter_pid: filter.pid.is_some() as u8,
-            _pad: 0,
-            port: filter.port.unwrap_or(0),
-        },
-        ringbuf_bytes: ringbuf_kib * 1024,
-    };
-    let mut bpf = object::load(&opts, &layout, &btf)?;
-    let attached = attach::attach(&mut bpf, &btf, backend)?;
-    if attached
-        .hooks
-        .iter()
-        .any(|h| h.target == "tcp_select_initial_window")
-    {
-        maps::enable_init_matching(&mut bpf)?;
-    }
-    Ok(Loaded {
-        bpf,
-        attached,
-        layout,
-        btf,
-    })
-}
-
 async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()> {
     args.validate()?;
     // an unwritable path fails before anything is loaded
@@ -252,15 +208,10 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         ),
         None => Box::new(std::io::stdout()),
     };
-    let Loaded {
-        mut bpf,
-        attached,
-        layout,
-        btf,
-    } = load(
+    let mut tracer = Tracer::load(
         &args.btf,
         args.obj.as_deref(),
-        &args.filter,
+        Config::filter(args.filter.pid, args.filter.port),
         args.backend,
         args.ringbuf_kib,
     )?;
@@ -270,17 +221,17 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut owner = args.filter.pid.map(OwnerSync::new);
     if let Some(o) = owner.as_mut() {
-        o.sync(&mut bpf)?;
+        o.sync(&mut tracer.bpf)?;
     }
-    announce(&attached, &layout, &args);
+    announce(&tracer.attached, tracer.layout, &args);
 
-    let mut ring = Ring::take(&mut bpf)?;
+    let mut ring = Ring::take(&mut tracer.bpf)?;
     // verdicts need the socket iterator; without it the trace goes on and says so
     let judges = if args.no_verdicts {
         None
     } else {
-        match iter::prepare(&mut bpf, &btf) {
-            Ok(()) => Some(Judges::new(kconfig::hz(), layout.offsets)),
+        match tracer.prepare_iter() {
+            Ok(()) => Some(TracedVerdicts::new(kconfig::hz(), tracer.layout.offsets)),
             Err(e) => {
                 eprintln!("tcpwin-trace: no verdicts: {e:#}");
                 None
@@ -290,7 +241,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     let t0_ns = monotonic_ns();
     let mut w = BufWriter::new(sink);
     if let Some(p) = record {
-        serde_json::to_writer(&mut w, &header(&attached, t0_ns))?;
+        serde_json::to_writer(&mut w, &header(&tracer.attached, t0_ns))?;
         writeln!(w)?;
         eprintln!("tcpwin-trace: recording to {}", p.display());
     }
@@ -309,7 +260,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     let mut ticks = 0u64;
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
-    let mut refresh = tokio::time::interval(Duration::from_millis(100));
+    let mut refresh = tokio::time::interval(DRAIN_EVERY);
     let sleep = async {
         match deadline {
             Some(d) => tokio::time::sleep_until(d.into()).await,
@@ -330,15 +281,15 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
                 // the kernel side wakes us only when the ring fills up (see emit.rs)
                 session.drain(&mut ring)?;
                 ticks += 1;
-                if ticks.is_multiple_of(10) {
-                    session.judge(&mut bpf)?;
+                if ticks.is_multiple_of(DRAINS_PER_VERDICT) {
+                    session.judge(&mut tracer)?;
                 }
                 if let Some(o) = owner.as_mut() {
                     if !std::path::Path::new(&format!("/proc/{}", o.pid)).exists() {
                         eprintln!("tcpwin-trace: process {} exited; stopping", o.pid);
                         break format!("process {} exited", o.pid);
                     }
-                    if let Err(e) = o.sync(&mut bpf) {
+                    if let Err(e) = o.sync(&mut tracer.bpf) {
                         eprintln!("tcpwin-trace: process {} is gone ({e:#}); stopping", o.pid);
                         break format!("process {} exited", o.pid);
                     }
@@ -347,26 +298,27 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         }
     };
     // Detach first, then drain what is already in the ring buffer, then count.
-    let missed_runs = attach::recursion_misses(&bpf, &attached.hooks);
-    attach::release(&mut bpf, &attached.hooks);
+    let missed_runs = tracer.recursion_misses();
+    tracer.detach();
     session.drain(&mut ring)?;
     let mut verdicts = BTreeMap::new();
     if let Some(j) = session.judges.as_mut() {
-        for v in j.finish() {
+        let (lines, finals) = j.finish();
+        for v in lines {
             emit_verdict(&mut session.out, &v)?;
         }
-        verdicts = std::mem::take(&mut j.finals);
+        verdicts = finals;
     }
     let Session { mut out, socks, .. } = session;
 
-    let c = maps::read_counters(&bpf)?;
+    let c = maps::read_counters(&tracer.bpf)?;
     let finals = socks.finish();
-    let packet_ratio = maps::read_packet_hist(&bpf)?;
+    let packet_ratio = maps::read_packet_hist(&tracer.bpf)?;
     let at = |i: u32| c[i as usize];
     let summary = SummaryLine {
         event: SummaryTag::Summary,
-        backend: attached.backend.to_string(),
-        hooks: attached.hook_list(),
+        backend: tracer.attached.backend.to_string(),
+        hooks: tracer.attached.hook_list(),
         duration_s: started.elapsed().as_secs_f64(),
         stop_reason,
         hook_hits: hook::NAMES
@@ -392,7 +344,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
             + at(counter::EVENTS_SENT).saturating_sub(ring.received),
         decode_errors: ring.decode_errors,
         sockets: finals.sockets,
-        scaling_ratio_present: layout.has_scaling_ratio(),
+        scaling_ratio_present: tracer.layout.has_scaling_ratio(),
         histograms: Histograms {
             packet_ratio: packet_ratio
                 .iter()

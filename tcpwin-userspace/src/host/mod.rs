@@ -1,10 +1,11 @@
 //! Facts about the host read from /proc, /sys and netlink: which sockets a PID owns, interface
-//! names, network namespaces, sysctls, the kernel's configuration.
+//! names, network namespaces, sysctls, the kernel's configuration, stop signals.
 pub mod ifname;
 pub mod kconfig;
 pub mod netdev;
 pub mod netns;
 pub mod owner;
+pub mod signals;
 pub mod sockdiag;
 pub mod sysctl;
 

@@ -73,9 +73,9 @@ mod tests {
         let all = dump(0).unwrap();
         let me = all
             .iter()
-            .find(|f| f.cookie == Some(cookie))
+            .find(|f| f.id.cookie == Some(cookie))
             .expect("listed");
-        assert_eq!(me.rport, l.local_addr().unwrap().port());
+        assert_eq!(me.id.rport, l.local_addr().unwrap().port());
         assert!(me.window_clamp.is_none() && me.scaling_ratio.is_none());
         assert!(me.sk_rcvbuf.is_some() && me.rcv_wscale.is_some());
     }

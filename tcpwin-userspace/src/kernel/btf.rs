@@ -12,6 +12,31 @@ use tcpwin_common::{Offsets, ABSENT};
 
 pub const VMLINUX: &str = "/sys/kernel/btf/vmlinux";
 
+/// The kernel's BTF as a process uses it, parsed once per process and file: the layout the
+/// programs read with (btf-rs), and aya's parse of the same file (program loading and the BTF
+/// attach points need it). The tracer, the socket iterator and `check` share it.
+pub struct KernelBtf {
+    pub layout: Layout,
+    pub aya: aya::Btf,
+}
+
+/// The kernel BTF at `path`, parsed on first use and kept for the life of the process.
+pub fn kernel_btf(path: &Path) -> Result<&'static KernelBtf> {
+    use std::sync::Mutex;
+    static PARSED: Mutex<Vec<(std::path::PathBuf, &'static KernelBtf)>> = Mutex::new(Vec::new());
+    let mut parsed = PARSED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, k)) = parsed.iter().find(|(p, _)| p == path) {
+        return Ok(k);
+    }
+    let layout = Resolver::from_file(path)?.layout()?;
+    let aya = aya::Btf::parse_file(path, aya::Endianness::default())
+        .with_context(|| format!("aya cannot parse BTF from {}", path.display()))?;
+    // one per file a process names (in practice one): leaked so that every user borrows it
+    let k: &'static KernelBtf = Box::leak(Box::new(KernelBtf { layout, aya }));
+    parsed.push((path.to_path_buf(), k));
+    Ok(k)
+}
+
 /// A resolved member: offset in bits from the start of the outer struct, width for bitfields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Member {

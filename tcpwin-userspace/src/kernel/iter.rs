@@ -6,14 +6,14 @@ use anyhow::{Context, Result};
 use aya::{
     maps::PerCpuHashMap,
     programs::{BtfTracePoint, Iter},
-    Ebpf, Endianness,
+    Ebpf,
 };
 use tcpwin_common::{names, ClosedSums, Config, Offsets, SockRecord};
 use tcpwin_model::metrics::Counts;
 
 use super::{
     attach::reason,
-    btf::Resolver,
+    btf::kernel_btf,
     object::{self, LoadOpts},
 };
 
@@ -33,9 +33,8 @@ impl SocketIter {
     /// Loads the iterator and attaches the exporter's counters asked for.
     pub fn load_with(btf_path: &Path, obj: Option<&Path>, c: &Counting) -> Result<SocketIter> {
         object::check_privileges()?;
-        let layout = Resolver::from_file(btf_path)?.layout()?;
-        let btf = aya::Btf::parse_file(btf_path, Endianness::default())
-            .with_context(|| format!("aya cannot parse BTF from {}", btf_path.display()))?;
+        let k = kernel_btf(btf_path)?;
+        let (layout, btf) = (&k.layout, &k.aya);
         let opts = LoadOpts {
             obj,
             config: Config {
@@ -45,12 +44,12 @@ impl SocketIter {
             // the tracer's ring buffer is not used here: the smallest one
             ringbuf_bytes: 4096,
         };
-        let mut bpf = object::load(&opts, &layout, &btf)?;
-        prepare(&mut bpf, &btf)?;
+        let mut bpf = object::load(&opts, layout, btf)?;
+        prepare(&mut bpf, btf)?;
         if c.states {
             attach_counter(
                 &mut bpf,
-                &btf,
+                btf,
                 names::COUNT_STATES,
                 "inet_sock_set_state",
                 "the handshake and close counter (tp_btf sock:inet_sock_set_state)",
@@ -59,7 +58,7 @@ impl SocketIter {
         if c.packets {
             attach_counter(
                 &mut bpf,
-                &btf,
+                btf,
                 names::COUNT_PACKET,
                 "tcp_probe",
                 "the per-packet histogram (tp_btf tcp:tcp_probe)",
@@ -68,7 +67,7 @@ impl SocketIter {
         Ok(SocketIter {
             bpf,
             offsets: layout.offsets,
-            absent: layout.absent,
+            absent: layout.absent.clone(),
         })
     }
 

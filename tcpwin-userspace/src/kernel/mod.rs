@@ -1,8 +1,10 @@
 //! Everything that talks to the kernel's BPF side (the only aya user): the object and privileges,
-//! struct layouts from BTF, attaching hooks (and the `Backend` choice), maps, the ring buffer.
+//! struct layouts from BTF (parsed once per process), attaching hooks (and the `Backend`
+//! choice), the tracer's programs, the socket iterator, maps, the ring buffer.
 pub mod attach;
 pub mod btf;
 pub mod iter;
 pub mod maps;
 pub mod object;
 pub mod ring;
+pub mod tracer;

@@ -1,4 +1,6 @@
-//! Rendering into a `Write`, nothing else: live event lines, histograms, the summary.
+//! Rendering, nothing else: facts and verdicts in, text out (live event lines, `ss` rows, the
+//! summary, histograms, `check`, OpenMetrics into a `Write`; SVG charts into a file; `top` onto
+//! a ratatui frame).
 pub mod check;
 pub mod hist;
 pub mod openmetrics;

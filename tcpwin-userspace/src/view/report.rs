@@ -34,7 +34,7 @@ pub fn render(
             .verdicts
             .iter()
             .rev()
-            .find(|v| v.cookie == s.cookie)
+            .find(|v| v.id.cookie == Some(s.cookie))
             .map(|v| {
                 format!(
                     "{}{}",

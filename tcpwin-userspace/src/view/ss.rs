@@ -14,7 +14,7 @@ fn ms(us: Option<u64>) -> String {
     }
 }
 
-use super::{text::endpoint, verdict::verdict_line};
+use super::verdict::verdict_line;
 
 /// The socket's facts on one line (kernel / `ss` names).
 pub fn facts_line(l: &SsLine) -> String {
@@ -36,9 +36,9 @@ pub fn facts_line(l: &SsLine) -> String {
     format!(
         "{:<10} {} <-> {}{who}{ns} sk={}\n  scaling_ratio={} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} wscale(rcv/snd)={wscale} rcv_mss={} advmss={} unread={} rmem_alloc={} rcv_rtt={} srtt={} bytes_received={} bytes_acked={} snd_wnd={} busy={} rwnd_limited={} sndbuf_limited={}",
         l.state_name,
-        endpoint(f.laddr, f.lport),
-        endpoint(f.raddr, f.rport),
-        f.cookie.map(|c| format!("{c:x}")).unwrap_or_else(|| "-".into()),
+        f.id.local(),
+        f.id.remote(),
+        f.id.cookie.map(|c| format!("{c:x}")).unwrap_or_else(|| "-".into()),
         o(f.scaling_ratio),
         o(f.window_clamp),
         o(f.rcv_ssthresh),

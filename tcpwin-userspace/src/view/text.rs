@@ -18,23 +18,47 @@ fn gso(read: u8, v: u16) -> String {
     }
 }
 
+/// Seconds since the trace started, as every line starts.
+fn secs(ts_ns: u64, t0_ns: u64) -> f64 {
+    ts_ns.saturating_sub(t0_ns) as f64 / 1e9
+}
+
 /// One grep-friendly line with kernel / `ss` field names.
 pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
-    let e = &r.ev;
-    let prev = r.has(flag::PREV);
-    let p = |v: u32| prev.then_some(v);
-    let secs = e.ts_ns.saturating_sub(t0_ns) as f64 / 1e9;
-    let (l, rr) = (
-        endpoint(Some(r.laddr), e.lport),
-        endpoint(Some(r.raddr), e.rport),
-    );
+    let id = r.id();
     let who = match (r.pid().or(pid_override), &r.comm) {
         (Some(pid), Some(c)) => format!(" pid={pid}/{c}"),
         (Some(pid), None) => format!(" pid={pid}"),
         _ => String::new(),
     };
     let cookie = r.cookie().map(|c| format!(" sk={c:x}")).unwrap_or_default();
-    let ratio = match r.ratio() {
+    format!(
+        "{:>11.6} {:<5} {} <- {}{cookie}{who}{}",
+        secs(r.ev.ts_ns, t0_ns),
+        r.kind.name(),
+        id.local(),
+        id.remote(),
+        event_fields(r)
+    )
+}
+
+/// An event without its socket: time, kind and the values (`top --trace`'s events pane, where
+/// the socket is the selected one).
+pub fn event_short(r: &Record, t0_ns: u64) -> String {
+    format!(
+        "{:>11.6} {:<5}{}",
+        secs(r.ev.ts_ns, t0_ns),
+        r.kind.name(),
+        event_fields(r)
+    )
+}
+
+/// The values an event carries, each ` name=value` (`prev->now` where it changed).
+fn event_fields(r: &Record) -> String {
+    let e = &r.ev;
+    let prev = r.has(flag::PREV);
+    let p = |v: u32| prev.then_some(v);
+    let ratio = match r.scaling_ratio() {
         Some(v) => format!(
             " scaling_ratio={}",
             arrow(prev.then_some(e.prev_scaling_ratio), v)
@@ -42,8 +66,7 @@ pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
         None => " scaling_ratio=absent".into(),
     };
     let mut s = format!(
-        "{secs:>11.6} {:<5} {l} <- {rr}{cookie}{who}{ratio} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} rcvq_space={} rcv_mss={}",
-        r.kind.name(),
+        "{ratio} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} rcvq_space={} rcv_mss={}",
         arrow(p(e.prev_window_clamp), e.window_clamp),
         arrow(p(e.prev_rcv_ssthresh), e.rcv_ssthresh),
         e.rcv_wnd,
@@ -80,18 +103,16 @@ pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
     s
 }
 
-pub use tcpwin_model::facts::endpoint;
-
 /// A verdict on one line: which limit binds, its numbers, why and the fix.
 pub fn verdict_text(v: &VerdictLine, t0_ns: u64) -> String {
-    let secs = v.ts_ns.saturating_sub(t0_ns) as f64 / 1e9;
     let detail = super::verdict::verdict_line(&v.verdict);
     format!(
-        "{secs:>11.6} {:<5} {} <- {} sk={:x}{} {}",
+        "{:>11.6} {:<5} {} <- {} sk={:x}{} {}",
+        secs(v.ts_ns, t0_ns),
         "judge",
-        endpoint(v.laddr, v.lport),
-        endpoint(v.raddr, v.rport),
-        v.cookie,
+        v.id.local(),
+        v.id.remote(),
+        v.id.cookie.unwrap_or(0),
         if v.last { " final" } else { "" },
         detail
             .trim_start()

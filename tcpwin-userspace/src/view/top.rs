@@ -14,17 +14,6 @@ use tcpwin_model::top::{Row, TopState};
 pub const MIN_SIZE: (u16, u16) = (80, 24);
 const WIDE: u16 = 120;
 
-/// An event as the events pane shows it: time, kind and what changed (the socket is the
-/// selected one, or named in the full line the trace prints).
-pub fn event_line(full: &str) -> String {
-    let mut words = full.split_whitespace();
-    let (t, kind) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    match full.find(" scaling_ratio=") {
-        Some(i) => format!("{t} {kind:<5}{}", &full[i..]),
-        None => full.trim().to_string(),
-    }
-}
-
 /// 1.1M, 640K, 512
 pub fn short_bytes(v: u64) -> String {
     match v {
@@ -69,7 +58,7 @@ fn ratio_cell(r: &Row) -> String {
 }
 
 fn socket_cell(r: &Row) -> String {
-    format!("{}>{}", r.lport, r.remote)
+    format!("{}>{}", r.id.lport, r.id.remote())
 }
 
 fn owner_cell(r: &Row) -> String {
@@ -175,7 +164,7 @@ fn draw_table(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
             c.push(dash(r.rcv_ssthresh, |v| short_bytes(v as u64)));
             c.push(dash(r.sk_rcvbuf, |v| short_bytes(v as u64)));
         }
-        c.push(r.limit.to_string());
+        c.push(r.limit.id().to_string());
         TRow::new(c)
     });
     let table = Table::new(rows, widths)
@@ -197,7 +186,13 @@ fn draw_detail(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
         );
         return;
     };
-    let title = format!("{} <- {} [{}] {}", r.local, r.remote, r.netns, r.limit);
+    let title = format!(
+        "{} <- {} [{}] {}",
+        r.id.local(),
+        r.id.remote(),
+        r.netns,
+        r.limit.id()
+    );
     let mut first = r.setting.clone().unwrap_or_default();
     if !wide {
         first = format!(
@@ -221,7 +216,7 @@ fn draw_detail(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
     for (i, (name, q, fmt)) in [
         ("window", &h.window, short_bytes as fn(u64) -> String),
         ("ssthresh", &h.rcv_ssthresh, short_bytes),
-        ("ratio", &h.ratio, |v: u64| v.to_string()),
+        ("ratio", &h.scaling_ratio, |v: u64| v.to_string()),
         ("rate", &h.rate, short_rate),
     ]
     .into_iter()
@@ -259,11 +254,14 @@ mod tests {
     ) -> (SockFacts, Verdict, String) {
         (
             SockFacts {
-                cookie: Some(cookie),
-                laddr: Some("10.0.0.2".parse().unwrap()),
-                lport,
-                raddr: Some("10.0.0.1".parse().unwrap()),
-                rport: 40000,
+                id: tcpwin_model::schema::SocketId {
+                    cookie: Some(cookie),
+                    netns: None,
+                    laddr: Some("10.0.0.2".parse().unwrap()),
+                    lport,
+                    raddr: Some("10.0.0.1".parse().unwrap()),
+                    rport: 40000,
+                },
                 scaling_ratio: Some(ratio),
                 window_clamp: Some(663_552),
                 rcv_ssthresh: Some(524_288),
@@ -275,6 +273,7 @@ mod tests {
             Verdict {
                 limit,
                 side: Side::Receiving,
+                basis: tcpwin_model::verdict::Basis::Interval,
                 window_limited: Some(true),
                 rate_bps: Some(rate),
                 rtt_us: Some(18_000),
@@ -372,15 +371,6 @@ mod tests {
         let f = render(&s, 80, 24);
         assert!(f[0].contains("2 sockets, 1 shown"), "{}", f[0]);
         assert!(f[23].contains("[443]"), "{}", f[23]);
-    }
-
-    #[test]
-    fn event_lines_keep_what_changed() {
-        let full = "   1.250000 ratio 10.0.0.2:5201 <- 10.0.0.1:40000 sk=1f pid=7/x scaling_ratio=128->229 window_clamp=1->2";
-        assert_eq!(
-            event_line(full),
-            "1.250000 ratio scaling_ratio=128->229 window_clamp=1->2"
-        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use tcpwin_model::{
 
 use crate::kernel::object::check_privileges;
 
+pub mod demo;
 pub mod table;
 pub mod wan;
 
@@ -86,6 +87,20 @@ pub fn full() -> Vec<Condition> {
         }
     }
     v
+}
+
+/// The hidden `transfer` command: the lab's own endpoints, run inside its namespaces.
+pub fn endpoints(args: Vec<String>) -> Result<()> {
+    use clap::Parser;
+    #[derive(Parser)]
+    #[command(name = "tcpwin-trace transfer")]
+    struct Endpoints {
+        #[command(subcommand)]
+        cmd: tcpwin_lab::endpoints::TransferCmd,
+    }
+    let e = Endpoints::try_parse_from(std::iter::once("transfer".to_string()).chain(args))
+        .unwrap_or_else(|e| e.exit());
+    tcpwin_lab::endpoints::run(e.cmd)
 }
 
 /// `tcp_adv_win_scale` values swept (the documented range is -31..31).
@@ -367,7 +382,10 @@ fn run_in(pair: &Pair, exe: &std::path::Path, opts: &LabOpts) -> Result<LabResul
         );
     }
     let of = |cookie: u64| -> Vec<&EventLine> {
-        events.iter().filter(|e| e.cookie == Some(cookie)).collect()
+        events
+            .iter()
+            .filter(|e| e.id.cookie == Some(cookie))
+            .collect()
     };
     let rows = matrix
         .iter()

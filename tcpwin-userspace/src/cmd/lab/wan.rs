@@ -13,14 +13,15 @@ use tcpwin_lab::{
 };
 use tcpwin_model::{
     facts::{HostLimits, SockFacts},
+    judge::Judge,
     schema::{EndpointReport, WanRow},
-    units::{parse_duration_us, parse_rate},
-    verdict::{verdict, Input, Limit, Verdict},
+    units::PathSpec,
+    verdict::{Limit, Verdict},
 };
 
 use crate::{
     cli::SocketFilter,
-    cmd::snapshot,
+    gather::snapshot,
     host::{kconfig, netns},
     kernel::{btf::VMLINUX, iter::SocketIter},
 };
@@ -30,29 +31,6 @@ const PORT: u16 = 5403;
 /// last two thirds.
 const SECS: f64 = 6.0;
 const CC: &str = "cubic";
-
-/// `rtt=18ms,rate=1gbit`
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PathSpec {
-    pub rtt: Duration,
-    pub rate_bps: Option<u64>,
-}
-
-pub fn parse_path(s: &str) -> Result<PathSpec, String> {
-    let mut rtt = None;
-    let mut rate = None;
-    for part in s.split(',') {
-        match part.split_once('=') {
-            Some(("rtt", v)) => rtt = Some(Duration::from_micros(parse_duration_us(v)?)),
-            Some(("rate", v)) => rate = Some(parse_rate(v)?),
-            _ => return Err(format!("`{part}`: write rtt=18ms[,rate=250mbit]")),
-        }
-    }
-    Ok(PathSpec {
-        rtt: rtt.ok_or("the path needs rtt=..., e.g. rtt=18ms,rate=250mbit")?,
-        rate_bps: rate,
-    })
-}
 
 /// What the receiver's side is set to in a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,8 +76,11 @@ struct Spec {
     gro: bool,
     recv: Recv,
     expected: Limit,
+    /// one of the rows CI runs (`--quick`): the main contrasts
+    quick: bool,
 }
 
+#[allow(clippy::too_many_arguments)]
 const fn spec(
     scenario: &'static str,
     rtt_ms: u64,
@@ -108,6 +89,7 @@ const fn spec(
     gro: bool,
     recv: Recv,
     expected: Limit,
+    quick: bool,
 ) -> Spec {
     Spec {
         scenario,
@@ -117,6 +99,7 @@ const fn spec(
         gro,
         recv,
         expected,
+        quick,
     }
 }
 
@@ -137,6 +120,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             true,
             Recv::WscaleOff,
             WscaleOff,
+            true,
         ),
         spec(
             "wscale-off",
@@ -146,6 +130,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             true,
             Recv::WscaleOff,
             WscaleOff,
+            false,
         ),
         // 002's table: the window from 64 KB up, until the bottleneck takes over (ceilings
         // within 10 % of the bottleneck are left out: either verdict would be fair there)
@@ -160,6 +145,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 rmem_max: RMEM_MAX_BIG,
             },
             RcvbufLocked,
+            false,
         ),
         spec(
             "window-sweep",
@@ -172,6 +158,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 rmem_max: RMEM_MAX_BIG,
             },
             RcvbufLocked,
+            false,
         ),
         spec(
             "window-sweep",
@@ -184,6 +171,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 rmem_max: RMEM_MAX_BIG,
             },
             RcvbufLocked,
+            false,
         ),
         spec(
             "window-sweep",
@@ -196,6 +184,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 rmem_max: RMEM_MAX_BIG,
             },
             NotWindowLimited,
+            false,
         ),
         spec(
             "window-sweep",
@@ -208,6 +197,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 rmem_max: RMEM_MAX_BIG,
             },
             NotWindowLimited,
+            false,
         ),
         // 003: SO_RCVBUF 4 MB capped by rmem_max 425984, then rmem_max raised
         spec(
@@ -221,6 +211,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 rmem_max: RMEM_MAX_003,
             },
             RcvbufLocked,
+            true,
         ),
         spec(
             "rmem-max",
@@ -233,6 +224,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 rmem_max: RMEM_MAX_BIG,
             },
             NotWindowLimited,
+            false,
         ),
         spec(
             "autotune-max",
@@ -242,6 +234,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             true,
             Recv::RmemMax(512 << 10),
             AutotuneMax,
+            true,
         ),
         // one pinned buffer: the ratio decides the window (162 GRO off, 229 on, MTU 9000)
         spec(
@@ -252,6 +245,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             false,
             Recv::Pinned(1 << 20),
             LowRatio,
+            true,
         ),
         spec(
             "gro",
@@ -261,6 +255,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             true,
             Recv::Pinned(1 << 20),
             AutotuneMax,
+            true,
         ),
         spec(
             "gro",
@@ -270,6 +265,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             false,
             Recv::Pinned(1 << 20),
             AutotuneMax,
+            false,
         ),
         spec(
             "not-window-limited",
@@ -279,6 +275,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             true,
             Recv::Auto,
             NotWindowLimited,
+            true,
         ),
         spec(
             "window-clamp",
@@ -291,6 +288,7 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 clamp: 200_000,
             },
             WindowClamp,
+            true,
         ),
         spec(
             "app-not-reading",
@@ -300,9 +298,9 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             true,
             Recv::SlowReader { bps: 20 * M },
             AppNotReading,
+            true,
         ),
     ];
-    let quick_rows = [0usize, 7, 9, 10, 11, 13, 14, 15];
     let names: Vec<&str> = {
         let mut v: Vec<&str> = all.iter().map(|s| s.scenario).collect();
         v.dedup();
@@ -316,11 +314,8 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
     }
     Ok(all
         .iter()
-        .enumerate()
-        .filter(|(i, s)| {
-            (scenario == "all" || s.scenario == scenario) && (!quick || quick_rows.contains(i))
-        })
-        .map(|(_, s)| *s)
+        .filter(|s| (scenario == "all" || s.scenario == scenario) && (!quick || s.quick))
+        .copied()
         .collect())
 }
 
@@ -338,7 +333,8 @@ fn sample(
     snapshot::read(it, &netns::resolve(Some(ns))?, &filter, hz)
 }
 
-/// The verdict over the interval between two samples of the same (only) socket, and its facts.
+/// The verdict over the interval between two samples of the transfer's socket (the busiest of
+/// the port's), and its facts.
 fn judge(
     before: &[snapshot::Seen],
     after: &[snapshot::Seen],
@@ -347,16 +343,9 @@ fn judge(
     let now = after
         .iter()
         .max_by_key(|s| s.facts.bytes_received.max(s.facts.bytes_acked))?;
-    let prev = before
-        .iter()
-        .find(|s| s.facts.cookie == now.facts.cookie)
-        .map(|s| &s.facts);
-    let v = verdict(&Input {
-        now: &now.facts,
-        before: prev,
-        host: &now.host,
-        target_bps: Some(target),
-    });
+    let mut judge = Judge::new(Some(target));
+    judge.judge(before.iter().map(|s| (&s.facts, &s.host)));
+    let v = judge.judge([(&now.facts, &now.host)]).remove(0);
     Some((v, now.facts.clone(), now.host.clone()))
 }
 
@@ -503,6 +492,7 @@ pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
         gro: true,
         recv: Recv::Auto,
         expected: Limit::NotWindowLimited,
+        quick: true,
     };
     let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(
         std::path::Path::new(VMLINUX),
@@ -514,17 +504,6 @@ pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn path_specs() {
-        let p = parse_path("rtt=18ms,rate=250mbit").unwrap();
-        assert_eq!(p.rtt, Duration::from_millis(18));
-        assert_eq!(p.rate_bps, Some(250_000_000));
-        assert_eq!(parse_path("rtt=20ms").unwrap().rate_bps, None);
-        assert!(parse_path("rate=1gbit").unwrap_err().contains("rtt"));
-        assert!(parse_path("rtt=18").unwrap_err().contains("unit"));
-        assert!(parse_path("delay=18ms").unwrap_err().contains("rtt="));
-    }
 
     #[test]
     fn scenario_names() {

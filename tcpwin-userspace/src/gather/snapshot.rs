@@ -11,7 +11,7 @@ use tcpwin_model::{
 };
 
 use crate::{
-    cli::SocketFilter,
+    cli::{SocketFilter, SourceArg},
     host::{monotonic_ns, netns, owner, sockdiag, sysctl},
     kernel::iter::{Counting, SocketIter},
 };
@@ -21,15 +21,6 @@ pub enum Source {
     /// the BPF socket iterator: every fact
     Iterator(Box<SocketIter>),
     /// sock_diag: no scaling_ratio, window_clamp or rcvbuf lock (see `sockdiag::MISSING`)
-    SockDiag,
-}
-
-/// `--source`
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceArg {
-    /// the iterator, or sock_diag where the kernel refuses it
-    Auto,
-    Iterator,
     SockDiag,
 }
 
@@ -131,7 +122,7 @@ pub fn read(
         None => None,
     };
     let keep = |f: &SockFacts| {
-        filter.port_matches(f.lport, f.rport)
+        filter.port_matches(f.id.lport, f.id.rport)
             && wanted_inodes
                 .as_ref()
                 .is_none_or(|w| f.inode.is_some_and(|i| w.contains(&i)))

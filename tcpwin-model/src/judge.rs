@@ -1,0 +1,228 @@
+//! The judge: one stateful place that turns readings of sockets into verdicts. Every front end
+//! (`ss`, `top`, the exporter, the tracer's verdict lines, the lab) reads its sockets, hands the
+//! reading here and gets one verdict per socket back: over the interval since the same socket
+//! was last read, or over its life on its first reading (the verdict says which).
+//!
+//! A socket missing from a reading has closed (or left the filter): it is forgotten, and if it
+//! comes back it is judged afresh.
+use std::collections::{BTreeMap, HashMap};
+
+use crate::{
+    facts::{HostLimits, SockFacts},
+    schema::{VerdictLine, VerdictTag},
+    verdict::{verdict, Input, Limit, Verdict},
+};
+
+/// Verdicts over intervals: remembers each socket's last reading.
+#[derive(Debug, Default)]
+pub struct Judge {
+    /// the rate suggestions are sized for (`--target`); None: from what the socket shows
+    target_bps: Option<u64>,
+    before: HashMap<u64, SockFacts>,
+}
+
+impl Judge {
+    pub fn new(target_bps: Option<u64>) -> Judge {
+        Judge {
+            target_bps,
+            before: HashMap::new(),
+        }
+    }
+
+    /// Judges one reading of sockets, each with the limits of its namespace (in any order; the
+    /// verdicts come back in the same order).
+    pub fn judge<'a>(
+        &mut self,
+        now: impl IntoIterator<Item = (&'a SockFacts, &'a HostLimits)>,
+    ) -> Vec<Verdict> {
+        let mut next = HashMap::new();
+        let out = now
+            .into_iter()
+            .map(|(f, host)| {
+                let before = f.id.cookie.and_then(|c| self.before.get(&c));
+                let v = verdict(&Input {
+                    now: f,
+                    before,
+                    host,
+                    target_bps: self.target_bps,
+                });
+                if let Some(c) = f.id.cookie {
+                    next.insert(c, f.clone());
+                }
+                v
+            })
+            .collect();
+        self.before = next;
+        out
+    }
+
+    /// Sockets remembered for the next interval.
+    pub fn remembered(&self) -> usize {
+        self.before.len()
+    }
+}
+
+/// The tracer's verdict lines: one when a socket's binding limit changes, and a final one when
+/// it closes or the trace ends; counts the final verdicts.
+#[derive(Debug, Default)]
+pub struct Changes {
+    last: HashMap<u64, VerdictLine>,
+    /// sockets by their final verdict
+    pub finals: BTreeMap<Limit, u64>,
+}
+
+impl Changes {
+    /// A socket's verdict over an interval: the line to print when its limit changed.
+    pub fn observe(&mut self, f: &SockFacts, v: Verdict) -> Option<VerdictLine> {
+        let cookie = f.id.cookie?;
+        let line = VerdictLine {
+            event: VerdictTag::Verdict,
+            ts_ns: f.ts_ns,
+            id: f.id.clone(),
+            last: false,
+            verdict: v,
+        };
+        let changed = self.last.get(&cookie).map(|p| p.verdict.limit) != Some(line.verdict.limit);
+        self.last.insert(cookie, line.clone());
+        changed.then_some(line)
+    }
+
+    /// The socket closed: its last verdict, as final.
+    pub fn close(&mut self, cookie: u64) -> Option<VerdictLine> {
+        let mut l = self.last.remove(&cookie)?;
+        l.last = true;
+        *self.finals.entry(l.verdict.limit).or_default() += 1;
+        Some(l)
+    }
+
+    /// The trace ends: the last verdict of every socket still open, as final.
+    pub fn finish(&mut self) -> Vec<VerdictLine> {
+        let mut cookies: Vec<u64> = self.last.keys().copied().collect();
+        cookies.sort_unstable();
+        cookies.into_iter().filter_map(|c| self.close(c)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{schema::SocketId, verdict::Basis};
+
+    /// One socket read, with the limits of its namespace.
+    #[derive(Clone)]
+    struct Reading {
+        facts: SockFacts,
+        host: HostLimits,
+    }
+
+    fn all(r: &[Reading]) -> impl Iterator<Item = (&SockFacts, &HostLimits)> {
+        r.iter().map(|r| (&r.facts, &r.host))
+    }
+
+    fn host() -> HostLimits {
+        HostLimits {
+            rmem_max: Some(4 << 20),
+            tcp_rmem: Some([4096, 131072, 6 << 20]),
+            tcp_window_scaling: Some(true),
+            tcp_moderate_rcvbuf: Some(true),
+            memory_pressure: Some(false),
+            ..Default::default()
+        }
+    }
+
+    /// A receiver at `t` seconds that got `rx` bytes so far.
+    fn rcv(cookie: u64, t: f64, rx: u64) -> Reading {
+        Reading {
+            facts: SockFacts {
+                ts_ns: (t * 1e9) as u64,
+                id: SocketId {
+                    cookie: Some(cookie),
+                    lport: 5201,
+                    rport: 40000,
+                    ..Default::default()
+                },
+                state: 1,
+                scaling_ratio: Some(229),
+                window_clamp: Some(500_000),
+                rcv_ssthresh: Some(500_000),
+                rcv_wnd: Some(400_000),
+                sk_rcvbuf: Some(560_000),
+                rcvbuf_locked: Some(false),
+                wscale_ok: Some(true),
+                rcv_wscale: Some(7),
+                rcv_mss: Some(1448),
+                advmss: Some(1448),
+                unread: Some(0),
+                rcv_rtt_us: Some(20_000),
+                srtt_us: Some(20_000),
+                bytes_received: Some(rx),
+                bytes_acked: Some(1),
+                ..Default::default()
+            },
+            host: host(),
+        }
+    }
+
+    #[test]
+    fn first_reading_is_over_the_life_then_intervals() {
+        let mut j = Judge::new(None);
+        let v = j.judge(all(&[rcv(1, 1.0, 10_000_000)]));
+        assert_eq!(v[0].basis, Basis::Life);
+        let v = j.judge(all(&[rcv(1, 2.0, 20_000_000)]));
+        assert_eq!(v[0].basis, Basis::Interval);
+        // 10 MB in a second
+        assert_eq!(v[0].rate_bps, Some(80_000_000));
+    }
+
+    #[test]
+    fn an_interval_with_no_data_is_idle() {
+        let mut j = Judge::new(None);
+        j.judge(all(&[rcv(1, 1.0, 5_000)]));
+        let v = j.judge(all(&[rcv(1, 2.0, 5_000)]));
+        assert_eq!(v[0].limit, Limit::Idle, "{v:?}");
+    }
+
+    #[test]
+    fn a_zero_window_with_unread_data_is_the_application() {
+        let mut j = Judge::new(None);
+        j.judge(all(&[rcv(1, 1.0, 5_000_000)]));
+        let mut now = rcv(1, 2.0, 5_100_000);
+        now.facts.rcv_wnd = Some(0);
+        now.facts.unread = Some(560_000);
+        let v = j.judge(all(&[now]));
+        assert_eq!(v[0].limit, Limit::AppNotReading, "{v:?}");
+    }
+
+    #[test]
+    fn a_socket_that_closes_mid_interval_is_forgotten() {
+        let mut j = Judge::new(None);
+        j.judge(all(&[rcv(1, 1.0, 0), rcv(2, 1.0, 0)]));
+        assert_eq!(j.remembered(), 2);
+        // socket 2 closed before the second reading
+        let v = j.judge(all(&[rcv(1, 2.0, 1_000_000)]));
+        assert_eq!(v.len(), 1);
+        assert_eq!(j.remembered(), 1);
+        // a socket reappearing (a reused cookie never is; a filter that let it out and in is)
+        // starts afresh: over its life, not over an interval that it was not read in
+        let v = j.judge(all(&[rcv(1, 3.0, 2_000_000), rcv(2, 3.0, 9_000_000)]));
+        assert_eq!(v[0].basis, Basis::Interval);
+        assert_eq!(v[1].basis, Basis::Life);
+    }
+
+    #[test]
+    fn changes_print_on_a_new_limit_and_once_at_close() {
+        let mut j = Judge::new(None);
+        let mut c = Changes::default();
+        j.judge(all(&[rcv(1, 1.0, 0)]));
+        let r = rcv(1, 2.0, 0);
+        let v = j.judge(all(std::slice::from_ref(&r))).remove(0);
+        assert!(c.observe(&r.facts, v.clone()).is_some());
+        // the same limit again: nothing new to say
+        assert!(c.observe(&r.facts, v).is_none());
+        let f = c.close(1).unwrap();
+        assert!(f.last);
+        assert_eq!(c.finals.get(&Limit::Idle), Some(&1));
+        assert!(c.close(1).is_none());
+        assert!(c.finish().is_empty());
+    }
+}

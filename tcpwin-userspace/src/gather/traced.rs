@@ -1,0 +1,110 @@
+//! The tracer's verdicts: once a second the traced sockets are read through the tracer's own
+//! socket iterator (inside their namespaces) and judged over the last interval; a verdict line
+//! leaves when a socket's binding limit changes, and a final one when it closes or the trace
+//! ends.
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::Result;
+use tcpwin_common::Offsets;
+use tcpwin_model::{
+    facts::SockFacts,
+    judge::{Changes, Judge},
+    schema::{SampleLine, VerdictLine},
+    verdict::{Basis, Limit},
+};
+
+use super::snapshot;
+use crate::{
+    host::netns::{self, Netns},
+    kernel::tracer::Tracer,
+};
+
+pub struct TracedVerdicts {
+    hz: Option<u32>,
+    offsets: Offsets,
+    namespaces: HashMap<u64, Netns>,
+    judge: Judge,
+    changes: Changes,
+}
+
+impl TracedVerdicts {
+    pub fn new(hz: Option<u32>, offsets: Offsets) -> TracedVerdicts {
+        TracedVerdicts {
+            hz,
+            offsets,
+            namespaces: HashMap::new(),
+            judge: Judge::new(None),
+            changes: Changes::default(),
+        }
+    }
+
+    /// The namespace with this inode (named, or one a process lives in), looked up again when
+    /// unknown: a namespace created during the trace.
+    fn namespace(&mut self, inode: u64) -> Option<Netns> {
+        if !self.namespaces.contains_key(&inode) {
+            if let Ok(all) = netns::resolve(Some("all")) {
+                self.namespaces = all.into_iter().map(|n| (n.inode, n)).collect();
+            }
+        }
+        self.namespaces.get(&inode).cloned()
+    }
+
+    /// Judges the live traced sockets `(cookie, netns)`; returns the verdicts that changed and a
+    /// sample of every socket read (a recording's time series).
+    pub fn tick(
+        &mut self,
+        tracer: &mut Tracer,
+        live: &[(u64, u32)],
+    ) -> Result<(Vec<VerdictLine>, Vec<SampleLine>)> {
+        let mut by_ns: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for (c, ns) in live {
+            by_ns.entry(*ns).or_default().push(*c);
+        }
+        let mut seen = Vec::new();
+        for (ns, cookies) in by_ns {
+            // a namespace gone since: its sockets are closing, their close reports them
+            let Some(target) = self.namespace(ns as u64) else {
+                continue;
+            };
+            let keep = |f: &SockFacts| f.id.cookie.is_some_and(|c| cookies.contains(&c));
+            let (offsets, hz) = (self.offsets, self.hz);
+            let mut facts = || -> Result<Vec<SockFacts>> {
+                let ts = crate::host::monotonic_ns();
+                Ok(snapshot::record_facts(
+                    &tracer.read_sockets()?,
+                    &offsets,
+                    hz,
+                    ts,
+                ))
+            };
+            if let Ok(s) = snapshot::read_with(&mut facts, &[target], &keep) {
+                seen.extend(s);
+            }
+        }
+        let verdicts = self.judge.judge(seen.iter().map(|s| (&s.facts, &s.host)));
+        let mut out = Vec::new();
+        let mut samples = Vec::with_capacity(seen.len());
+        for (s, v) in seen.iter().zip(verdicts) {
+            // a socket's first reading has no interval yet: nothing to judge over
+            if v.basis == Basis::Life {
+                samples.push(SampleLine::new(&s.facts, None));
+                continue;
+            }
+            samples.push(SampleLine::new(&s.facts, Some(&v)));
+            out.extend(self.changes.observe(&s.facts, v));
+        }
+        Ok((out, samples))
+    }
+
+    /// The socket closed: its last verdict, as final.
+    pub fn close(&mut self, cookie: u64) -> Option<VerdictLine> {
+        self.changes.close(cookie)
+    }
+
+    /// The trace ends: the last verdict of every socket still open, as final; and the count of
+    /// sockets by final verdict.
+    pub fn finish(&mut self) -> (Vec<VerdictLine>, BTreeMap<Limit, u64>) {
+        let lines = self.changes.finish();
+        (lines, std::mem::take(&mut self.changes.finals))
+    }
+}

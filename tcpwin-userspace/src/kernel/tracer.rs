@@ -1,0 +1,77 @@
+//! The tracer's programs: the object loaded with the running kernel's offsets and the session's
+//! filters, the hooks of the backend asked attached, and the socket iterator of the same object
+//! (the verdicts read the traced sockets through it).
+use std::path::Path;
+
+use anyhow::Result;
+use aya::Ebpf;
+use tcpwin_common::{Config, SockRecord};
+
+use super::{
+    attach::{self, Attached, Backend},
+    btf::{kernel_btf, Layout},
+    iter, maps,
+    object::{self, LoadOpts},
+};
+
+/// The tracer's programs loaded and attached.
+pub struct Tracer {
+    pub bpf: Ebpf,
+    pub attached: Attached,
+    pub layout: &'static Layout,
+    aya_btf: &'static aya::Btf,
+}
+
+impl Tracer {
+    /// Loads the object with `config` (the --pid / --port filters) and attaches `backend`.
+    pub fn load(
+        btf_path: &Path,
+        obj: Option<&Path>,
+        config: Config,
+        backend: Backend,
+        ringbuf_kib: u32,
+    ) -> Result<Tracer> {
+        object::check_privileges()?;
+        let k = kernel_btf(btf_path)?;
+        let opts = LoadOpts {
+            obj,
+            config,
+            ringbuf_bytes: ringbuf_kib * 1024,
+        };
+        let mut bpf = object::load(&opts, &k.layout, &k.aya)?;
+        let attached = attach::attach(&mut bpf, &k.aya, backend)?;
+        if attached
+            .hooks
+            .iter()
+            .any(|h| h.target == "tcp_select_initial_window")
+        {
+            maps::enable_init_matching(&mut bpf)?;
+        }
+        Ok(Tracer {
+            bpf,
+            attached,
+            layout: &k.layout,
+            aya_btf: &k.aya,
+        })
+    }
+
+    /// Loads the object's socket iterator, for reading the traced sockets.
+    pub fn prepare_iter(&mut self) -> Result<()> {
+        iter::prepare(&mut self.bpf, self.aya_btf)
+    }
+
+    /// Every TCP socket of the calling thread's namespace (after [`Tracer::prepare_iter`]).
+    pub fn read_sockets(&mut self) -> Result<Vec<SockRecord>> {
+        iter::read(&mut self.bpf)
+    }
+
+    /// Runs the kernel skipped (read before [`Tracer::detach`]).
+    pub fn recursion_misses(&self) -> u64 {
+        attach::recursion_misses(&self.bpf, &self.attached.hooks)
+    }
+
+    /// Detaches every hook; the maps stay readable.
+    pub fn detach(&mut self) {
+        attach::release(&mut self.bpf, &self.attached.hooks);
+    }
+}
