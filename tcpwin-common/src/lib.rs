@@ -186,6 +186,12 @@ pub struct Offsets {
     pub tp_snd_wscale_bit: u32,
     pub tp_snd_wscale_bits: u32,
     pub tp_chrono_type_bit: u32,
+    /// `rtt_min.s[0].v`: the windowed minimum RTT (`tcp_min_rtt()`, `tcpi_min_rtt`), µs
+    pub tp_rtt_min: u32,
+    /// the sender's congestion window (segments), segments in flight, and its MSS
+    pub tp_snd_cwnd: u32,
+    pub tp_packets_out: u32,
+    pub tp_mss_cache: u32,
 }
 
 impl Offsets {
@@ -244,6 +250,10 @@ impl Offsets {
             tp_snd_wscale_bit: ABSENT,
             tp_snd_wscale_bits: ABSENT,
             tp_chrono_type_bit: ABSENT,
+            tp_rtt_min: ABSENT,
+            tp_snd_cwnd: ABSENT,
+            tp_packets_out: ABSENT,
+            tp_mss_cache: ABSENT,
         }
     }
 }
@@ -327,6 +337,10 @@ pub mod hook {
     pub const FN_SELECT_INITIAL_WINDOW: u8 = 9;
     pub const FN_OPENREQ_INIT_RWIN: u8 = 10;
     pub const COUNT: usize = 11;
+    /// not a kernel hook: a change the tracer's once-a-second socket iterator read found that no
+    /// hook had reported (made after the socket's last hooked packet); no counter
+    pub const ITER_CATCH_UP: u8 = 200;
+    pub const ITER_CATCH_UP_NAME: &str = "iter/tcp";
 
     pub const NAMES: [&str; COUNT] = [
         "tcp:tcp_probe",
@@ -471,7 +485,8 @@ pub struct SockRecord {
     pub rcv_wscale: u8,
     pub snd_wscale: u8,
     pub chrono_type: u8,
-    pub _pad: u8,
+    /// `sk_userlocks`: `SOCK_SNDBUF_LOCK` (1), `SOCK_RCVBUF_LOCK` (2)
+    pub userlocks: u8,
     pub window_clamp: u32,
     pub rcv_ssthresh: u32,
     pub rcv_wnd: u32,
@@ -489,6 +504,15 @@ pub struct SockRecord {
     pub wmem_queued: u32,
     pub chrono_start: u32,
     pub chrono_stat: [u32; 3],
+    /// `tcp_min_rtt()`, µs (0: no sample yet)
+    pub min_rtt_us: u32,
+    /// congestion window and segments in flight, in `mss_cache` units
+    pub snd_cwnd: u32,
+    pub packets_out: u32,
+    pub mss_cache: u32,
+    /// `rcvq_space.space`: what the tracer reports beside the window fields
+    pub rcvq_space: u32,
+    pub _pad: u32,
 }
 
 /// An ingress interface of the per-packet histogram; `IF_SLOTS` maps it to a slot of `PKT_HIST`.
@@ -555,8 +579,10 @@ pub mod tcp_state {
 pub const AF_INET: u8 = 2;
 pub const AF_INET6: u8 = 10;
 
-/// `SOCK_RCVBUF_LOCK` in `sk_userlocks`.
+/// `SOCK_RCVBUF_LOCK` in `sk_userlocks` (`SO_RCVBUF`: receive autotuning off).
 pub const SOCK_RCVBUF_LOCK: u8 = 2;
+/// `SOCK_SNDBUF_LOCK` in `sk_userlocks` (`SO_SNDBUF`: send buffer autotuning off).
+pub const SOCK_SNDBUF_LOCK: u8 = 1;
 
 /// The key of `ESTAB_COUNTS`: the namespace, window scaling negotiated, the passive side.
 pub const fn estab_key(netns: u32, wscale_ok: bool, passive: bool) -> u64 {
@@ -603,11 +629,11 @@ pub mod names {
 /// here, not a decode at run time (the eBPF side writes these bytes, userspace reads them).
 const _: () = {
     use core::mem::size_of;
-    assert!(size_of::<Offsets>() == 208);
+    assert!(size_of::<Offsets>() == 224);
     assert!(size_of::<Config>() == 8);
     assert!(size_of::<Checked>() == 16);
     assert!(size_of::<Event>() == 160);
-    assert!(size_of::<SockRecord>() == 160);
+    assert!(size_of::<SockRecord>() == 184);
     assert!(size_of::<IfKey>() == 8);
     assert!(size_of::<PortKey>() == 8);
     assert!(size_of::<TupleKey>() == 40);

@@ -53,6 +53,7 @@ pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
     r.rcv_ssthresh = snap.rcv_ssthresh;
     r.rcv_wnd = d.rcv_wnd;
     r.sk_rcvbuf = snap.sk_rcvbuf;
+    r.rcvq_space = snap.rcvq_space;
     r.rcv_mss = d.rcv_mss;
     r.advmss = d.advmss;
     r.rcv_nxt = Direct::at(sk, off!(tp_rcv_nxt));
@@ -65,6 +66,11 @@ pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
     r.wmem_queued = Direct::at(sk, off!(sk_wmem_queued));
     r.chrono_start = Direct::at(sk, off!(tp_chrono_start));
     r.chrono_stat = Direct::at(sk, off!(tp_chrono_stat));
+    r.userlocks = d.userlocks;
+    r.min_rtt_us = Direct::at(sk, off!(tp_rtt_min));
+    r.snd_cwnd = Direct::at(sk, off!(tp_snd_cwnd));
+    r.packets_out = Direct::at(sk, off!(tp_packets_out));
+    r.mss_cache = Direct::at(sk, off!(tp_mss_cache));
     let seq: u64 = Direct::at(ctx.meta, 0);
     // SAFETY: `seq` is the iterator's seq_file (bpf_iter_meta.seq, offset 0); the helper copies
     // size_of::<SockRecord>() bytes from `r`, a local.

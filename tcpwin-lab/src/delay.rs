@@ -12,6 +12,12 @@
 //! Everything it could not carry is counted: frames the receive socket dropped (the kernel's
 //! PACKET_STATISTICS), frames over the queue limit, sends the kernel refused (retried), and how
 //! late frames left.
+//!
+//! It can also be the path's bottleneck, away from the sender (a sender's own qdisc never holds
+//! a queue: TCP small queues make the sender wait instead): towards the receiver, frames leave a
+//! link of `rate` one after the other, waiting in a FIFO of `queue` bytes; a frame that finds
+//! it full is dropped (tail drop, counted apart: that is congestion, not the line failing). A
+//! deep queue there is the bufferbloat of a home router or a cable modem.
 use std::{
     collections::VecDeque,
     ffi::CString,
@@ -191,10 +197,19 @@ impl Drop for TxRing {
 /// Largest frame taken (jumbo MTU 9000 + headers, with room); GRO/GSO are off on the path.
 const FRAME_MAX: usize = 16 << 10;
 
+/// A bottleneck link inside the line: its rate and the bytes its queue holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bottleneck {
+    pub rate_bps: u64,
+    pub queue_bytes: u64,
+}
+
 /// What one direction did.
 #[derive(Debug, Default)]
 pub struct DirStats {
     pub forwarded: AtomicU64,
+    /// dropped by the bottleneck's full queue (congestion, as a router drops)
+    pub bottleneck_drops: AtomicU64,
     /// over the queue limit
     pub queue_drops: AtomicU64,
     /// sends the kernel refused (the receiver's veth queue full); the ring keeps such a frame
@@ -211,6 +226,7 @@ pub struct DirStats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
     pub forwarded: u64,
+    pub bottleneck_drops: u64,
     pub queue_drops: u64,
     pub send_retries: u64,
     pub socket_drops: u64,
@@ -334,10 +350,13 @@ fn forward(
     mut tx: TxRing,
     delay: Duration,
     queue_limit: usize,
+    bottleneck: Option<Bottleneck>,
     stop: Arc<AtomicBool>,
     st: Arc<DirStats>,
 ) -> Result<()> {
     let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    // when the bottleneck link is free again
+    let mut link_free = Instant::now();
     let mut free: Vec<Vec<u8>> = Vec::new();
     let mut queued = 0usize;
     let mut stats_read = Instant::now();
@@ -395,8 +414,8 @@ fn forward(
         if n <= 0 {
             continue;
         }
-        // take everything that arrived, stamped with one due time
-        let due = Instant::now() + delay;
+        // take everything that arrived, stamped with its due time
+        let arrived = Instant::now();
         loop {
             let mut buf = free.pop().unwrap_or_else(|| vec![0u8; FRAME_MAX]);
             buf.resize(FRAME_MAX, 0);
@@ -414,6 +433,24 @@ fn forward(
                 break;
             }
             buf.truncate(len as usize);
+            let due = match bottleneck {
+                None => arrived + delay,
+                Some(b) => {
+                    // the frame waits for the frames ahead of it on the link
+                    let start = link_free.max(arrived);
+                    let backlog = start.saturating_duration_since(arrived).as_secs_f64()
+                        * b.rate_bps as f64
+                        / 8.0;
+                    if backlog > b.queue_bytes as f64 {
+                        st.bottleneck_drops.fetch_add(1, Ordering::Relaxed);
+                        free.push(buf);
+                        continue;
+                    }
+                    link_free =
+                        start + Duration::from_secs_f64(buf.len() as f64 * 8.0 / b.rate_bps as f64);
+                    link_free + delay
+                }
+            };
             if queued + buf.len() > queue_limit {
                 st.queue_drops.fetch_add(1, Ordering::Relaxed);
                 free.push(buf);
@@ -445,6 +482,7 @@ impl DelayLine {
         one_way: Duration,
         queue_limit: usize,
         mtu: u32,
+        bottleneck: Option<Bottleneck>,
     ) -> Result<DelayLine> {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = [Arc::new(DirStats::default()), Arc::new(DirStats::default())];
@@ -455,6 +493,8 @@ impl DelayLine {
                 .with_context(|| format!("the path namespace {}", netns.display()))?;
             let (from, to) = (from.to_string(), to.to_string());
             let (stop, st, ready) = (stop.clone(), stats[i].clone(), ready_tx.clone());
+            // the bottleneck is on the way to `b` (the receiver); the ACKs pass freely
+            let neck = if i == 0 { bottleneck } else { None };
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("delay-{from}"))
@@ -481,7 +521,7 @@ impl DelayLine {
                         // SAFETY: prctl with plain integer arguments, this thread only.
                         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
                         let _ = ready.send(Ok(()));
-                        forward(rx, tx, one_way, queue_limit, stop, st)
+                        forward(rx, tx, one_way, queue_limit, neck, stop, st)
                     })
                     .context("starting a delay thread")?,
             );
@@ -507,6 +547,7 @@ impl DelayLine {
         for s in &self.stats {
             t.forwarded += s.forwarded.load(Ordering::Relaxed);
             t.queue_drops += s.queue_drops.load(Ordering::Relaxed);
+            t.bottleneck_drops += s.bottleneck_drops.load(Ordering::Relaxed);
             t.send_retries += s.send_retries.load(Ordering::Relaxed);
             t.socket_drops += s.socket_drops.load(Ordering::Relaxed);
             t.late += s.late.load(Ordering::Relaxed);
@@ -521,6 +562,7 @@ impl DelayLine {
             for c in [
                 &s.forwarded,
                 &s.queue_drops,
+                &s.bottleneck_drops,
                 &s.send_retries,
                 &s.late,
                 &s.max_late_us,

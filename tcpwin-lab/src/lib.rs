@@ -1,6 +1,7 @@
 //! tcpwin-lab: test hosts for tcpwin-trace, apart from the tracer's core. Used by the product's
 //! `lab` and `demo` commands, the end-to-end tests and the benchmark (`tcpwin-bench`).
 //!
+//! - `apps`: real programs as traffic (iperf3, nginx and curl), run inside the namespaces;
 //! - `netns`: two network namespaces joined by veth, or by a path namespace (a WAN), removed on
 //!   drop;
 //! - `delay`: the path's delay line (AF_PACKET forwarder; this machine kind has no netem);
@@ -8,6 +9,7 @@
 //!   connection from the owning process (the ground truth);
 //! - `sysctl`: global sysctls set for an experiment and restored;
 //! - `harness`: the tracer and the endpoints as child processes, bounded waits, Ctrl-C.
+pub mod apps;
 pub mod delay;
 pub mod endpoints;
 pub mod harness;

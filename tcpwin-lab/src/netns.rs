@@ -8,7 +8,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::delay::{DelayLine, Totals};
+use crate::delay::{Bottleneck, DelayLine, Totals};
 
 /// The path namespace of a WAN pair: its delay line and bottleneck.
 pub struct WanPath {
@@ -234,6 +234,18 @@ impl Pair {
         rtt: Duration,
         rate_bps: Option<u64>,
     ) -> Result<Pair> {
+        Self::create_wan_with(prefix, mtu, rtt, rate_bps, None)
+    }
+
+    /// As [`Pair::create_wan`], with `queue`: the bottleneck inside the path instead of on the
+    /// sender, holding this many bytes (a deep queue: the RTT grows with it) and dropping beyond.
+    pub fn create_wan_with(
+        prefix: &str,
+        mtu: u32,
+        rtt: Duration,
+        rate_bps: Option<u64>,
+        queue: Option<u64>,
+    ) -> Result<Pair> {
         if rtt < WAN_RTT_RANGE.0 || rtt > WAN_RTT_RANGE.1 {
             bail!(
                 "rtt {rtt:?}: the delay line holds RTTs between {:?} and {:?} on this machine",
@@ -285,7 +297,13 @@ impl Pair {
         }
         let one_way = rtt / 2;
         let mut queue_limit = 4 << 20;
-        if let Some(r) = rate_bps {
+        let in_path = rate_bps
+            .zip(queue)
+            .map(|(rate_bps, queue_bytes)| Bottleneck {
+                rate_bps,
+                queue_bytes,
+            });
+        if let (Some(r), None) = (rate_bps, in_path) {
             // The bottleneck is the sender's own egress: a tbf whose queue TCP small queues keep
             // short (the sender's TCP waits instead of losing packets). At the path's egress the
             // TX ring would retry what the qdisc refuses (tpacket_snd re-queues a dropped frame),
@@ -318,6 +336,7 @@ impl Pair {
             one_way,
             queue_limit,
             mtu,
+            in_path,
         )?;
         if let Some(w) = p.path.as_mut() {
             w.line = Some(line);

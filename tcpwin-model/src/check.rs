@@ -147,8 +147,13 @@ pub fn check(
         };
         let need_buffer = space_from_win(need, ratio);
         let window_of = |buf: u64| win_from_space(buf, ratio).min(scaled_cap);
+        // per-namespace settings run in the namespace checked; rmem_max is global
+        let in_ns = |cmd: String| match &limits.run_in {
+            Some(p) => format!("{p} {cmd}"),
+            None => cmd,
+        };
         let wscale_fix = (limits.tcp_window_scaling == Some(false) && need > 65535)
-            .then(|| "sysctl -w net.ipv4.tcp_window_scaling=1".to_string());
+            .then(|| in_ns("sysctl -w net.ipv4.tcp_window_scaling=1".to_string()));
         // autotuning grows the buffer to tcp_rmem[2] (or stays at tcp_rmem[1] when off)
         let auto_buf = match limits.tcp_moderate_rcvbuf {
             Some(false) => limits.tcp_rmem.map(|t| t[1]),
@@ -159,14 +164,14 @@ pub fn check(
         if auto_win.is_some_and(|w| w < need) {
             fix.extend(wscale_fix.clone());
             if let (Some(nb), Some(t)) = (need_buffer, limits.tcp_rmem) {
-                if win_from_space(t[2], ratio) < need {
-                    fix.push(format!(
+                if win_from_space(t[2], ratio) < need && nb > t[2] {
+                    fix.push(in_ns(format!(
                         "sysctl -w net.ipv4.tcp_rmem=\"{} {} {nb}\"",
                         t[0], t[1]
-                    ));
+                    )));
                 }
                 if limits.tcp_moderate_rcvbuf == Some(false) {
-                    fix.push("sysctl -w net.ipv4.tcp_moderate_rcvbuf=1".into());
+                    fix.push(in_ns("sysctl -w net.ipv4.tcp_moderate_rcvbuf=1".into()));
                 }
             }
         }
@@ -182,9 +187,11 @@ pub fn check(
         let mut fix = Vec::new();
         if so_win.is_some_and(|w| w < need) {
             fix.extend(wscale_fix);
-            if let Some(nb) = need_buffer {
+            // never lower it: only when the buffer needed is above what rmem_max allows now
+            // (the window may be capped by something else, e.g. scaling off)
+            if let Some(nb) = need_buffer.filter(|nb| so_buf.is_none_or(|b| *nb > b)) {
                 fix.push(format!(
-                    "sysctl -w net.core.rmem_max={} (and an SO_RCVBUF request >= that)",
+                    "sysctl -w net.core.rmem_max={} (global: every namespace; and an SO_RCVBUF request >= that)",
                     nb.div_ceil(2)
                 ));
             }
@@ -272,7 +279,7 @@ mod tests {
         assert_eq!(so.fits, Some(false));
         assert_eq!(
             so.fix,
-            vec!["sysctl -w net.core.rmem_max=1777778 (and an SO_RCVBUF request >= that)"]
+            vec!["sysctl -w net.core.rmem_max=1777778 (global: every namespace; and an SO_RCVBUF request >= that)"]
         );
         assert!(!r.fits_all());
     }
@@ -302,6 +309,32 @@ mod tests {
         assert!(parse_bdp("1gbit").unwrap_err().contains("RATE:RTT"));
         assert!(parse_bdp("1gbit:18").unwrap_err().contains("unit"));
         assert!(parse_bdp("fast:18ms").is_err());
+    }
+
+    /// `check --netns X` with scaling off there and a large rmem_max: the fix is scaling, in X;
+    /// rmem_max is never suggested below what the host has.
+    #[test]
+    fn fixes_never_lower_and_run_in_the_namespace() {
+        let l = HostLimits {
+            rmem_max: Some(4_194_304),
+            tcp_window_scaling: Some(false),
+            run_in: Some("ip netns exec x".into()),
+            ..limits()
+        };
+        let r = run(l, 229, "100mbit:20ms");
+        for f in &r.fits {
+            assert!(!f.fits.unwrap(), "{f:?}");
+            assert!(
+                f.fix.iter().all(|x| !x.contains("rmem_max=")),
+                "lowers rmem_max: {f:?}"
+            );
+            assert!(
+                f.fix.contains(
+                    &"ip netns exec x sysctl -w net.ipv4.tcp_window_scaling=1".to_string()
+                ),
+                "{f:?}"
+            );
+        }
     }
 
     #[test]

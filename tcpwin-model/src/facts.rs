@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
-use tcpwin_common::{flag, Offsets, SockRecord, ABSENT, AF_INET6};
+use tcpwin_common::{flag, Offsets, SockRecord, ABSENT, AF_INET6, SOCK_SNDBUF_LOCK};
 
 pub use crate::id::endpoint;
 use crate::id::SocketId;
@@ -29,8 +29,12 @@ pub struct SockFacts {
     /// the window last advertised
     pub rcv_wnd: Option<u32>,
     pub sk_rcvbuf: Option<u32>,
+    /// `rcvq_space.space`: the receive-queue space autotuning measured (per RTT)
+    pub rcvq_space: Option<u32>,
     /// `SO_RCVBUF` set: autotuning off
     pub rcvbuf_locked: Option<bool>,
+    /// `SO_SNDBUF` set: the send buffer's autotuning off
+    pub sndbuf_locked: Option<bool>,
     /// window scaling negotiated with the peer
     pub wscale_ok: Option<bool>,
     pub rcv_wscale: Option<u8>,
@@ -44,6 +48,13 @@ pub struct SockFacts {
     pub rcv_rtt_us: Option<u32>,
     /// smoothed RTT, µs
     pub srtt_us: Option<u32>,
+    /// the windowed minimum RTT (`tcpi_min_rtt`), µs: the path's base RTT as this end measured
+    /// it (a pure receiver's comes from the handshake); 0: no sample
+    pub min_rtt_us: Option<u32>,
+    /// congestion window and segments in flight (units of `mss_cache`)
+    pub snd_cwnd: Option<u32>,
+    pub packets_out: Option<u32>,
+    pub mss_cache: Option<u32>,
     pub bytes_received: Option<u64>,
     pub bytes_acked: Option<u64>,
     /// the peer's advertised window, bytes (scaled)
@@ -57,6 +68,11 @@ pub struct SockFacts {
 }
 
 impl SockFacts {
+    /// Bytes in flight (segments out x MSS), when both are known.
+    pub fn inflight_bytes(&self) -> Option<u64> {
+        Some(self.packets_out? as u64 * self.mss_cache? as u64)
+    }
+
     /// The RTT a receiver's window is judged against: its own estimate when it has one, else the
     /// smoothed RTT (a pure receiver's srtt stays at the handshake sample).
     pub fn receiver_rtt_us(&self) -> Option<u32> {
@@ -66,6 +82,9 @@ impl SockFacts {
         }
     }
 }
+
+/// `TCP_ESTABLISHED`
+pub const ESTABLISHED: u8 = 1;
 
 /// A TCP state as `ss` names it.
 pub fn state_name(state: u8) -> &'static str {
@@ -141,7 +160,9 @@ impl SockFacts {
             rcv_ssthresh: opt(o.tp_rcv_ssthresh, r.rcv_ssthresh),
             rcv_wnd: opt(o.tp_rcv_wnd, r.rcv_wnd),
             sk_rcvbuf: opt(o.sk_rcvbuf, r.sk_rcvbuf),
+            rcvq_space: opt(o.tp_rcvq_space, r.rcvq_space),
             rcvbuf_locked: opt(o.sk_userlocks, r.flags & flag::RCVBUF_LOCKED != 0),
+            sndbuf_locked: opt(o.sk_userlocks, r.userlocks & SOCK_SNDBUF_LOCK != 0),
             wscale_ok: wscale_known.then_some(r.flags & flag::WSCALE_OK != 0),
             rcv_wscale: opt(o.tp_rcv_wscale_bit, r.rcv_wscale),
             snd_wscale: opt(o.tp_snd_wscale_bit, r.snd_wscale),
@@ -152,6 +173,10 @@ impl SockFacts {
             rmem_alloc: opt(o.sk_rmem_alloc, r.rmem_alloc),
             rcv_rtt_us: opt(o.tp_rcv_rtt_us, r.rcv_rtt_us8 >> 3),
             srtt_us: opt(o.tp_srtt_us, r.srtt_us8 >> 3),
+            min_rtt_us: opt(o.tp_rtt_min, r.min_rtt_us),
+            snd_cwnd: opt(o.tp_snd_cwnd, r.snd_cwnd),
+            packets_out: opt(o.tp_packets_out, r.packets_out),
+            mss_cache: opt(o.tp_mss_cache, r.mss_cache),
             bytes_received: opt(o.tp_bytes_received, r.bytes_received),
             bytes_acked: opt(o.tp_bytes_acked, r.bytes_acked),
             snd_wnd: opt(o.tp_snd_wnd, r.snd_wnd),
@@ -178,6 +203,11 @@ pub struct HostLimits {
     pub tcp_adv_win_scale: Option<i32>,
     /// TCP memory pressure (`tcp_mem` crossed)
     pub memory_pressure: Option<bool>,
+    /// how to run a command in the namespace these settings belong to, when it is not the
+    /// caller's (`ip netns exec NAME`, `nsenter -t PID -n`): a fix for a per-namespace setting
+    /// runs there
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_in: Option<String>,
 }
 
 impl HostLimits {

@@ -3,15 +3,34 @@
 //! reading here and gets one verdict per socket back: over the interval since the same socket
 //! was last read, or over its life on its first reading (the verdict says which).
 //!
-//! A socket missing from a reading has closed (or left the filter): it is forgotten, and if it
-//! comes back it is judged afresh.
-use std::collections::{BTreeMap, HashMap};
+//! Both ends of a connection in one reading (one host, or namespaces read together) are judged
+//! together and get the same verdict. A socket missing from a reading has closed (or left the
+//! filter): it is forgotten, and if it comes back it is judged afresh.
+use std::{
+    collections::{BTreeMap, HashMap},
+    net::IpAddr,
+};
 
 use crate::{
     facts::{HostLimits, SockFacts},
+    id::SocketId,
     schema::{VerdictLine, VerdictTag},
-    verdict::{verdict, Input, Limit, Verdict},
+    verdict::{verdict, End, Input, Limit, Verdict},
 };
+
+type Tuple = (Option<IpAddr>, u16, Option<IpAddr>, u16);
+
+/// A connection's four-tuple as one end sees it, IPv4-mapped addresses as IPv4 (a dual-stack
+/// socket's peer may be a plain IPv4 socket).
+fn tuple(id: &SocketId) -> Tuple {
+    let c = |a: Option<IpAddr>| a.map(|a| a.to_canonical());
+    (c(id.laddr), id.lport, c(id.raddr), id.rport)
+}
+
+fn peer_tuple(id: &SocketId) -> Tuple {
+    let (l, lp, r, rp) = tuple(id);
+    (r, rp, l, lp)
+}
 
 /// Verdicts over intervals: remembers each socket's last reading.
 #[derive(Debug, Default)]
@@ -19,6 +38,8 @@ pub struct Judge {
     /// the rate suggestions are sized for (`--target`); None: from what the socket shows
     target_bps: Option<u64>,
     before: HashMap<u64, SockFacts>,
+    /// per socket, the lowest receiver RTT estimate seen (a receiver's base RTT)
+    min_rcv_rtt: HashMap<u64, u32>,
 }
 
 impl Judge {
@@ -26,33 +47,59 @@ impl Judge {
         Judge {
             target_bps,
             before: HashMap::new(),
+            min_rcv_rtt: HashMap::new(),
         }
     }
 
     /// Judges one reading of sockets, each with the limits of its namespace (in any order; the
-    /// verdicts come back in the same order).
+    /// verdicts come back in the same order). Two sockets of the reading that are the two ends
+    /// of one connection are judged together.
     pub fn judge<'a>(
         &mut self,
         now: impl IntoIterator<Item = (&'a SockFacts, &'a HostLimits)>,
     ) -> Vec<Verdict> {
-        let mut next = HashMap::new();
-        let out = now
-            .into_iter()
-            .map(|(f, host)| {
-                let before = f.id.cookie.and_then(|c| self.before.get(&c));
-                let v = verdict(&Input {
+        let now: Vec<(&SockFacts, &HostLimits)> = now.into_iter().collect();
+        // the lowest receiver RTT each socket has shown
+        let mut min_rcv_rtt = HashMap::new();
+        for (f, _) in &now {
+            if let (Some(c), Some(r)) = (f.id.cookie, f.rcv_rtt_us.filter(|r| *r > 0)) {
+                let m = self.min_rcv_rtt.get(&c).map_or(r, |m| (*m).min(r));
+                min_rcv_rtt.insert(c, m);
+            }
+        }
+        // the ends of each connection: a tuple seen once only (two namespaces with the same
+        // addresses are not paired)
+        let mut by_tuple: HashMap<Tuple, Vec<usize>> = HashMap::new();
+        for (i, (f, _)) in now.iter().enumerate() {
+            by_tuple.entry(tuple(&f.id)).or_default().push(i);
+        }
+        let end = |i: usize| End {
+            now: now[i].0,
+            before: now[i].0.id.cookie.and_then(|c| self.before.get(&c)),
+            host: now[i].1,
+        };
+        let out = (0..now.len())
+            .map(|i| {
+                let (f, host) = now[i];
+                let peer = match by_tuple.get(&peer_tuple(&f.id)).map(Vec::as_slice) {
+                    Some([j]) if *j != i && by_tuple[&tuple(&f.id)].len() == 1 => Some(end(*j)),
+                    _ => None,
+                };
+                verdict(&Input {
                     now: f,
-                    before,
+                    before: f.id.cookie.and_then(|c| self.before.get(&c)),
                     host,
                     target_bps: self.target_bps,
-                });
-                if let Some(c) = f.id.cookie {
-                    next.insert(c, f.clone());
-                }
-                v
+                    peer,
+                    min_rcv_rtt_us: f.id.cookie.and_then(|c| min_rcv_rtt.get(&c).copied()),
+                })
             })
             .collect();
-        self.before = next;
+        self.before = now
+            .iter()
+            .filter_map(|(f, _)| Some((f.id.cookie?, (*f).clone())))
+            .collect();
+        self.min_rcv_rtt = min_rcv_rtt;
         out
     }
 
@@ -207,6 +254,42 @@ mod tests {
         let v = j.judge(all(&[rcv(1, 3.0, 2_000_000), rcv(2, 3.0, 9_000_000)]));
         assert_eq!(v[0].basis, Basis::Interval);
         assert_eq!(v[1].basis, Basis::Life);
+    }
+
+    #[test]
+    fn both_ends_in_one_reading_share_one_verdict() {
+        let mut j = Judge::new(None);
+        let r = |t: f64, rx: u64| rcv(1, t, rx);
+        let s = |t: f64, acked: u64| {
+            let mut f = rcv(2, t, 0);
+            f.facts.id.lport = 40000;
+            f.facts.id.rport = 5201;
+            f.facts.id.laddr = Some("::ffff:10.0.0.1".parse().unwrap());
+            f.facts.bytes_received = Some(0);
+            f.facts.bytes_acked = Some(acked);
+            f.facts.snd_wnd = Some(400_000);
+            f.facts.unread = Some(0);
+            f
+        };
+        let addrs = |mut x: Reading| {
+            x.facts.id.laddr = Some("10.0.0.1".parse().unwrap());
+            x.facts.id.raddr = Some("10.0.0.1".parse().unwrap());
+            x
+        };
+        let (r1, s1) = (addrs(r(1.0, 0)), s(1.0, 0));
+        j.judge(all(&[r1, s1]));
+        let mut s2 = s(2.0, 10_000_000);
+        s2.facts.id.raddr = Some("10.0.0.1".parse().unwrap());
+        let v = j.judge(all(&[addrs(r(2.0, 10_000_000)), s2]));
+        assert_eq!(v[0].limit, v[1].limit, "{v:?}");
+        assert!(v[0].peer.is_some() && v[1].peer.is_some(), "{v:?}");
+        assert_eq!(
+            (v[0].side, v[1].side),
+            (
+                crate::verdict::Side::Receiving,
+                crate::verdict::Side::Sending
+            )
+        );
     }
 
     #[test]

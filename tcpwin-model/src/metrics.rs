@@ -102,17 +102,23 @@ pub struct TopSocket {
 impl TopSocket {
     /// A socket that moved data over the interval, with a known ceiling; None otherwise.
     pub fn of(f: &SockFacts, v: &Verdict, netns: &str) -> Option<TopSocket> {
-        let (rate, ceiling) = (v.rate_bps?, v.ceiling_bps?);
+        let rate = v.rate_bps?;
         if rate == 0 {
             return None;
         }
+        // a zero window has no ceiling: nothing more can move
+        let window_use = match (v.ceiling_bps, v.window) {
+            (Some(c), _) if c > 0 => rate as f64 / c as f64,
+            (_, Some(0)) | (Some(_), _) => f64::INFINITY,
+            (None, _) => return None,
+        };
         Some(TopSocket {
             local: f.id.local(),
             remote: f.id.remote(),
             netns: netns.to_string(),
             side: v.side.id(),
             limit: v.limit.id(),
-            window_use: rate as f64 / ceiling as f64,
+            window_use,
             window_bytes: v.window.map(|w| w as f64),
             rate_bytes_per_second: rate as f64 / 8.0,
         })
@@ -245,6 +251,7 @@ mod tests {
             rwnd_limited_share: None,
             setting: None,
             suggested: None,
+            ..Verdict::unknown(Side::Receiving)
         };
         let mut s = Scrape::default();
         s.add(
@@ -309,6 +316,7 @@ mod tests {
             rwnd_limited_share: Some(0.9),
             setting: None,
             suggested: None,
+            ..Verdict::unknown(Side::Receiving)
         };
         let f = SockFacts {
             id: crate::schema::SocketId {

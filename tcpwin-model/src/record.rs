@@ -80,6 +80,9 @@ impl Record {
         self.has(flag::PID).then_some(self.ev.pid)
     }
     pub fn hook_name(&self) -> &'static str {
+        if self.ev.hook == hook::ITER_CATCH_UP {
+            return hook::ITER_CATCH_UP_NAME;
+        }
         hook::NAMES
             .get(self.ev.hook as usize)
             .copied()

@@ -152,6 +152,10 @@ pub struct Counters {
     pub recheck_skipped: u64,
     /// runs of the tracer's programs the kernel skipped (recursion on one CPU)
     pub hook_runs_missed: u64,
+    /// changes no hook reported, found by the once-a-second socket iterator reading (and the
+    /// one at exit) and reported as events from `iter/tcp`
+    #[serde(default)]
+    pub caught_up: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -379,6 +383,14 @@ pub struct WanRow {
     pub scenario: String,
     /// the receiver's setting of this row, in words
     pub condition: String,
+    /// the traffic: the lab's own endpoints, or a real program (`iperf3 -w 8K`, `nginx
+    /// sndbuf=32k -> curl`)
+    pub app: String,
+    /// the run's number with `--repeat`
+    pub run: u32,
+    /// the bottleneck's queue inside the path, ms at its rate (null: the sender's own tbf,
+    /// which TCP small queues keep short; or no bottleneck)
+    pub queue_ms: Option<u32>,
     /// the RTT asked of the path, and the one TCP saw (the sender's `tcpi_min_rtt`)
     pub rtt_ms: f64,
     pub min_rtt_ms: Option<f64>,
@@ -393,16 +405,24 @@ pub struct WanRow {
     pub window: Option<u64>,
     pub ceiling_bps: Option<u64>,
     pub predicted_bps: Option<u64>,
-    /// the sender's own steady rate (bytes acknowledged over the last two thirds)
+    /// the sender's own steady rate (bytes acknowledged over the last two thirds; with a real
+    /// program, the rate it reports itself)
     pub throughput_bps: Option<u64>,
     /// the sender's rwnd-limited share of busy time (its TCP_INFO)
     pub rwnd_limited_share: Option<f64>,
     /// the window the sender saw advertised when it stopped writing (its `tcpi_snd_wnd`)
     pub snd_wnd: Option<u32>,
+    /// the receiving end's and the sending end's verdicts (both ends read and judged together)
     pub verdict: Option<crate::verdict::Limit>,
     pub sender_verdict: Option<crate::verdict::Limit>,
-    /// the limit this scenario is built to show
+    /// the limit this scenario is built to show, and a second verdict that says the same where
+    /// the path decides between them (`not-window-limited` or `path-queue`)
     pub expected: crate::verdict::Limit,
+    pub also_expected: Option<crate::verdict::Limit>,
+    /// the verdict's numbers: RTT, base RTT, the queue
+    pub rtt_us: Option<u32>,
+    pub base_rtt_us: Option<u32>,
+    pub queue_us: Option<u32>,
     pub setting: Option<String>,
     pub suggested: Option<String>,
     pub scaling_ratio: Option<u8>,
@@ -412,6 +432,13 @@ pub struct WanRow {
     pub path_late: u64,
     pub path_max_late_us: u64,
     pub path_drops: u64,
+}
+
+impl WanRow {
+    /// The verdict is one the scenario is built to show.
+    pub fn accepts(&self, got: Option<crate::verdict::Limit>) -> bool {
+        got.is_some_and(|g| g == self.expected || Some(g) == self.also_expected)
+    }
 }
 
 /// One socket of `tcpwin-trace ss --json`: its facts (null where the source cannot read them),

@@ -104,6 +104,10 @@ fn parse_msg(b: &[u8], ts_ns: u64) -> Option<SockFacts> {
                     f.rcv_ssthresh = Some(t.rcv_ssthresh);
                     f.rcv_rtt_us = Some(t.rcv_rtt_us);
                     f.srtt_us = Some(t.rtt_us);
+                    f.min_rtt_us = t.min_rtt_us;
+                    f.snd_cwnd = Some(t.snd_cwnd);
+                    f.packets_out = Some(t.unacked);
+                    f.mss_cache = Some(t.snd_mss);
                     f.bytes_received = t.bytes_received;
                     f.bytes_acked = t.bytes_acked;
                     f.snd_wnd = t.snd_wnd;

@@ -14,6 +14,8 @@ pub struct TcpInfo {
     pub wscale_ok: bool,
     pub snd_mss: u32,
     pub rcv_mss: u32,
+    /// `tcpi_unacked`: segments in flight (`packets_out`)
+    pub unacked: u32,
     pub rcv_ssthresh: u32,
     /// smoothed RTT, µs (`srtt_us >> 3`)
     pub rtt_us: u32,
@@ -64,6 +66,7 @@ impl TcpInfo {
             wscale_ok: b[5] & OPT_WSCALE != 0,
             snd_mss: u(16),
             rcv_mss: u(20),
+            unacked: u(24),
             rcv_ssthresh: u(64),
             rtt_us: u(68),
             snd_cwnd: u(80),

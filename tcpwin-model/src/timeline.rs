@@ -3,7 +3,10 @@
 //! number of live sockets, not how many came and went.
 use std::{collections::HashMap, net::IpAddr};
 
+use tcpwin_common::{flag, hook, kind, Event, AF_INET, AF_INET6};
+
 use crate::{
+    facts::SockFacts,
     hist::{Hist, BYTES_SCALE, RATIO_SCALE},
     kind::EventKind,
     record::Record,
@@ -16,6 +19,8 @@ pub struct Last {
     pub scaling_ratio: Option<u8>,
     pub window_clamp: u32,
     pub rcv_ssthresh: u32,
+    pub sk_rcvbuf: u32,
+    pub rcvq_space: u32,
     pub events: u64,
 }
 
@@ -81,6 +86,8 @@ impl Sockets {
             scaling_ratio: None,
             window_clamp: 0,
             rcv_ssthresh: 0,
+            sk_rcvbuf: 0,
+            rcvq_space: 0,
             events: 0,
         });
         if r.kind == EventKind::Close && r.ev.lport == 0 && e.id.lport != 0 {
@@ -92,12 +99,114 @@ impl Sockets {
         e.scaling_ratio = r.scaling_ratio();
         e.window_clamp = r.ev.window_clamp;
         e.rcv_ssthresh = r.ev.rcv_ssthresh;
+        e.sk_rcvbuf = r.ev.sk_rcvbuf;
+        e.rcvq_space = r.ev.rcvq_space;
         e.events += 1;
         if r.kind == EventKind::Close {
             if let Some(done) = self.live.remove(&k) {
                 self.finals.record(&done);
             }
         }
+    }
+
+    /// A change the socket iterator read (`f`) that no event reported: the record that reports
+    /// it, marked as read by the iterator (`hook` `iter/tcp`, no cause packet). A `ratio` event
+    /// when the ratio moved, else `space`. None when the socket is not live here or nothing
+    /// differs from its last reported values.
+    pub fn catch_up(&self, f: &SockFacts) -> Option<Record> {
+        let last = self.live.get(&Key::Cookie(f.id.cookie?))?;
+        let now = (
+            f.scaling_ratio,
+            f.window_clamp?,
+            f.rcv_ssthresh?,
+            f.sk_rcvbuf?,
+            f.rcvq_space?,
+        );
+        let ratio_moved = f.scaling_ratio.is_some() && f.scaling_ratio != last.scaling_ratio;
+        if !ratio_moved
+            && (now.1, now.2, now.3, now.4)
+                == (
+                    last.window_clamp,
+                    last.rcv_ssthresh,
+                    last.sk_rcvbuf,
+                    last.rcvq_space,
+                )
+        {
+            return None;
+        }
+        let octets = |a: Option<IpAddr>| -> [u8; 16] {
+            match a {
+                Some(IpAddr::V4(v4)) => {
+                    let mut b = [0u8; 16];
+                    b[..4].copy_from_slice(&v4.octets());
+                    b
+                }
+                Some(IpAddr::V6(v6)) => v6.octets(),
+                None => [0u8; 16],
+            }
+        };
+        let v6 = f.id.laddr.is_some_and(|a| a.is_ipv6());
+        let mut flags = flag::COOKIE | flag::PREV;
+        if f.scaling_ratio.is_some() {
+            flags |= flag::RATIO_PRESENT;
+        }
+        if f.rcvbuf_locked == Some(true) {
+            flags |= flag::RCVBUF_LOCKED;
+        }
+        if f.wscale_ok == Some(true) {
+            flags |= flag::WSCALE_OK;
+        }
+        let ev = Event {
+            ts_ns: f.ts_ns,
+            cookie: f.id.cookie?,
+            netns: f.id.netns.unwrap_or(last.id.netns.unwrap_or(0)),
+            laddr: octets(f.id.laddr),
+            raddr: octets(f.id.raddr),
+            lport: f.id.lport,
+            rport: f.id.rport,
+            kind: if ratio_moved {
+                kind::RATIO
+            } else {
+                kind::SPACE
+            },
+            family: if v6 { AF_INET6 } else { AF_INET },
+            hook: hook::ITER_CATCH_UP,
+            flags,
+            scaling_ratio: f.scaling_ratio.unwrap_or(0),
+            prev_scaling_ratio: last.scaling_ratio.unwrap_or(0),
+            rcv_wscale: f.rcv_wscale.unwrap_or(0),
+            state: f.state,
+            window_clamp: now.1,
+            prev_window_clamp: last.window_clamp,
+            rcv_ssthresh: now.2,
+            prev_rcv_ssthresh: last.rcv_ssthresh,
+            rcv_wnd: f.rcv_wnd.unwrap_or(0),
+            sk_rcvbuf: now.3,
+            prev_sk_rcvbuf: last.sk_rcvbuf,
+            rcvq_space: now.4,
+            prev_rcvq_space: last.rcvq_space,
+            rcv_mss: f.rcv_mss.unwrap_or(0),
+            advmss: f.advmss.unwrap_or(0),
+            ..Event::default()
+        };
+        let unspecified = || {
+            if v6 {
+                IpAddr::from([0u8; 16])
+            } else {
+                IpAddr::from([0u8; 4])
+            }
+        };
+        Some(Record {
+            kind: if ratio_moved {
+                EventKind::Ratio
+            } else {
+                EventKind::Space
+            },
+            laddr: f.id.laddr.unwrap_or_else(unspecified),
+            raddr: f.id.raddr.unwrap_or_else(unspecified),
+            comm: None,
+            ev,
+        })
     }
 
     /// Live sockets (not closed yet).
@@ -147,6 +256,44 @@ mod tests {
         // SAFETY: Event is plain data.
         unsafe { std::ptr::write_unaligned(raw.as_mut_ptr() as *mut Event, ev) };
         crate::record::decode(&raw).unwrap()
+    }
+
+    /// A change made after the socket's last hooked packet, read by the iterator: reported once,
+    /// as a `space` event from `iter/tcp` with the previous values, no cause packet.
+    #[test]
+    fn a_change_the_hooks_missed_is_caught_up_once() {
+        let mut s = Sockets::default();
+        let mut init = rec(kind::INIT, 5201);
+        init.ev.rcv_ssthresh = 890_269;
+        init.ev.sk_rcvbuf = 1 << 20;
+        init.ev.rcvq_space = 14_480;
+        s.update(&mut init);
+        let mut f = SockFacts {
+            id: init.id(),
+            scaling_ratio: Some(200),
+            window_clamp: Some(1000),
+            rcv_ssthresh: Some(890_269),
+            sk_rcvbuf: Some(1 << 20),
+            rcvq_space: Some(14_480),
+            ..Default::default()
+        };
+        assert!(s.catch_up(&f).is_none(), "nothing new");
+        f.rcv_ssthresh = Some(893_125);
+        let mut r = s.catch_up(&f).expect("the change");
+        assert_eq!(r.kind, EventKind::Space);
+        assert_eq!(r.hook_name(), "iter/tcp");
+        let line = r.to_line(None);
+        assert_eq!(line.rcv_ssthresh, 893_125);
+        assert_eq!(line.prev.as_ref().unwrap().prev_rcv_ssthresh, Some(890_269));
+        assert!(line.cause.is_none());
+        s.update(&mut r);
+        assert!(s.catch_up(&f).is_none(), "reported once");
+        // the ratio moved: a ratio event, its cause unknown
+        f.scaling_ratio = Some(229);
+        let r = s.catch_up(&f).unwrap();
+        assert_eq!(r.kind, EventKind::Ratio);
+        let cause = r.to_line(None).cause.unwrap();
+        assert_eq!((cause.prev_scaling_ratio, cause.skb_len), (Some(200), None));
     }
 
     #[test]

@@ -341,6 +341,7 @@ pub mod tests {
             rwnd_limited_share: None,
             setting: None,
             suggested: None,
+            ..Verdict::unknown(Side::Receiving)
         }
     }
 

@@ -153,11 +153,20 @@ pub struct LabArgs {
     /// every frame rtt/2 each way and limiting the rate (tbf); measured with ample windows
     #[arg(long, value_name = "rtt=18ms[,rate=250mbit]", value_parser = parse_path, conflicts_with_all = ["full", "scenario"])]
     pub path: Option<PathSpec>,
-    /// Reproduce a slow transfer over the long path and set the verdict beside what the sender
-    /// measured: wscale-off, window-sweep, rmem-max, autotune-max, gro, not-window-limited,
-    /// window-clamp, app-not-reading, all (with --quick: the rows CI runs)
+    /// Set up a slow transfer and hold the verdict (both ends, read together) against the limit
+    /// the scenario is built to show: wscale-off, window-sweep, rmem-max, autotune-max, gro,
+    /// not-window-limited, window-clamp, app-not-reading, queue (a deep bottleneck queue),
+    /// iperf3 (-w, -R, -P), nginx (sndbuf=, curl --limit-rate), all (with --quick: the rows CI
+    /// runs). Exits 1 when any verdict differs
     #[arg(long, value_name = "NAME|all", conflicts_with = "full")]
     pub scenario: Option<String>,
+    /// Run each scenario row N times and print the accuracy table (scenario x congestion
+    /// control x end: expected vs got)
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "scenario", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// Congestion controls to run each scenario with (set per namespace: bbr and reno)
+    #[arg(long, value_name = "LIST", default_value = "bbr,reno", requires = "scenario", value_delimiter = ',', value_parser = ["bbr", "reno"])]
+    pub cc: Vec<String>,
     /// Also draw the tables as SVG into DIR: lab.svg (ratio per condition), wan.svg (predicted
     /// vs measured throughput per row), window-sweep.svg (throughput against the window)
     #[arg(long, value_name = "DIR")]
@@ -191,8 +200,8 @@ pub struct SsArgs {
     /// Snapshots to take with --interval (default: until Ctrl-C)
     #[arg(short = 'c', long, value_name = "N", requires = "interval")]
     pub count: Option<u64>,
-    /// The rate suggestions are sized for, e.g. the path's bottleneck (1gbit, 250mbit); default
-    /// twice the current ceiling
+    /// The rate fixes are sized for, e.g. the path's bottleneck (1gbit, 250mbit), at the base
+    /// RTT; without it a fix says what each 100 Mbit/s needs
     #[arg(long, value_name = "RATE", value_parser = parse_rate)]
     pub target: Option<u64>,
     /// Where to read sockets: the BPF socket iterator, or sock_diag (what `ss` reads: no

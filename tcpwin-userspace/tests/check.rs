@@ -59,9 +59,10 @@ fn check_reads_the_namespace_and_sizes_the_bdp() {
     assert_eq!(auto.fits, Some(false));
     let need = space_from_win(2_250_000, 162).unwrap();
     assert!(
-        auto.fix
-            .iter()
-            .any(|f| f.contains(&format!("tcp_rmem=\"4096 131072 {need}\""))),
+        auto.fix.iter().any(|f| f.contains(&format!(
+            "ip netns exec {} sysctl -w net.ipv4.tcp_rmem=\"4096 131072 {need}\"",
+            p.b
+        ))),
         "{:?}",
         auto.fix
     );
@@ -74,6 +75,43 @@ fn check_reads_the_namespace_and_sizes_the_bdp() {
         r.interfaces.iter().find(|i| i.name == p.dev_b).unwrap().gro,
         Some(true)
     );
+}
+
+/// Window scaling off in a namespace on a host whose rmem_max is large: the fix is scaling, run
+/// in that namespace; rmem_max (global) is never suggested lower than the host has.
+#[test]
+fn check_fixes_never_lower_a_setting() {
+    tcpwin_lab::harness::tests_need_root("CHECK TESTS");
+    let p = Pair::create(&format!("tcpwt-chk2-{}", std::process::id()), 1500).unwrap();
+    Pair::sysctl(&p.b, "net.ipv4.tcp_window_scaling", "0").unwrap();
+    let rmem_max: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let (code, r, err) = check(&["--netns", &p.b, "--bdp", "100mbit:20ms", "--json"]);
+    assert_eq!(code, 1, "does not fit: exit 1 ({err})");
+    let r = r.unwrap();
+    for f in &r.fits {
+        for fix in &f.fix {
+            if let Some(v) = fix
+                .strip_prefix("sysctl -w net.core.rmem_max=")
+                .and_then(|x| x.split_whitespace().next())
+            {
+                assert!(
+                    v.parse::<u64>().unwrap() > rmem_max,
+                    "lowers rmem_max: {fix}"
+                );
+            }
+        }
+        assert!(
+            f.fix.contains(&format!(
+                "ip netns exec {} sysctl -w net.ipv4.tcp_window_scaling=1",
+                p.b
+            )),
+            "{f:?}"
+        );
+    }
 }
 
 #[test]

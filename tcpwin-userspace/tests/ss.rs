@@ -11,7 +11,10 @@ use std::{
 };
 
 use tcpwin_lab::{endpoints::tcp_info, netns::Pair};
-use tcpwin_model::{schema::SsLine, verdict::Limit};
+use tcpwin_model::{
+    schema::SsLine,
+    verdict::{Basis, Limit},
+};
 
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 
@@ -181,13 +184,30 @@ fn ss_fields_equal_the_owners_getsockopt() {
         .iter()
         .filter(|l| l.facts.sk_rcvbuf != Some(2 * (96 << 10)))
         .all(|l| l.facts.rcvbuf_locked == Some(false)));
-    // one snapshot: no rates; the idle clamped receiver's window is judged by its clamp
+    // one snapshot judges over the connection's life: both ends of a pair are read together, the
+    // sender's rate is its bytes over its busy time; the clamp set after the data is named
+    // (as the limit or beside it), and no end gives up with `unknown`
     let clamped = lines
         .iter()
         .find(|l| l.facts.window_clamp == Some(20_000))
         .expect("the clamped socket");
-    assert_eq!(clamped.verdict.rate_bps, None);
-    assert_eq!(clamped.verdict.limit, Limit::WindowClamp, "{clamped:?}");
+    assert_eq!(clamped.verdict.basis, Basis::Life, "{clamped:?}");
+    assert!(
+        clamped.verdict.limit == Limit::WindowClamp
+            || clamped
+                .verdict
+                .factors
+                .iter()
+                .any(|f| f.limit == Limit::WindowClamp),
+        "{clamped:?}"
+    );
+    for l in &lines {
+        assert!(l.verdict.peer.is_some(), "both ends are read: {l:?}");
+        assert_ne!(l.verdict.limit, Limit::Unknown, "{l:?}");
+        if l.facts.bytes_acked.unwrap_or(0) >= 295_000 {
+            assert!(l.verdict.rate_bps.is_some_and(|r| r > 0), "{l:?}");
+        }
+    }
     // the pid filter keeps this process's sockets
     let mine = ss(&["--pid", &std::process::id().to_string()]);
     assert!(mine.iter().all(|l| l.facts.pid == Some(std::process::id())));

@@ -10,6 +10,7 @@ use std::{
 use anyhow::{Context, Result};
 use tcpwin_common::{counter, hook, Config};
 use tcpwin_model::{
+    facts::SockFacts,
     kind::EventKind,
     record::Record,
     schema::{Counters, HeaderLine, HeaderTag, Histograms, SummaryLine, SummaryTag, VerdictLine},
@@ -78,13 +79,17 @@ struct Session {
     out: Out,
     socks: Sockets,
     judges: Option<TracedVerdicts>,
+    /// changes reported from the iterator's readings (no hook saw them)
+    caught_up: u64,
 }
 
 impl Session {
     /// Each record updates the timeline and is printed (a close brings the socket's final
     /// verdict); the lines leave at each drain (at least every 100 ms), not at exit.
     fn drain(&mut self, ring: &mut Ring) -> Result<()> {
-        let Session { out, socks, judges } = self;
+        let Session {
+            out, socks, judges, ..
+        } = self;
         ring.drain(&mut |mut r: Record| {
             socks.update(&mut r);
             emit(out, &r)?;
@@ -100,6 +105,39 @@ impl Session {
         Ok(self.out.w.flush()?)
     }
 
+    /// Reports what the iterator read that no hook had: a change made after a socket's last
+    /// hooked packet (e.g. by the last packet itself: the tracepoint fires before the kernel
+    /// processes it, and the recvmsg hits after it may be skipped within the re-check period).
+    fn catch_up(&mut self, read: &[SockFacts]) -> Result<()> {
+        for f in read {
+            if let Some(mut r) = self.socks.catch_up(f) {
+                self.socks.update(&mut r);
+                self.caught_up += 1;
+                emit(&mut self.out, &r)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One reading at the end, before the summary: the last changes of the sockets still open.
+    fn final_catch_up(&mut self, tracer: &mut Tracer) -> Result<()> {
+        let Some(j) = self.judges.as_mut() else {
+            return Ok(());
+        };
+        let live: Vec<(u64, u32)> = self
+            .socks
+            .live_cookies()
+            .filter_map(|(c, l)| Some((c, l.id.netns?)))
+            .collect();
+        let read: Vec<SockFacts> = j
+            .read(tracer, &live)?
+            .into_iter()
+            .map(|s| s.facts)
+            .collect();
+        self.catch_up(&read)?;
+        Ok(self.out.w.flush()?)
+    }
+
     /// Judges the live sockets (once a second).
     fn judge(&mut self, tracer: &mut Tracer) -> Result<()> {
         let Some(j) = self.judges.as_mut() else {
@@ -110,12 +148,13 @@ impl Session {
             .live_cookies()
             .filter_map(|(c, l)| Some((c, l.id.netns?)))
             .collect();
-        let (verdicts, samples) = j.tick(tracer, &live)?;
-        for v in verdicts {
+        let tick = j.tick(tracer, &live)?;
+        self.catch_up(&tick.read)?;
+        for v in tick.verdicts {
             emit_verdict(&mut self.out, &v)?;
         }
         if self.out.samples {
-            for s in samples {
+            for s in tick.samples {
                 serde_json::to_writer(&mut self.out.w, &s)?;
                 writeln!(self.out.w)?;
             }
@@ -256,6 +295,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         },
         socks: Sockets::default(),
         judges,
+        caught_up: 0,
     };
     let mut ticks = 0u64;
     let started = Instant::now();
@@ -301,6 +341,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     let missed_runs = tracer.recursion_misses();
     tracer.detach();
     session.drain(&mut ring)?;
+    session.final_catch_up(&mut tracer)?;
     let mut verdicts = BTreeMap::new();
     if let Some(j) = session.judges.as_mut() {
         let (lines, finals) = j.finish();
@@ -309,7 +350,12 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         }
         verdicts = finals;
     }
-    let Session { mut out, socks, .. } = session;
+    let Session {
+        mut out,
+        socks,
+        caught_up,
+        ..
+    } = session;
 
     let c = maps::read_counters(&tracer.bpf)?;
     let finals = socks.finish();
@@ -338,6 +384,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
             hist_full: at(counter::HIST_FULL),
             recheck_skipped: at(counter::RECHECK_SKIPPED),
             hook_runs_missed: missed_runs,
+            caught_up,
         },
         events_received: ring.received,
         events_lost: at(counter::EVENTS_DROPPED)

@@ -2,7 +2,10 @@
 //! or tcp_adv_win_scale), the namespace's settings and global caps, the interfaces and their
 //! offloads, the ratio to size buffers with.
 use anyhow::Result;
-use tcpwin_model::check::{check, CheckReport, Era, DEFAULT_RATIO};
+use tcpwin_model::{
+    check::{check, CheckReport, Era, DEFAULT_RATIO},
+    facts::HostLimits,
+};
 
 use crate::{
     cli::CheckArgs,
@@ -53,6 +56,7 @@ fn ratio(args: &CheckArgs) -> (u8, String) {
 pub fn report(args: &CheckArgs) -> Result<CheckReport> {
     let ns = netns::resolve(args.netns.as_deref())?;
     let _inside = netns::enter(&ns[0])?;
+    let run_in = ns[0].exec_prefix();
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .unwrap_or_default()
         .trim()
@@ -76,7 +80,10 @@ pub fn report(args: &CheckArgs) -> Result<CheckReport> {
         kernel,
         era,
         ratio,
-        sysctl::host_limits(),
+        HostLimits {
+            run_in,
+            ..sysctl::host_limits()
+        },
         netdev::interfaces()?,
         args.bdp,
     ))

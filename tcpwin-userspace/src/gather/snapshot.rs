@@ -151,10 +151,11 @@ pub fn read_with(
 ) -> Result<Vec<Seen>> {
     let mut out = Vec::new();
     for ns in targets {
-        let (all, host) = {
+        let (all, mut host) = {
             let _inside = netns::enter(ns)?;
             (facts()?, sysctl::host_limits())
         };
+        host.run_in = ns.exec_prefix();
         for f in all
             .into_iter()
             .filter(|f| tcp_state::carries_data(f.state) && keep(f))

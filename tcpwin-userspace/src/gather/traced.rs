@@ -1,7 +1,7 @@
 //! The tracer's verdicts: once a second the traced sockets are read through the tracer's own
 //! socket iterator (inside their namespaces) and judged over the last interval; a verdict line
 //! leaves when a socket's binding limit changes, and a final one when it closes or the trace
-//! ends.
+//! ends. The same reading finds the changes no hook reported (see `Sockets::catch_up`).
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Result;
@@ -18,6 +18,16 @@ use crate::{
     host::netns::{self, Netns},
     kernel::tracer::Tracer,
 };
+
+/// What one reading of the traced sockets gave.
+pub struct Tick {
+    /// verdicts whose limit changed
+    pub verdicts: Vec<VerdictLine>,
+    /// every socket read, with its verdict over the interval (none on its first reading)
+    pub samples: Vec<SampleLine>,
+    /// the facts read (for the changes no hook reported)
+    pub read: Vec<SockFacts>,
+}
 
 pub struct TracedVerdicts {
     hz: Option<u32>,
@@ -49,13 +59,13 @@ impl TracedVerdicts {
         self.namespaces.get(&inode).cloned()
     }
 
-    /// Judges the live traced sockets `(cookie, netns)`; returns the verdicts that changed and a
-    /// sample of every socket read (a recording's time series).
-    pub fn tick(
+    /// Reads the live traced sockets `(cookie, netns)` through the tracer's iterator, inside
+    /// their namespaces.
+    pub fn read(
         &mut self,
         tracer: &mut Tracer,
         live: &[(u64, u32)],
-    ) -> Result<(Vec<VerdictLine>, Vec<SampleLine>)> {
+    ) -> Result<Vec<snapshot::Seen>> {
         let mut by_ns: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         for (c, ns) in live {
             by_ns.entry(*ns).or_default().push(*c);
@@ -81,6 +91,13 @@ impl TracedVerdicts {
                 seen.extend(s);
             }
         }
+        Ok(seen)
+    }
+
+    /// Judges the live traced sockets `(cookie, netns)`: the verdicts that changed, a sample of
+    /// every socket read (a recording's time series), and the facts read.
+    pub fn tick(&mut self, tracer: &mut Tracer, live: &[(u64, u32)]) -> Result<Tick> {
+        let seen = self.read(tracer, live)?;
         let verdicts = self.judge.judge(seen.iter().map(|s| (&s.facts, &s.host)));
         let mut out = Vec::new();
         let mut samples = Vec::with_capacity(seen.len());
@@ -93,7 +110,11 @@ impl TracedVerdicts {
             samples.push(SampleLine::new(&s.facts, Some(&v)));
             out.extend(self.changes.observe(&s.facts, v));
         }
-        Ok((out, samples))
+        Ok(Tick {
+            verdicts: out,
+            samples,
+            read: seen.into_iter().map(|s| s.facts).collect(),
+        })
     }
 
     /// The socket closed: its last verdict, as final.

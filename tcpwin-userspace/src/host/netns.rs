@@ -21,6 +21,19 @@ pub struct Netns {
     pub inode: u64,
 }
 
+impl Netns {
+    /// How to run a command inside it from the caller's namespace; None for the caller's own.
+    pub fn exec_prefix(&self) -> Option<String> {
+        if self.name == "-" {
+            None
+        } else if let Some(pid) = self.name.strip_prefix("pid:") {
+            Some(format!("nsenter -t {pid} -n"))
+        } else {
+            Some(format!("ip netns exec {}", self.name))
+        }
+    }
+}
+
 fn inode_of(path: &Path) -> Option<u64> {
     std::fs::metadata(path).ok().map(|m| m.ino())
 }

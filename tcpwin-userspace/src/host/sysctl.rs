@@ -42,6 +42,7 @@ pub fn host_limits() -> HostLimits {
         memory_pressure: sockstat
             .zip(tcp_mem)
             .and_then(|(s, m)| memory_pressure(&s, m)),
+        run_in: None,
     }
 }
 

@@ -190,7 +190,7 @@ impl Resolver {
             }
         }
         // (field, struct, path, expected size in bytes)
-        let plain: [(&mut u32, &str, &str, usize); 42] = [
+        let plain: [(&mut u32, &str, &str, usize); 45] = [
             (&mut o.skc_family, "sock_common", "skc_family", 2),
             (&mut o.skc_state, "sock_common", "skc_state", 1),
             (&mut o.skc_num, "sock_common", "skc_num", 2),
@@ -244,6 +244,9 @@ impl Resolver {
             (&mut o.sk_wmem_queued, "sock", "sk_wmem_queued", 4),
             (&mut o.tp_chrono_start, "tcp_sock", "chrono_start", 4),
             (&mut o.tp_chrono_stat, "tcp_sock", "chrono_stat", 12),
+            (&mut o.tp_snd_cwnd, "tcp_sock", "snd_cwnd", 4),
+            (&mut o.tp_packets_out, "tcp_sock", "packets_out", 4),
+            (&mut o.tp_mss_cache, "tcp_sock", "mss_cache", 4),
         ];
         for (slot, st, path, size) in plain {
             match self.member(st, path) {
@@ -257,6 +260,16 @@ impl Resolver {
                 Some(m) => *slot = m.bit_offset / 8,
                 None => absent.push((format!("{st}.{path}"), "not in this kernel".into())),
             }
+        }
+        // `tcp_min_rtt()` is the value of the first sample of the `rtt_min` minmax
+        // (`struct minmax { struct minmax_sample { u32 t; u32 v; } s[3]; }`)
+        match self.member("tcp_sock", "rtt_min") {
+            Some(m) if m.bitfield.is_none() && m.size == 24 => o.tp_rtt_min = m.bit_offset / 8 + 4,
+            Some(m) => absent.push((
+                "tcp_sock.rtt_min".into(),
+                format!("is {} bytes here, expected 24", m.size),
+            )),
+            None => absent.push(("tcp_sock.rtt_min".into(), "not in this kernel".into())),
         }
         // The socket's inode sits beside it in `struct socket_alloc`.
         match (

@@ -21,6 +21,7 @@ fn counters(s: &SummaryLine) -> Vec<String> {
         ("hist_full", c.hist_full),
         ("recheck_skipped", c.recheck_skipped),
         ("hook_runs_missed", c.hook_runs_missed),
+        ("caught_up", c.caught_up),
     ]
     .iter()
     .map(|(k, v)| format!("{k}={v}"))

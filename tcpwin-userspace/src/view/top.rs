@@ -284,6 +284,7 @@ mod tests {
                 rwnd_limited_share: None,
                 setting: Some("tcp_rmem max 1048576 caps the buffer".into()),
                 suggested: None,
+                ..Verdict::unknown(Side::Receiving)
             },
             "lab".into(),
         )

@@ -1,19 +1,26 @@
-//! A verdict as text: the limit, its numbers, why and the fix.
-use tcpwin_model::verdict::{fmt_rate, Verdict};
+//! A verdict as text: the limit, its numbers, why, the fix, and the factors beside it.
+use tcpwin_model::verdict::{fmt_rate, fmt_rtt, Basis, Verdict};
 
-/// `verdict: rcvbuf-locked (receiving, 210 Mbit/s of a 240 Mbit/s ceiling: ...)`
+/// `verdict: rcvbuf-locked (receiving, rate 210 Mbit/s, window 539136 B, rtt 18.0 ms, ...)`
 pub fn verdict_line(v: &Verdict) -> String {
-    let mut s = format!("  verdict: {} ({:?}", v.limit.id(), v.side).to_lowercase();
+    let mut s = format!("  verdict: {} ({}", v.limit.id(), v.side.id());
     let numbers: Vec<String> = [
-        v.rate_bps.map(|r| format!("rate {}", fmt_rate(r))),
-        v.window.map(|w| format!("window {w} B")),
-        v.rtt_us.map(|r| {
-            if r < 1000 {
-                format!("rtt {r} us")
-            } else {
-                format!("rtt {:.1} ms", r as f64 / 1000.0)
-            }
+        v.rate_bps.map(|r| {
+            format!(
+                "rate {}{}",
+                fmt_rate(r),
+                if v.basis == Basis::Life {
+                    " over its life"
+                } else {
+                    ""
+                }
+            )
         }),
+        v.window.map(|w| format!("window {w} B")),
+        v.rtt_us.map(|r| format!("rtt {}", fmt_rtt(r))),
+        v.base_rtt_us
+            .filter(|b| Some(*b) != v.rtt_us)
+            .map(|b| format!("base {}", fmt_rtt(b))),
         v.ceiling_bps.map(|c| format!("ceiling {}", fmt_rate(c))),
         v.rwnd_limited_share
             .map(|r| format!("rwnd-limited {:.0} %", r * 100.0)),
@@ -32,5 +39,54 @@ pub fn verdict_line(v: &Verdict) -> String {
     if let Some(sug) = &v.suggested {
         s.push_str(&format!("\n    fix: {sug}"));
     }
+    for f in &v.factors {
+        s.push_str(&format!(
+            "\n    also {}: {}; fix: {}{}",
+            f.limit.id(),
+            f.setting,
+            f.suggested,
+            f.window_gain
+                .map(|g| format!(" (window x{g:.2})"))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(p) = &v.peer {
+        s.push_str(&format!(
+            "\n    one connection: judged with its other end {} (same verdict there)",
+            p.local()
+        ));
+    }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwin_model::verdict::{Factor, Limit, Side};
+
+    #[test]
+    fn factors_and_the_peer_are_said() {
+        let mut v = Verdict::unknown(Side::Receiving);
+        v.limit = Limit::AutotuneMax;
+        v.basis = Basis::Interval;
+        v.rate_bps = Some(112_000_000);
+        v.rtt_us = Some(26_000);
+        v.base_rtt_us = Some(20_000);
+        v.factors.push(Factor {
+            limit: Limit::LowRatio,
+            setting: "scaling_ratio=160".into(),
+            suggested: "receiver GRO on".into(),
+            window_gain: Some(229.0 / 160.0),
+        });
+        let t = verdict_line(&v);
+        assert!(
+            t.contains("verdict: autotune-max (receiving, rate 112.0 Mbit/s"),
+            "{t}"
+        );
+        assert!(t.contains("rtt 26.0 ms, base 20.0 ms"), "{t}");
+        assert!(
+            t.contains("also low-ratio: scaling_ratio=160; fix: receiver GRO on (window x1.43)"),
+            "{t}"
+        );
+    }
 }

@@ -248,22 +248,51 @@ pub fn run(args: crate::cli::LabArgs) -> Result<()> {
     install_stop_handler();
     let exe = std::env::current_exe().context("locating tcpwin-trace")?;
     if args.path.is_some() || args.scenario.is_some() {
+        let json = args.json;
+        if !json {
+            table::wan_header();
+        }
+        let mut show = |r: &tcpwin_model::schema::WanRow| -> Result<()> {
+            if json {
+                println!("{}", serde_json::to_string(r)?);
+            } else {
+                table::wan_row(r);
+            }
+            Ok(())
+        };
         let rows = match (&args.path, &args.scenario) {
-            (Some(p), _) => vec![wan::path(&exe, *p)?],
-            (None, Some(s)) => wan::scenarios(&exe, s, args.quick)?,
+            (Some(p), _) => {
+                let r = wan::path(&exe, *p)?;
+                show(&r)?;
+                vec![r]
+            }
+            (None, Some(s)) => wan::scenarios(
+                &exe,
+                &wan::Plan {
+                    scenario: s,
+                    quick: args.quick,
+                    repeat: args.repeat,
+                    ccs: args.cc.clone(),
+                },
+                &mut show,
+            )?,
             (None, None) => unreachable!("checked above"),
         };
-        if args.json {
-            for r in &rows {
-                println!("{}", serde_json::to_string(r)?);
-            }
-        } else {
-            table::print_wan(&rows);
-        }
         if let Some(d) = &args.svg {
             draw_wan(d, &rows)?;
         }
-        return Ok(());
+        if args.path.is_some() {
+            if !json {
+                table::wan_notes(&rows);
+            }
+            return Ok(());
+        }
+        let acc = wan::accuracy(&rows);
+        if !json {
+            table::wan_notes(&rows);
+            table::print_accuracy(&acc);
+        }
+        return wan::outcome(&acc);
     }
     let opts = LabOpts {
         full: args.full,

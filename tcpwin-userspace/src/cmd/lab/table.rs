@@ -1,7 +1,7 @@
 //! Lab results as text tables or JSON lines.
 use tcpwin_model::{
     schema::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow},
-    verdict::fmt_rate,
+    verdict::{fmt_rate, Limit},
 };
 
 use super::{on, Condition};
@@ -162,58 +162,94 @@ fn rate(v: Option<u64>) -> String {
     v.map(fmt_rate).unwrap_or_else(|| "-".into())
 }
 
-/// The WAN rows: the condition, what the tool predicted and judged, what the sender measured.
-pub fn print_wan(rows: &[WanRow]) {
+/// The WAN rows' header.
+pub fn wan_header() {
     println!(
-        "{:<18} {:<36} {:>6} {:>7} {:>5} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<18} {:>5} {:>9} {:>9}",
-        "scenario", "receiver", "rtt", "min_rtt", "mtu", "gro", "window", "ceiling", "bottleneck",
-        "measured", "rwnd%", "verdict (receiver)", "sender", "ratio", "clamp", "rcvbuf"
+        "{:<18} {:<24} {:<34} {:>4} {:>6} {:>8} {:>6} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<20}",
+        "scenario", "traffic", "receiver", "cc", "rtt", "base rtt", "queue", "gro", "window", "ceiling",
+        "bottleneck", "measured", "rwnd%", "verdict (receiver)", "sender"
     );
-    for r in rows {
-        let v = |l: Option<tcpwin_model::verdict::Limit>| {
-            l.map(|l| l.id().to_string()).unwrap_or_else(|| "-".into())
-        };
-        let mark = if r.verdict == Some(r.expected) {
-            ""
+}
+
+/// One WAN row as it completes: the setup, what the tool judged at both ends, what was measured.
+pub fn wan_row(r: &WanRow) {
+    let v = |l: Option<Limit>| {
+        let id = l.map(|l| l.id().to_string()).unwrap_or_else(|| "-".into());
+        if r.accepts(l) {
+            id
         } else {
-            " (!)"
-        };
-        println!(
-            "{:<18} {:<36} {:>4}ms {:>5.1}ms {:>5} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<18} {:>5} {:>9} {:>9}",
-            r.scenario,
-            r.condition,
-            r.rtt_ms,
-            r.min_rtt_ms.unwrap_or(f64::NAN),
-            r.mtu,
-            on(r.gro),
-            opt(r.window),
-            rate(r.ceiling_bps),
-            rate(r.rate_limit_bps),
-            rate(r.throughput_bps),
-            r.rwnd_limited_share
-                .map(|s| format!("{:.0}", s * 100.0))
-                .unwrap_or_else(|| "-".into()),
-            format!("{}{mark}", v(r.verdict)),
-            v(r.sender_verdict),
-            opt(r.scaling_ratio.map(u64::from)),
-            opt(r.window_clamp.map(u64::from)),
-            opt(r.sk_rcvbuf.map(u64::from)),
-        );
-    }
-    println!("(congestion control {} on the sender socket; measured = the sender's own rate over the last 4 of 6 s; (!) marks a verdict other than the scenario's)", rows.first().map(|r| r.cc.as_str()).unwrap_or("-"));
+            format!("{id} (!)")
+        }
+    };
+    let ms = |us: Option<u32>| {
+        us.map(|u| format!("{:.1}ms", u as f64 / 1000.0))
+            .unwrap_or_else(|| "-".into())
+    };
+    println!(
+        "{:<18} {:<24} {:<34} {:>4} {:>4}ms {:>8} {:>6} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<20}",
+        r.scenario,
+        r.app,
+        r.condition,
+        r.cc,
+        r.rtt_ms,
+        ms(r.base_rtt_us),
+        ms(r.queue_us),
+        on(r.gro),
+        opt(r.window),
+        rate(r.ceiling_bps),
+        rate(r.rate_limit_bps),
+        rate(r.throughput_bps),
+        r.rwnd_limited_share
+            .map(|s| format!("{:.0}", s * 100.0))
+            .unwrap_or_else(|| "-".into()),
+        v(r.verdict),
+        v(r.sender_verdict),
+    );
+}
+
+/// After the rows: the delay line's troubles and each row's setting and fix.
+pub fn wan_notes(rows: &[WanRow]) {
+    println!("(both ends read together and judged as one connection; measured = the sender's own rate over the last 4 of 6 s, or the program's own report; (!) marks a verdict other than the scenario's)");
     for r in rows.iter().filter(|r| r.path_drops > 0 || r.path_late > 0) {
         println!(
             "path {} {}: {} frames left more than 1 ms late (latest {} us), {} lost by the delay line",
             r.scenario, r.condition, r.path_late, r.path_max_late_us, r.path_drops
         );
     }
-    for r in rows.iter().filter(|r| r.suggested.is_some()) {
+    for r in rows.iter().filter(|r| r.suggested.is_some() && r.run == 1) {
         println!(
-            "{} {}: {} -> {}",
+            "{} {} ({}): {} -> {}",
             r.scenario,
-            r.condition,
+            r.app,
+            r.cc,
             r.setting.as_deref().unwrap_or("-"),
             r.suggested.as_deref().unwrap_or("-")
+        );
+    }
+}
+
+/// The accuracy table: scenario x congestion control x end, expected vs got over the runs.
+pub fn print_accuracy(t: &super::wan::Accuracy) {
+    println!(
+        "\n{:<18} {:<58} {:<5} {:<9} {:<37} {:>8}  got",
+        "scenario", "setup", "cc", "end", "expected", "accuracy"
+    );
+    for (k, (ok, n, got)) in t {
+        let got: Vec<String> = got.iter().map(|(l, c)| format!("{l} x{c}")).collect();
+        println!(
+            "{:<18} {:<58} {:<5} {:<9} {:<37} {:>3}/{:<3} {:>3.0}%  {}",
+            k.scenario,
+            k.setup,
+            k.cc,
+            k.end,
+            match k.also {
+                Some(a) => format!("{}|{}", k.expected.id(), a.id()),
+                None => k.expected.id().to_string(),
+            },
+            ok,
+            n,
+            *ok as f64 * 100.0 / (*n).max(1) as f64,
+            got.join(", ")
         );
     }
 }

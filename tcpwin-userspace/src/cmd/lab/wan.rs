@@ -1,20 +1,27 @@
-//! The lab's long, narrow path: sender, path and receiver namespaces, the path delaying every
-//! frame rtt/2 each way and limiting the rate towards the receiver. `--path` measures the path
-//! itself; `--scenario` reproduces the articles' slow transfers (64 KB without window scaling,
-//! an SO_RCVBUF capped by rmem_max, autotuning at tcp_rmem's max, GRO's ratio) and sets the
-//! tool's verdicts beside what the sender measured itself.
-use std::time::Duration;
+//! The lab's paths and scenarios: sender, path and receiver namespaces, the path delaying every
+//! frame rtt/2 each way and limiting the rate towards the receiver (at the sender's own egress,
+//! where TCP small queues keep the queue short, or inside the path with a deep queue, as a home
+//! router or a cable modem holds one); or a plain veth pair (a fast path, RTTs in µs).
+//!
+//! `--path` measures the path itself. `--scenario` sets up a slow transfer — the articles' (64 KB
+//! without window scaling, an SO_RCVBUF capped by rmem_max, autotuning at tcp_rmem's max, GRO's
+//! ratio), and the ones real programs show (iperf3 `-w`/`-R`/`-P`, nginx `sndbuf=`, curl
+//! `--limit-rate`, a bottleneck with a deep queue) — with each congestion control, reads both
+//! ends of the connection together, and sets the tool's verdict beside the one the scenario is
+//! built to show. `--repeat N` runs each N times and prints the accuracy table; any mismatch
+//! makes the lab exit non-zero.
+use std::{collections::BTreeMap, time::Duration};
 
 use anyhow::{bail, Context, Result};
 use tcpwin_lab::{
+    apps::App,
     harness::{check_stop, SendOpts, Transfer},
     netns::Pair,
     sysctl::GlobalSysctl,
 };
 use tcpwin_model::{
-    facts::{HostLimits, SockFacts},
     judge::Judge,
-    schema::{EndpointReport, WanRow},
+    schema::WanRow,
     units::PathSpec,
     verdict::{Limit, Verdict},
 };
@@ -30,7 +37,12 @@ const PORT: u16 = 5403;
 /// Seconds per transfer; the verdict is taken over [2 s, 5 s], the sender's own rate over the
 /// last two thirds.
 const SECS: f64 = 6.0;
-const CC: &str = "cubic";
+/// When the verdict's interval starts and how long it lasts.
+const JUDGE_FROM: Duration = Duration::from_secs(2);
+const JUDGE_OVER: Duration = Duration::from_secs(3);
+/// The congestion controls every scenario runs with: the namespace default (only these two may
+/// be set per namespace here), so real programs use it too.
+pub const CCS: [&str; 2] = ["bbr", "reno"];
 
 /// What the receiver's side is set to in a row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,239 +79,304 @@ impl Recv {
     }
 }
 
+/// The path of a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    /// veth between two namespaces: RTTs of tens of µs
+    Veth,
+    /// the delay line, `rate` at the sender's egress (no queue) or inside the path with a queue
+    /// of `queue_ms` at that rate
+    Wan {
+        rtt_ms: u64,
+        rate_bps: u64,
+        queue_ms: Option<u32>,
+    },
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Spec {
     scenario: &'static str,
-    rtt_ms: u64,
-    rate_bps: u64,
+    path: Path,
     mtu: u32,
     gro: bool,
     recv: Recv,
+    /// None: the lab's own endpoints (with the receiver's socket options of `recv`)
+    app: Option<App>,
     expected: Limit,
+    /// a second verdict that says the same to the user, where the path decides between them
+    /// (the window not the limit: `not-window-limited` without a queue, `path-queue` when reno
+    /// fills the bottleneck's queue)
+    also: Option<Limit>,
     /// one of the rows CI runs (`--quick`): the main contrasts
     quick: bool,
-}
-
-#[allow(clippy::too_many_arguments)]
-const fn spec(
-    scenario: &'static str,
-    rtt_ms: u64,
-    rate_bps: u64,
-    mtu: u32,
-    gro: bool,
-    recv: Recv,
-    expected: Limit,
-    quick: bool,
-) -> Spec {
-    Spec {
-        scenario,
-        rtt_ms,
-        rate_bps,
-        mtu,
-        gro,
-        recv,
-        expected,
-        quick,
-    }
 }
 
 const M: u64 = 1_000_000;
 const RMEM_MAX_003: u64 = 425_984;
 const RMEM_MAX_BIG: u64 = 16 << 20;
 
+const fn wan(rtt_ms: u64, rate_mbit: u64) -> Path {
+    Path::Wan {
+        rtt_ms,
+        rate_bps: rate_mbit * M,
+        queue_ms: None,
+    }
+}
+
+const fn deep(rtt_ms: u64, rate_mbit: u64, queue_ms: u32) -> Path {
+    Path::Wan {
+        rtt_ms,
+        rate_bps: rate_mbit * M,
+        queue_ms: Some(queue_ms),
+    }
+}
+
+/// The defaults a row changes.
+const BASE: Spec = Spec {
+    scenario: "",
+    path: wan(20, 100),
+    mtu: 1500,
+    gro: true,
+    recv: Recv::Auto,
+    app: None,
+    expected: Limit::NotWindowLimited,
+    also: Some(Limit::PathQueue),
+    quick: false,
+};
+
+const fn iperf3(window: Option<u32>, reverse: bool, streams: u8) -> Option<App> {
+    Some(App::Iperf3 {
+        window,
+        reverse,
+        streams,
+    })
+}
+
 /// Every row, by scenario. Rates are scaled to what the delay line holds on this machine kind
 /// (see `tcpwin_lab::netns::WAN_MAX_RATE`); the articles' RTTs are kept.
 fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
     use Limit::*;
+    let sweep = |req: u32, expected: Limit| Spec {
+        scenario: "window-sweep",
+        path: wan(40, 200),
+        recv: Recv::SoRcvbuf {
+            req,
+            rmem_max: RMEM_MAX_BIG,
+        },
+        expected,
+        also: (expected == NotWindowLimited).then_some(PathQueue),
+        ..BASE
+    };
     let all = [
-        spec(
-            "wscale-off",
-            20,
-            100 * M,
-            1500,
-            true,
-            Recv::WscaleOff,
-            WscaleOff,
-            true,
-        ),
-        spec(
-            "wscale-off",
-            100,
-            100 * M,
-            1500,
-            true,
-            Recv::WscaleOff,
-            WscaleOff,
-            false,
-        ),
+        // 002: 64 KB without window scaling
+        Spec {
+            scenario: "wscale-off",
+            recv: Recv::WscaleOff,
+            expected: WscaleOff,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "wscale-off",
+            path: wan(100, 100),
+            recv: Recv::WscaleOff,
+            expected: WscaleOff,
+            also: None,
+            ..BASE
+        },
         // 002's table: the window from 64 KB up, until the bottleneck takes over (ceilings
         // within 10 % of the bottleneck are left out: either verdict would be fair there)
-        spec(
-            "window-sweep",
-            40,
-            200 * M,
-            1500,
-            true,
-            Recv::SoRcvbuf {
-                req: 32 << 10,
-                rmem_max: RMEM_MAX_BIG,
-            },
-            RcvbufLocked,
-            false,
-        ),
-        spec(
-            "window-sweep",
-            40,
-            200 * M,
-            1500,
-            true,
-            Recv::SoRcvbuf {
-                req: 128 << 10,
-                rmem_max: RMEM_MAX_BIG,
-            },
-            RcvbufLocked,
-            false,
-        ),
-        spec(
-            "window-sweep",
-            40,
-            200 * M,
-            1500,
-            true,
-            Recv::SoRcvbuf {
-                req: 256 << 10,
-                rmem_max: RMEM_MAX_BIG,
-            },
-            RcvbufLocked,
-            false,
-        ),
-        spec(
-            "window-sweep",
-            40,
-            200 * M,
-            1500,
-            true,
-            Recv::SoRcvbuf {
-                req: 2 << 20,
-                rmem_max: RMEM_MAX_BIG,
-            },
-            NotWindowLimited,
-            false,
-        ),
-        spec(
-            "window-sweep",
-            40,
-            200 * M,
-            1500,
-            true,
-            Recv::SoRcvbuf {
-                req: 8 << 20,
-                rmem_max: RMEM_MAX_BIG,
-            },
-            NotWindowLimited,
-            false,
-        ),
+        sweep(32 << 10, RcvbufLocked),
+        sweep(128 << 10, RcvbufLocked),
+        sweep(256 << 10, RcvbufLocked),
+        sweep(2 << 20, NotWindowLimited),
+        sweep(8 << 20, NotWindowLimited),
         // 003: SO_RCVBUF 4 MB capped by rmem_max 425984, then rmem_max raised
-        spec(
-            "rmem-max",
-            18,
-            1000 * M,
-            1500,
-            false,
-            Recv::SoRcvbuf {
+        Spec {
+            scenario: "rmem-max",
+            path: wan(18, 1000),
+            gro: false,
+            recv: Recv::SoRcvbuf {
                 req: 4 << 20,
                 rmem_max: RMEM_MAX_003,
             },
-            RcvbufLocked,
-            true,
-        ),
-        spec(
-            "rmem-max",
-            18,
-            1000 * M,
-            1500,
-            false,
-            Recv::SoRcvbuf {
+            expected: RcvbufLocked,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "rmem-max",
+            path: wan(18, 1000),
+            gro: false,
+            recv: Recv::SoRcvbuf {
                 req: 4 << 20,
                 rmem_max: RMEM_MAX_BIG,
             },
-            NotWindowLimited,
-            false,
-        ),
-        spec(
-            "autotune-max",
-            18,
-            300 * M,
-            1500,
-            true,
-            Recv::RmemMax(512 << 10),
-            AutotuneMax,
-            true,
-        ),
-        // one pinned buffer: the ratio decides the window (162 GRO off, 229 on, MTU 9000)
-        spec(
-            "gro",
-            36,
-            300 * M,
-            1500,
-            false,
-            Recv::Pinned(1 << 20),
-            LowRatio,
-            true,
-        ),
-        spec(
-            "gro",
-            36,
-            300 * M,
-            1500,
-            true,
-            Recv::Pinned(1 << 20),
-            AutotuneMax,
-            true,
-        ),
-        spec(
-            "gro",
-            36,
-            300 * M,
-            9000,
-            false,
-            Recv::Pinned(1 << 20),
-            AutotuneMax,
-            false,
-        ),
-        spec(
-            "not-window-limited",
-            20,
-            40 * M,
-            1500,
-            true,
-            Recv::Auto,
-            NotWindowLimited,
-            true,
-        ),
-        spec(
-            "window-clamp",
-            20,
-            300 * M,
-            1500,
-            true,
-            Recv::Clamped {
+            expected: NotWindowLimited,
+            ..BASE
+        },
+        Spec {
+            scenario: "autotune-max",
+            path: wan(18, 300),
+            recv: Recv::RmemMax(512 << 10),
+            expected: AutotuneMax,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // two caps: tcp_rmem max 512 KB and no GRO (ratio ~160); the operator's setting is the
+        // primary limit (doubling it doubles the rate), the ratio a factor (+43 % with GRO)
+        Spec {
+            scenario: "autotune-max",
+            path: wan(20, 300),
+            gro: false,
+            recv: Recv::RmemMax(512 << 10),
+            expected: AutotuneMax,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // one pinned buffer, the ratio decides the window: GRO off (162) cannot carry the
+        // path's 180 Mbit/s at 40 ms, GRO alone would (229: 937 984 B); GRO on behind 100 Mbit/s
+        // the window no longer binds
+        Spec {
+            scenario: "gro",
+            path: wan(40, 180),
+            gro: false,
+            recv: Recv::Pinned(1 << 20),
+            expected: LowRatio,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "gro",
+            path: wan(40, 100),
+            recv: Recv::Pinned(1 << 20),
+            expected: NotWindowLimited,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "not-window-limited",
+            path: wan(20, 40),
+            expected: NotWindowLimited,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "window-clamp",
+            path: wan(20, 300),
+            recv: Recv::Clamped {
                 buf: 4 << 20,
                 clamp: 200_000,
             },
-            WindowClamp,
-            true,
-        ),
-        spec(
-            "app-not-reading",
-            20,
-            300 * M,
-            1500,
-            true,
-            Recv::SlowReader { bps: 20 * M },
-            AppNotReading,
-            true,
-        ),
+            expected: WindowClamp,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "app-not-reading",
+            path: wan(20, 300),
+            recv: Recv::SlowReader { bps: 20 * M },
+            expected: AppNotReading,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // behind a bottleneck with a deep queue the window is not what binds, even when it is
+        // small: base RTT 2 ms, 20 Mbit/s, 250 ms of queue; scaling off (64 KB / 2 ms would be
+        // 262 Mbit/s): turning scaling on changes nothing
+        Spec {
+            scenario: "queue",
+            path: deep(2, 20, 250),
+            recv: Recv::WscaleOff,
+            app: iperf3(None, false, 1),
+            expected: PathQueue,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // the fix for autotune-max applied behind a deep queue: a bigger window only fills it
+        Spec {
+            scenario: "queue",
+            path: deep(18, 100, 100),
+            recv: Recv::RmemMax(16 << 20),
+            app: iperf3(None, false, 1),
+            expected: PathQueue,
+            also: Some(NotWindowLimited),
+            ..BASE
+        },
+        // iperf3 -w 8K on a fast veth: both ends' buffers set (SO_SNDBUF and SO_RCVBUF); the
+        // receiver's locked buffer binds, at both ends
+        Spec {
+            scenario: "iperf3",
+            path: Path::Veth,
+            app: iperf3(Some(8 << 10), false, 1),
+            expected: RcvbufLocked,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // iperf3 -R: the server sends; the receiving client's tcp_rmem max binds
+        Spec {
+            scenario: "iperf3",
+            path: wan(18, 300),
+            recv: Recv::RmemMax(512 << 10),
+            app: iperf3(None, true, 1),
+            expected: AutotuneMax,
+            also: None,
+            ..BASE
+        },
+        // iperf3 -P 4: four streams, each held by tcp_rmem max 128 KB (4 x 46 Mbit/s < 300)
+        Spec {
+            scenario: "iperf3",
+            path: wan(20, 300),
+            recv: Recv::RmemMax(128 << 10),
+            app: iperf3(None, false, 4),
+            expected: AutotuneMax,
+            also: None,
+            ..BASE
+        },
+        // nginx with `listen ... sndbuf=32k`: its 64 KB send buffer holds the flow
+        Spec {
+            scenario: "nginx",
+            path: wan(20, 300),
+            app: Some(App::NginxCurl {
+                sndbuf: Some(32 << 10),
+                limit_rate: None,
+            }),
+            expected: Sndbuf,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // curl --limit-rate 1M: the reader, not the window
+        Spec {
+            scenario: "nginx",
+            path: wan(20, 300),
+            app: Some(App::NginxCurl {
+                sndbuf: None,
+                limit_rate: Some(8 * M),
+            }),
+            expected: AppNotReading,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "nginx",
+            path: wan(20, 100),
+            app: Some(App::NginxCurl {
+                sndbuf: None,
+                limit_rate: None,
+            }),
+            expected: NotWindowLimited,
+            ..BASE
+        },
     ];
     let names: Vec<&str> = {
         let mut v: Vec<&str> = all.iter().map(|s| s.scenario).collect();
@@ -319,10 +396,10 @@ fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         .collect())
 }
 
-/// The sockets of `port` in one namespace, with its limits.
+/// Both ends' sockets of `port` in the pair's namespaces, read together.
 fn sample(
     it: &mut snapshot::Source,
-    ns: &str,
+    pair: &Pair,
     port: u16,
     hz: Option<u32>,
 ) -> Result<Vec<snapshot::Seen>> {
@@ -330,36 +407,92 @@ fn sample(
         pid: None,
         port: Some(port),
     };
-    snapshot::read(it, &netns::resolve(Some(ns))?, &filter, hz)
+    let mut targets = netns::resolve(Some(&pair.a))?;
+    targets.extend(netns::resolve(Some(&pair.b))?);
+    snapshot::read(it, &targets, &filter, hz)
 }
 
-/// The verdict over the interval between two samples of the transfer's socket (the busiest of
-/// the port's), and its facts.
+/// One end judged: its verdict and its index in the reading.
+type Judged = (Verdict, usize);
+
+/// The transfer's connection judged over the interval between two readings: (receiving end,
+/// sending end), each with its facts. The busiest sender of the port is the transfer (a real
+/// program's control connection moves almost nothing).
 fn judge(
     before: &[snapshot::Seen],
     after: &[snapshot::Seen],
-    target: u64,
-) -> Option<(Verdict, SockFacts, HostLimits)> {
-    let now = after
-        .iter()
-        .max_by_key(|s| s.facts.bytes_received.max(s.facts.bytes_acked))?;
-    let mut judge = Judge::new(Some(target));
+    target: Option<u64>,
+) -> Option<(Judged, Option<Judged>)> {
+    let mut judge = Judge::new(target);
     judge.judge(before.iter().map(|s| (&s.facts, &s.host)));
-    let v = judge.judge([(&now.facts, &now.host)]).remove(0);
-    Some((v, now.facts.clone(), now.host.clone()))
+    let verdicts = judge.judge(after.iter().map(|s| (&s.facts, &s.host)));
+    let acked = |i: usize| {
+        let f = &after[i].facts;
+        let b = before
+            .iter()
+            .find(|s| s.facts.id.cookie == f.id.cookie)
+            .and_then(|s| s.facts.bytes_acked)
+            .unwrap_or(0);
+        f.bytes_acked.unwrap_or(0).saturating_sub(b)
+    };
+    let sender = (0..after.len()).max_by_key(|i| acked(*i))?;
+    let sv = verdicts[sender].clone();
+    let receiver = sv
+        .peer
+        .as_ref()
+        .and_then(|p| after.iter().position(|s| &s.facts.id == p));
+    match receiver {
+        Some(r) => Some(((verdicts[r].clone(), r), Some((sv, sender)))),
+        // the other end was not read (or not paired): the sender alone
+        None => Some(((sv.clone(), sender), None)),
+    }
 }
 
-/// Runs one row on a path of its own.
-fn run_row(exe: &std::path::Path, it: &mut snapshot::Source, s: &Spec, n: usize) -> Result<WanRow> {
-    let rtt = Duration::from_millis(s.rtt_ms);
+/// Runs one row on a path of its own, with congestion control `cc`.
+fn run_row(
+    exe: &std::path::Path,
+    it: &mut snapshot::Source,
+    s: &Spec,
+    cc: &str,
+    n: usize,
+    run: u32,
+) -> Result<WanRow> {
+    if let Some(app) = s.app {
+        app.require()?;
+    }
     let prefix = format!("tcpwin-wan-{}-{n}", std::process::id());
-    let pair = Pair::create_wan(&prefix, s.mtu, rtt, Some(s.rate_bps))
-        .context("the lab's WAN path (namespaces, veth, tbf, delay line)")?;
+    let (pair, rtt_ms, rate_bps, queue_ms) = match s.path {
+        Path::Veth => (
+            Pair::create(&prefix, s.mtu).context("the lab's veth pair")?,
+            0,
+            None,
+            None,
+        ),
+        Path::Wan {
+            rtt_ms,
+            rate_bps,
+            queue_ms,
+        } => {
+            let queue = queue_ms.map(|q| rate_bps * q as u64 / 8 / 1000);
+            let p = Pair::create_wan_with(
+                &prefix,
+                s.mtu,
+                Duration::from_millis(rtt_ms),
+                Some(rate_bps),
+                queue,
+            )
+            .context("the lab's WAN path (namespaces, veth, delay line)")?;
+            (p, rtt_ms, Some(rate_bps), queue_ms)
+        }
+    };
     pair.set_receiver_gro(s.gro)?;
+    for ns in [&pair.a, &pair.b] {
+        Pair::sysctl(ns, "net.ipv4.tcp_congestion_control", cc)?;
+    }
     let mut rcvbuf = None;
     let mut _global = None;
     match s.recv {
-        Recv::Auto => {}
+        Recv::Auto | Recv::SlowReader { .. } => {}
         Recv::WscaleOff => Pair::sysctl(&pair.b, "net.ipv4.tcp_window_scaling", "0")?,
         Recv::SoRcvbuf { req, rmem_max } => {
             rcvbuf = Some(req);
@@ -373,111 +506,233 @@ fn run_row(exe: &std::path::Path, it: &mut snapshot::Source, s: &Spec, n: usize)
         }
         Recv::Pinned(b) => pair.pin_receiver_buffer(b as u32)?,
         Recv::Clamped { buf, .. } => pair.pin_receiver_buffer(buf as u32)?,
-        Recv::SlowReader { .. } => {}
     }
     let hz = kconfig::hz();
-    let t = Transfer {
-        exe: exe.to_path_buf(),
-        pair: &pair,
-        port: PORT,
-        bytes: 0,
-        conns: 1,
-        ipv6: false,
-        rcvbuf,
-        timeout: Duration::from_secs(60),
-        send: SendOpts {
-            secs: Some(SECS),
-            cc: Some(CC.into()),
-            window_clamp: match s.recv {
-                Recv::Clamped { clamp, .. } => Some(clamp),
-                _ => None,
-            },
-            read_bps: match s.recv {
-                Recv::SlowReader { bps } => Some(bps),
-                _ => None,
-            },
-        },
+    let watch = |it: &mut snapshot::Source| -> Result<_> {
+        std::thread::sleep(JUDGE_FROM);
+        let first = sample(it, &pair, PORT, hz)?;
+        std::thread::sleep(JUDGE_OVER);
+        let second = sample(it, &pair, PORT, hz)?;
+        Ok((first, second))
     };
-    let (_, tx, samples) = t.run_watched(true, || -> Result<_> {
-        std::thread::sleep(Duration::from_secs(2));
-        let b1 = sample(it, &pair.b, PORT, hz)?;
-        let a1 = sample(it, &pair.a, PORT, hz)?;
-        std::thread::sleep(Duration::from_secs(3));
-        let b2 = sample(it, &pair.b, PORT, hz)?;
-        let a2 = sample(it, &pair.a, PORT, hz)?;
-        Ok((b1, b2, a1, a2))
+    let (readings, throughput, sender_report) = match s.app {
+        None => {
+            let t = Transfer {
+                exe: exe.to_path_buf(),
+                pair: &pair,
+                port: PORT,
+                bytes: 0,
+                conns: 1,
+                ipv6: false,
+                rcvbuf,
+                timeout: Duration::from_secs(60),
+                send: SendOpts {
+                    secs: Some(SECS),
+                    cc: Some(cc.into()),
+                    window_clamp: match s.recv {
+                        Recv::Clamped { clamp, .. } => Some(clamp),
+                        _ => None,
+                    },
+                    read_bps: match s.recv {
+                        Recv::SlowReader { bps } => Some(bps),
+                        _ => None,
+                    },
+                },
+            };
+            let (_, tx, readings) = t.run_watched(true, || watch(it))?;
+            let sender = tx.first().context("the sender reported nothing")?.clone();
+            (readings?, sender.steady_bps, Some(sender))
+        }
+        Some(app) => {
+            let running = app.start(&pair, PORT, SECS, cc)?;
+            let readings = watch(it);
+            let rate = running.finish(Duration::from_secs(30))?;
+            (readings?, rate, None)
+        }
+    };
+    let (first, second) = readings;
+    let (rx, tx) = judge(&first, &second, rate_bps).with_context(|| {
+        format!(
+            "no connection on port {PORT} was read in {} / {}",
+            pair.a, pair.b
+        )
     })?;
-    let (b1, b2, a1, a2) = samples?;
-    let sender: &EndpointReport = tx.first().context("the sender reported nothing")?;
-    let rx = judge(&b1, &b2, s.rate_bps);
-    let txv = judge(&a1, &a2, s.rate_bps).map(|(v, _, _)| v.limit);
+    let (v, ri) = rx;
+    let facts = &second[ri].facts;
     let totals = pair.path.as_ref().map(|p| p.totals()).unwrap_or_default();
-    let (v, facts) = match &rx {
-        Some((v, f, _)) => (Some(v), Some(f)),
-        None => (None, None),
+    let app_rate = match (s.recv, s.app) {
+        (Recv::SlowReader { bps }, None) => bps,
+        (
+            _,
+            Some(App::NginxCurl {
+                limit_rate: Some(r),
+                ..
+            }),
+        ) => r,
+        _ => u64::MAX,
     };
     Ok(WanRow {
         scenario: s.scenario.into(),
         condition: s.recv.describe(),
-        rtt_ms: s.rtt_ms as f64,
-        min_rtt_ms: Some(sender.min_rtt_us as f64 / 1000.0),
-        rate_limit_bps: Some(s.rate_bps),
+        app: s
+            .app
+            .map(|a| a.describe())
+            .unwrap_or_else(|| "own endpoints".into()),
+        run,
+        queue_ms,
+        rtt_ms: rtt_ms as f64,
+        min_rtt_ms: sender_report
+            .as_ref()
+            .map(|r| r.min_rtt_us as f64 / 1000.0)
+            .or(v.base_rtt_us.map(|b| b as f64 / 1000.0)),
+        rate_limit_bps: rate_bps,
         mtu: s.mtu,
         gro: s.gro,
-        cc: CC.into(),
-        window: v.and_then(|v| v.window),
-        ceiling_bps: v.and_then(|v| v.ceiling_bps),
-        // the slowest of the window, the bottleneck and the reading application
-        predicted_bps: v.and_then(|v| v.ceiling_bps).map(|c| {
-            let app = match s.recv {
-                Recv::SlowReader { bps } => bps,
-                _ => u64::MAX,
-            };
-            c.min(s.rate_bps).min(app)
-        }),
-        throughput_bps: sender.steady_bps,
-        rwnd_limited_share: sender
-            .busy_us
-            .filter(|b| *b > 0)
-            .zip(sender.rwnd_limited_us)
-            .map(|(b, r)| r as f64 / b as f64),
-        snd_wnd: sender.steady_snd_wnd,
-        verdict: v.map(|v| v.limit),
-        sender_verdict: txv,
+        cc: cc.into(),
+        window: v.window,
+        ceiling_bps: v.ceiling_bps,
+        // the slowest of the window (at the base RTT), the bottleneck and the reading
+        // application
+        predicted_bps: v
+            .base_ceiling_bps
+            .or(v.ceiling_bps)
+            .map(|c| c.min(rate_bps.unwrap_or(u64::MAX)).min(app_rate)),
+        throughput_bps: throughput,
+        rwnd_limited_share: sender_report
+            .as_ref()
+            .and_then(|r| r.busy_us.filter(|b| *b > 0).zip(r.rwnd_limited_us))
+            .map(|(b, r)| r as f64 / b as f64)
+            .or(tx.as_ref().and_then(|(t, _)| t.rwnd_limited_share)),
+        snd_wnd: sender_report.as_ref().and_then(|r| r.steady_snd_wnd),
+        verdict: Some(v.limit),
+        sender_verdict: tx.as_ref().map(|(t, _)| t.limit),
         expected: s.expected,
-        setting: v.and_then(|v| v.setting.clone()),
-        suggested: v.and_then(|v| v.suggested.clone()),
-        scaling_ratio: facts.and_then(|f| f.scaling_ratio),
-        window_clamp: facts.and_then(|f| f.window_clamp),
-        sk_rcvbuf: facts.and_then(|f| f.sk_rcvbuf),
+        also_expected: s.also,
+        rtt_us: v.rtt_us,
+        base_rtt_us: v.base_rtt_us,
+        queue_us: v.queue_us,
+        setting: v.setting.clone(),
+        suggested: v.suggested.clone(),
+        scaling_ratio: facts.scaling_ratio,
+        window_clamp: facts.window_clamp,
+        sk_rcvbuf: facts.sk_rcvbuf,
         path_late: totals.late,
         path_max_late_us: totals.max_late_us,
         path_drops: totals.own_drops(),
     })
 }
 
-/// `--scenario`: every row asked, one after the other.
-pub fn scenarios(exe: &std::path::Path, scenario: &str, quick: bool) -> Result<Vec<WanRow>> {
-    let specs = rows(scenario, quick)?;
+/// What the scenarios ask for: which, the quick subset, how many runs, which congestion
+/// controls.
+pub struct Plan<'a> {
+    pub scenario: &'a str,
+    pub quick: bool,
+    pub repeat: u32,
+    pub ccs: Vec<String>,
+}
+
+/// `--scenario`: every row asked, with every congestion control, `repeat` times; each row is
+/// handed to `each` as it completes.
+pub fn scenarios(
+    exe: &std::path::Path,
+    plan: &Plan,
+    each: &mut dyn FnMut(&WanRow) -> Result<()>,
+) -> Result<Vec<WanRow>> {
+    let specs = rows(plan.scenario, plan.quick)?;
     let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(
         std::path::Path::new(VMLINUX),
         None,
     )?));
     let mut out = Vec::new();
-    for (n, s) in specs.iter().enumerate() {
-        check_stop()?;
-        eprintln!(
-            "lab: {} rtt {} ms, {} Mbit/s, MTU {}, GRO {}: {}",
-            s.scenario,
-            s.rtt_ms,
-            s.rate_bps / M,
-            s.mtu,
-            if s.gro { "on" } else { "off" },
-            s.recv.describe()
-        );
-        out.push(run_row(exe, &mut it, s, n).with_context(|| format!("row {s:?}"))?);
+    let mut n = 0;
+    for run in 1..=plan.repeat {
+        for s in &specs {
+            for cc in &plan.ccs {
+                check_stop()?;
+                eprintln!(
+                    "lab: run {run}/{}: {} {}, {}, {}: {} ({cc})",
+                    plan.repeat,
+                    s.scenario,
+                    match s.path {
+                        Path::Veth => "veth".to_string(),
+                        Path::Wan {
+                            rtt_ms,
+                            rate_bps,
+                            queue_ms,
+                        } => format!(
+                            "rtt {rtt_ms} ms, {} Mbit/s{}",
+                            rate_bps / M,
+                            queue_ms
+                                .map(|q| format!(", {q} ms queue"))
+                                .unwrap_or_default()
+                        ),
+                    },
+                    format_args!("MTU {} GRO {}", s.mtu, if s.gro { "on" } else { "off" }),
+                    s.app
+                        .map(|a| a.describe())
+                        .unwrap_or_else(|| "own endpoints".into()),
+                    s.recv.describe()
+                );
+                let row = run_row(exe, &mut it, s, cc, n, run)
+                    .with_context(|| format!("row {s:?} with {cc}"))?;
+                n += 1;
+                each(&row)?;
+                out.push(row);
+            }
+        }
     }
     Ok(out)
+}
+
+/// One line of the accuracy table: a scenario's row with one congestion control, one end.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AccuracyKey {
+    pub scenario: String,
+    pub setup: String,
+    pub cc: String,
+    pub end: &'static str,
+    pub expected: Limit,
+    pub also: Option<Limit>,
+}
+
+/// Per key: (runs that matched, runs, the verdicts got).
+pub type Accuracy = BTreeMap<AccuracyKey, (u32, u32, BTreeMap<Limit, u32>)>;
+
+/// Expected against got, per scenario row x congestion control x end.
+pub fn accuracy(rows: &[WanRow]) -> Accuracy {
+    let mut t: Accuracy = BTreeMap::new();
+    for r in rows {
+        for (end, got) in [("receiver", r.verdict), ("sender", r.sender_verdict)] {
+            let key = AccuracyKey {
+                scenario: r.scenario.clone(),
+                setup: format!("{}; {}", r.app, r.condition),
+                cc: r.cc.clone(),
+                end,
+                expected: r.expected,
+                also: r.also_expected,
+            };
+            let e = t.entry(key).or_default();
+            e.1 += 1;
+            if r.accepts(got) {
+                e.0 += 1;
+            }
+            *e.2.entry(got.unwrap_or(Limit::Unknown)).or_default() += 1;
+        }
+    }
+    t
+}
+
+/// The lab's outcome: an error naming how many verdicts differ from their scenario's (the lab
+/// exits 1), or Ok.
+pub fn outcome(t: &Accuracy) -> Result<()> {
+    let missed: u32 = t.values().map(|(ok, n, _)| n - ok).sum();
+    let all: u32 = t.values().map(|(_, n, _)| n).sum();
+    if missed > 0 {
+        bail!(
+            "{missed} of {all} verdicts differ from the limit their scenario sets up (marked (!))"
+        );
+    }
+    Ok(())
 }
 
 /// `--path`: the path alone, measured with ample windows.
@@ -486,19 +741,18 @@ pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
     let rate = p.rate_bps.unwrap_or(tcpwin_lab::netns::WAN_MAX_RATE);
     let s = Spec {
         scenario: "path",
-        rtt_ms: p.rtt.as_millis() as u64,
-        rate_bps: rate,
-        mtu: 1500,
-        gro: true,
-        recv: Recv::Auto,
-        expected: Limit::NotWindowLimited,
-        quick: true,
+        path: Path::Wan {
+            rtt_ms: p.rtt.as_millis() as u64,
+            rate_bps: rate,
+            queue_ms: None,
+        },
+        ..BASE
     };
     let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(
         std::path::Path::new(VMLINUX),
         None,
     )?));
-    run_row(exe, &mut it, &s, 0)
+    run_row(exe, &mut it, &s, "reno", 0, 1)
 }
 
 #[cfg(test)]
@@ -507,10 +761,89 @@ mod tests {
 
     #[test]
     fn scenario_names() {
-        assert_eq!(rows("all", false).unwrap().len(), 16);
-        assert_eq!(rows("all", true).unwrap().len(), 8);
-        assert_eq!(rows("gro", false).unwrap().len(), 3);
+        let all = rows("all", false).unwrap();
+        assert_eq!(all.len(), 24);
+        assert_eq!(rows("all", true).unwrap().len(), 13);
+        assert_eq!(rows("gro", false).unwrap().len(), 2);
         let e = rows("nope", false).unwrap_err().to_string();
         assert!(e.contains("wscale-off") && e.contains("all"), "{e}");
+        // every limit a verdict can name on a receiver or a sender has a scenario
+        for l in [
+            Limit::WscaleOff,
+            Limit::RcvbufLocked,
+            Limit::AutotuneMax,
+            Limit::WindowClamp,
+            Limit::LowRatio,
+            Limit::AppNotReading,
+            Limit::PathQueue,
+            Limit::NotWindowLimited,
+            Limit::Sndbuf,
+        ] {
+            assert!(all.iter().any(|s| s.expected == l), "no scenario shows {l}");
+        }
+    }
+
+    fn row(expected: Limit, got: Limit, cc: &str) -> WanRow {
+        WanRow {
+            scenario: "s".into(),
+            condition: "c".into(),
+            app: "a".into(),
+            run: 1,
+            queue_ms: None,
+            rtt_ms: 20.0,
+            min_rtt_ms: None,
+            rate_limit_bps: None,
+            mtu: 1500,
+            gro: true,
+            cc: cc.into(),
+            window: None,
+            ceiling_bps: None,
+            predicted_bps: None,
+            throughput_bps: None,
+            rwnd_limited_share: None,
+            snd_wnd: None,
+            verdict: Some(got),
+            sender_verdict: Some(expected),
+            expected,
+            also_expected: None,
+            rtt_us: None,
+            base_rtt_us: None,
+            queue_us: None,
+            setting: None,
+            suggested: None,
+            scaling_ratio: None,
+            window_clamp: None,
+            sk_rcvbuf: None,
+            path_late: 0,
+            path_max_late_us: 0,
+            path_drops: 0,
+        }
+    }
+
+    #[test]
+    fn accuracy_counts_per_congestion_control_and_end() {
+        let rows = vec![
+            row(Limit::Sndbuf, Limit::Sndbuf, "bbr"),
+            row(Limit::Sndbuf, Limit::NotWindowLimited, "bbr"),
+            row(Limit::Sndbuf, Limit::Sndbuf, "reno"),
+        ];
+        let t = accuracy(&rows);
+        let bbr_rx = t
+            .iter()
+            .find(|(k, _)| k.cc == "bbr" && k.end == "receiver")
+            .unwrap()
+            .1;
+        assert_eq!((bbr_rx.0, bbr_rx.1), (1, 2));
+        let bbr_tx = t
+            .iter()
+            .find(|(k, _)| k.cc == "bbr" && k.end == "sender")
+            .unwrap()
+            .1;
+        assert_eq!((bbr_tx.0, bbr_tx.1), (2, 2));
+        assert_eq!(t.len(), 4);
+        // one mismatch: the lab fails, saying how many
+        let e = outcome(&t).unwrap_err().to_string();
+        assert!(e.starts_with("1 of 6 verdicts differ"), "{e}");
+        assert!(outcome(&accuracy(&rows[2..])).is_ok());
     }
 }
