@@ -3,15 +3,29 @@
 //! formats is the view's.
 use std::collections::BTreeMap;
 
-use crate::{facts::SockFacts, verdict::Verdict};
+use crate::{
+    facts::SockFacts,
+    verdict::{Limit, Verdict},
+};
 
 /// Metric names (Prometheus conventions: base units, `_bytes`, `_seconds`, `_total`).
 pub mod name {
-    pub const SCALING_RATIO: &str = "tcpwin_scaling_ratio";
-    pub const WINDOW_CLAMP: &str = "tcpwin_window_clamp_bytes";
-    pub const ADVERTISED_WINDOW: &str = "tcpwin_advertised_window_bytes";
+    /// Distributions over the *current* sockets: gauges with an `upper` label (cumulative counts,
+    /// `upper="+Inf"` = every socket with the value), so that `rate()` is never applied to a count
+    /// that falls when sockets close; `histogram_quantile()` reads them once
+    /// `label_replace(.., "le", "$1", "upper", "(.+)")` names the bound `le`. Beside each, the
+    /// sum over the same sockets (a gauge: the mean is sum / count).
+    pub const SOCKETS_BY_SCALING_RATIO: &str = "tcpwin_sockets_by_scaling_ratio";
+    pub const SOCKETS_BY_WINDOW_CLAMP: &str = "tcpwin_sockets_by_window_clamp_bytes";
+    pub const SOCKETS_BY_ADVERTISED_WINDOW: &str = "tcpwin_sockets_by_advertised_window_bytes";
     /// window / RTT, in bytes per second (Prometheus' base unit; promtool refuses bits)
-    pub const CEILING: &str = "tcpwin_window_ceiling_bytes_per_second";
+    pub const SOCKETS_BY_CEILING: &str = "tcpwin_sockets_by_window_ceiling_bytes_per_second";
+    pub const SUM_SCALING_RATIO: &str = "tcpwin_sockets_scaling_ratio";
+    pub const SUM_WINDOW_CLAMP: &str = "tcpwin_sockets_window_clamp_bytes";
+    pub const SUM_ADVERTISED_WINDOW: &str = "tcpwin_sockets_advertised_window_bytes";
+    pub const SUM_CEILING: &str = "tcpwin_sockets_window_ceiling_bytes_per_second";
+    /// 1, labelled by version, kernel and where socket facts come from (`iterator`, `sock_diag`)
+    pub const BUILD_INFO: &str = "tcpwin_build_info";
     pub const SOCKETS: &str = "tcpwin_sockets";
     /// a counter: the encoder adds `_total`
     pub const ESTABLISHED: &str = "tcpwin_connections_established";
@@ -182,6 +196,50 @@ impl Counters {
     }
 }
 
+/// A distribution over current sockets, as published: per bound, the sockets at or under it
+/// (cumulative, the last bound +Inf), and the sum of the values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Distribution {
+    pub le: Vec<(f64, u64)>,
+    pub sum: f64,
+}
+
+impl Distribution {
+    pub fn of(values: &[f64], bounds: &[f64]) -> Distribution {
+        let mut le: Vec<(f64, u64)> = bounds
+            .iter()
+            .map(|b| (*b, values.iter().filter(|v| *v <= b).count() as u64))
+            .collect();
+        le.push((f64::INFINITY, values.len() as u64));
+        Distribution {
+            le,
+            sum: values.iter().sum(),
+        }
+    }
+}
+
+/// The exporter process's own figures (the `process_*` metrics Prometheus clients publish).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcessStats {
+    pub cpu_seconds: f64,
+    pub resident_bytes: u64,
+    pub virtual_bytes: u64,
+    pub open_fds: u64,
+    pub max_fds: u64,
+    pub start_time_seconds: f64,
+}
+
+/// Names of the `process_*` metrics (Prometheus' client conventions).
+pub mod process {
+    /// a counter: the encoder adds `_total`
+    pub const CPU_SECONDS: &str = "process_cpu_seconds";
+    pub const RESIDENT: &str = "process_resident_memory_bytes";
+    pub const VIRTUAL: &str = "process_virtual_memory_bytes";
+    pub const OPEN_FDS: &str = "process_open_fds";
+    pub const MAX_FDS: &str = "process_max_fds";
+    pub const START_TIME: &str = "process_start_time_seconds";
+}
+
 /// The values of one scrape.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Scrape {
@@ -202,9 +260,52 @@ pub struct Scrape {
     pub packet_ratio: Option<BTreeMap<String, Counts>>,
     /// `--top N`
     pub top: Vec<TopSocket>,
+    /// `tcpwin_build_info`: version, kernel, source
+    pub build: Option<(String, String, String)>,
+    pub process: Option<ProcessStats>,
 }
 
 impl Scrape {
+    /// Sockets by verdict, every known limit present (0 where no socket has it): a sum over a
+    /// limit is 0, not empty, when nothing binds that way.
+    pub fn sockets_by_limit(&self) -> Vec<(&'static str, u64)> {
+        Limit::ALL
+            .iter()
+            .map(|l| (l.id(), self.sockets.get(l.id()).copied().unwrap_or(0)))
+            .collect()
+    }
+
+    /// The four distributions over current sockets: (name of the `le` family, name of the sum,
+    /// help, the distribution).
+    pub fn distributions(&self) -> [(&'static str, &'static str, &'static str, Distribution); 4] {
+        [
+            (
+                name::SOCKETS_BY_SCALING_RATIO,
+                name::SUM_SCALING_RATIO,
+                "current sockets by scaling_ratio, in 256ths (window = buffer x ratio / 256)",
+                Distribution::of(&self.scaling_ratio, &ratio_buckets()),
+            ),
+            (
+                name::SOCKETS_BY_WINDOW_CLAMP,
+                name::SUM_WINDOW_CLAMP,
+                "current sockets by window_clamp",
+                Distribution::of(&self.window_clamp, &bytes_buckets()),
+            ),
+            (
+                name::SOCKETS_BY_ADVERTISED_WINDOW,
+                name::SUM_ADVERTISED_WINDOW,
+                "current sockets by the receive window they last advertised",
+                Distribution::of(&self.advertised_window, &bytes_buckets()),
+            ),
+            (
+                name::SOCKETS_BY_CEILING,
+                name::SUM_CEILING,
+                "current sockets by window / RTT: the rate their window allows",
+                Distribution::of(&self.ceiling_bytes_per_sec, &rate_buckets()),
+            ),
+        ]
+    }
+
     /// One socket's contribution: each fact it has (absent facts add nothing, never 0).
     pub fn add(&mut self, f: &SockFacts, v: &Verdict) {
         if let Some(r) = f.scaling_ratio {
@@ -267,6 +368,21 @@ mod tests {
         assert_eq!(s.ceiling_bytes_per_sec, vec![125_000.0, 125_000.0]);
         assert_eq!(s.sockets["autotune-max"], 2);
         assert!(bytes_buckets().windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn every_limit_is_published_and_distributions_are_cumulative() {
+        let mut s = Scrape::default();
+        s.sockets.insert("autotune-max", 3);
+        let by = s.sockets_by_limit();
+        assert_eq!(by.len(), Limit::ALL.len());
+        assert!(by.contains(&("autotune-max", 3)) && by.contains(&("rcvbuf-locked", 0)));
+        let d = Distribution::of(&[160.0, 229.0, 300.0], &ratio_buckets());
+        let at = |b: f64| d.le.iter().find(|(x, _)| *x == b).unwrap().1;
+        assert_eq!((at(160.0), at(240.0), at(f64::INFINITY)), (1, 2, 3));
+        assert_eq!(d.sum, 689.0);
+        // counts only grow with the bound
+        assert!(d.le.windows(2).all(|w| w[0].1 <= w[1].1));
     }
 
     #[test]

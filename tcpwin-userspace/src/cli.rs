@@ -243,7 +243,9 @@ pub struct ExporterArgs {
     #[arg(long, default_value = "127.0.0.1:9943", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
     /// Network namespace: a name from `ip netns list`, or `all` (looked up again at every
-    /// scrape, so namespaces may come and go); default the exporter's own
+    /// scrape, so namespaces may come and go); default the exporter's own. On a container host
+    /// (pods, containers, `ip netns` namespaces) use `all`: a container's sockets live in its
+    /// own namespace, not the host's
     #[arg(long, value_name = "NAME|all")]
     pub netns: Option<String>,
     #[command(flatten)]

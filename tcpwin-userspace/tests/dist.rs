@@ -71,6 +71,10 @@ fn the_deb_installs_and_its_binary_serves_a_scrape() {
         "/usr/share/man/man1/tcpwin-trace-exporter.1.gz",
         "/lib/systemd/system/tcpwin-exporter.service",
         "/usr/share/doc/tcpwin-trace/examples/prometheus.yml",
+        "/usr/share/tcpwin-trace/prometheus/rules.yml",
+        "/usr/share/tcpwin-trace/prometheus/alerts.yml",
+        "/usr/share/tcpwin-trace/prometheus/alerts_test.yml",
+        "/usr/share/tcpwin-trace/grafana/tcpwin-dashboard.json",
     ] {
         assert!(
             files.lines().any(|l| l == f),
@@ -78,6 +82,16 @@ fn the_deb_installs_and_its_binary_serves_a_scrape() {
         );
         assert!(std::path::Path::new(f).exists(), "{f} not installed");
     }
+    // the installed pack: the example configuration (with its rule files) and the rules' own
+    // unit tests pass Prometheus' checker
+    ok(Command::new("promtool").args([
+        "check",
+        "config",
+        "/usr/share/doc/tcpwin-trace/examples/prometheus.yml",
+    ]));
+    ok(Command::new("promtool")
+        .current_dir("/usr/share/tcpwin-trace/prometheus")
+        .args(["test", "rules", "alerts_test.yml"]));
     // the man page says what --help says
     let page =
         ok(Command::new("sh").args(["-c", "zcat /usr/share/man/man1/tcpwin-trace-exporter.1.gz"]));

@@ -132,14 +132,41 @@ fn exporter_serves_what_the_owners_read() {
     assert!(ctype.contains("version=0.0.4"), "{ctype}");
     // ground truth: six sockets, their clamps as their owner reads them
     assert_eq!(value(&body, "tcpwin_scrape_sockets"), 6.0, "{body}");
-    assert_eq!(value(&body, "tcpwin_window_clamp_bytes_count"), 6.0);
+    assert_eq!(
+        value(
+            &body,
+            "tcpwin_sockets_by_window_clamp_bytes{upper=\"+Inf\"}"
+        ),
+        6.0
+    );
     let sum: u64 = socks.iter().map(|s| clamp(s) as u64).sum();
     assert_eq!(
-        value(&body, "tcpwin_window_clamp_bytes_sum"),
+        value(&body, "tcpwin_sockets_window_clamp_bytes"),
         sum as f64,
         "{body}"
     );
     assert_eq!(value(&body, "tcpwin_scrape_errors"), 0.0);
+    // the exporter's own identity and figures
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert!(
+        body.lines().any(|l| l.starts_with("tcpwin_build_info{")
+            && l.contains(&format!("kernel=\"{}\"", kernel.trim()))
+            && l.contains("source=\"iterator\"")
+            && l.ends_with(" 1")),
+        "{body}"
+    );
+    let rss = value(&body, "process_resident_memory_bytes");
+    let vmrss_kib: f64 = std::fs::read_to_string(format!("/proc/{}/status", exp.id()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap();
+    assert!(
+        (rss - vmrss_kib * 1024.0).abs() < 0.5 * rss,
+        "process_resident_memory_bytes {rss} vs VmRSS {vmrss_kib} kB"
+    );
+    assert!(value(&body, "process_open_fds") >= 3.0);
     // Prometheus' own checker accepts the format
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])
@@ -295,9 +322,11 @@ fn urlencode(s: &str) -> String {
         .collect()
 }
 
-/// A real Prometheus (Debian's package) scrapes the exporter every second; its HTTP API returns
-/// the handshake counts the test made (with and without window scaling) and the sockets the test
-/// holds, their windows pinned by the namespace's tcp_rmem and read back with getsockopt.
+/// A real Prometheus (Debian's package) scrapes the exporter every second with the pack's rules
+/// loaded; its HTTP API returns the handshake counts the test made (with and without window
+/// scaling), the recording rule's negotiation rate, and the sockets the test holds, their
+/// windows pinned by the namespace's tcp_rmem and read back with getsockopt. Then every query of
+/// the Grafana dashboard is valid and returns data (no Grafana here: Prometheus evaluates them).
 #[test]
 fn prometheus_scrapes_the_exporter() {
     require_root();
@@ -307,17 +336,19 @@ fn prometheus_scrapes_the_exporter() {
     let _exp = Proc(
         Command::new(EXE)
             .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--netns", &pair.b])
+            .args(["--netns", &pair.b, "--top", "5"])
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
     );
     let dir = std::env::temp_dir().join(format!("tcpwt-prom-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // the pack's recording and alerting rules, as an operator loads them
+    let pack = concat!(env!("CARGO_MANIFEST_DIR"), "/../prometheus");
     std::fs::write(
         dir.join("prometheus.yml"),
         format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tcpwin\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {pack}/rules.yml\n  - {pack}/alerts.yml\nscrape_configs:\n  - job_name: tcpwin\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
         ),
     )
     .unwrap();
@@ -393,8 +424,10 @@ fn prometheus_scrapes_the_exporter() {
             2.0,
         ),
         ("tcpwin_connections_closed_total", 4.0),
-        ("tcpwin_window_clamp_bytes_count", 6.0),
-        ("tcpwin_window_clamp_bytes_sum", clamp_sum as f64),
+        ("tcpwin_sockets_by_window_clamp_bytes{upper=\"+Inf\"}", 6.0),
+        ("tcpwin_sockets_window_clamp_bytes", clamp_sum as f64),
+        // every limit published, zero where no socket has it
+        ("tcpwin_sockets{limit=\"rcvbuf-locked\"}", 0.0),
     ];
     loop {
         let got: Vec<Option<f64>> = want.iter().map(|(q, _)| query(q)).collect();
@@ -407,8 +440,134 @@ fn prometheus_scrapes_the_exporter() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // the recording rule, over handshakes made while Prometheus watches: 3 of 5 negotiated
+    for wscale in ["1", "1", "1", "0", "0"] {
+        Pair::sysctl(&pair.b, "net.ipv4.tcp_window_scaling", wscale).unwrap();
+        let ns = pair.b.clone();
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+            // SAFETY: setns on an open namespace fd, for this thread only.
+            assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            drop((c, l.accept().unwrap().0));
+        })
+        .join()
+        .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // 3 + 3 negotiated of 5 + 5 since the exporter started; the 5 m rate sees what moved
+        // within the window: every handshake of the test
+        let got = query("instance:tcpwin_wscale_negotiated:ratio_rate5m");
+        if got.is_some_and(|g| (g - 0.6).abs() < 1e-9) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the recording rule did not read 0.6 within 60 s: {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // the dashboard: every panel's query is valid and returns data once traffic has moved (a
+    // transfer runs in the namespace for the --top and rwnd panels)
+    let ns = pair.b.clone();
+    let mover = std::thread::spawn(move || {
+        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
+        // SAFETY: setns on an open namespace fd, for this thread only.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut a, _) = l.accept().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            while a.read(&mut buf).unwrap_or(0) > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let until = Instant::now() + Duration::from_secs(8);
+        while Instant::now() < until {
+            if c.write_all(&[1u8; 1 << 16]).is_err() {
+                break;
+            }
+        }
+        drop(c);
+        let _ = reader.join();
+    });
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../grafana/tcpwin-dashboard.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let exprs: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().clone())
+        .map(|t| t["expr"].as_str().unwrap().to_string())
+        .collect();
+    assert!(exprs.len() >= 10, "{exprs:?}");
+    let results = |q: &str| -> Result<usize, String> {
+        let (status, _, body) = get(
+            prom_port,
+            &format!("/api/v1/query?query={}", urlencode(q)),
+            None,
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+        if status != 200 || v["status"] != "success" {
+            return Err(format!("{status}: {body}"));
+        }
+        Ok(v["data"]["result"].as_array().map_or(0, |r| r.len()))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut pending: Vec<String> = exprs.clone();
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for q in pending {
+            match results(&q) {
+                // a query Prometheus refuses is a broken panel: at once
+                Err(e) => panic!("dashboard query `{q}` is refused: {e}"),
+                Ok(0) => still.push(q),
+                Ok(_) => {}
+            }
+        }
+        pending = still;
+        assert!(
+            pending.is_empty() || Instant::now() < deadline,
+            "dashboard queries empty after traffic: {pending:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    mover.join().unwrap();
     drop(held);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The fleet pack's rules: `promtool check rules` accepts them, and their unit tests (series in,
+/// alerts and recorded values out) pass under `promtool test rules`.
+#[test]
+fn the_alert_and_recording_rules_pass_promtool() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../prometheus");
+    for args in [
+        &["check", "rules", "rules.yml", "alerts.yml"][..],
+        &["test", "rules", "alerts_test.yml"][..],
+    ] {
+        let out = Command::new("promtool")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .expect("promtool (apt-get install prometheus)");
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// The systemd unit passes `systemd-analyze verify` (with ExecStart pointed at this build).

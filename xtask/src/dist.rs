@@ -44,6 +44,20 @@ pub fn dist(obj: &Path) -> Result<PathBuf> {
         &format!("{doc}/README.md"),
         0o644,
     )?;
+    // the fleet pack: Prometheus rules (with their unit tests) and the Grafana dashboard
+    let pack = "usr/share/tcpwin-trace";
+    for f in ["rules.yml", "alerts.yml", "alerts_test.yml"] {
+        put(
+            &root().join("prometheus").join(f),
+            &format!("{pack}/prometheus/{f}"),
+            0o644,
+        )?;
+    }
+    put(
+        &root().join("grafana/tcpwin-dashboard.json"),
+        &format!("{pack}/grafana/tcpwin-dashboard.json"),
+        0o644,
+    )?;
     std::fs::write(
         stage.join(doc).join("copyright"),
         "tcpwin-trace\nLicense: MIT OR Apache-2.0\n",

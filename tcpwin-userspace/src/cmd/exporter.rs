@@ -26,6 +26,8 @@ struct Scraper {
     args: ExporterArgs,
     hz: Option<u32>,
     judge: Judge,
+    /// `uname -r`, for tcpwin_build_info
+    kernel: String,
     counters: Counters,
     /// the kernel counters run (not with --pid: a process's sockets are known only while open)
     counting: bool,
@@ -43,7 +45,15 @@ impl Scraper {
                 Vec::new()
             }
         };
-        let mut s = Scrape::default();
+        let mut s = Scrape {
+            build: Some((
+                env!("CARGO_PKG_VERSION").to_string(),
+                self.kernel.clone(),
+                self.src.name().to_string(),
+            )),
+            process: crate::host::process::stats(),
+            ..Scrape::default()
+        };
         let wanted: Vec<u32> = targets.iter().map(|t| t.inode as u32).collect();
         // closed sums before the sockets: one closing in between is in neither for one scrape
         // (the counters hold their value), never in both
@@ -178,6 +188,9 @@ pub fn run(args: ExporterArgs) -> Result<()> {
         hz: kconfig::hz(),
         args,
         judge: Judge::new(None),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|k| k.trim().to_string())
+            .unwrap_or_default(),
         counters: Counters::default(),
         counting,
     };

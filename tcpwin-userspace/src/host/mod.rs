@@ -5,6 +5,7 @@ pub mod kconfig;
 pub mod netdev;
 pub mod netns;
 pub mod owner;
+pub mod process;
 pub mod signals;
 pub mod sockdiag;
 pub mod sysctl;

@@ -9,18 +9,32 @@ use prometheus_client::{
         counter::{ConstCounter, Counter},
         family::Family,
         gauge::Gauge,
-        histogram::Histogram,
         MetricType, TypedMetric,
     },
     registry::Registry,
 };
 use tcpwin_model::metrics::{
-    bucketize, bytes_buckets, name, rate_buckets, ratio_buckets, Buckets, Scrape, TopSocket,
+    bucketize, name, process, ratio_buckets, Buckets, Distribution, Scrape, TopSocket,
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabel {
     limit: String,
+}
+
+/// The bound of a distribution's gauge. Not `le`: that label belongs to histograms (promtool's
+/// lint refuses it elsewhere); `label_replace(..., "le", "$1", "upper", "(.+)")` turns it into
+/// one for `histogram_quantile()`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpperLabel {
+    upper: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    kernel: String,
+    source: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -120,53 +134,43 @@ pub fn content_type(accept: Option<&str>) -> &'static str {
     }
 }
 
-fn histogram(reg: &mut Registry, n: &str, help: &str, buckets: Vec<f64>, values: &[f64]) {
-    let h = Histogram::new(buckets);
-    for v in values {
-        h.observe(*v);
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+fn gauge(reg: &mut Registry, n: &str, help: &str, v: f64) {
+    let g = FloatGauge::default();
+    g.set(v);
+    reg.register(n, help, g);
+}
+
+/// A distribution over current sockets: a gauge per bound (`upper`, cumulative) and the sum.
+fn distribution(reg: &mut Registry, n: &str, sum: &str, help: &str, d: &Distribution) {
+    let fam = Family::<UpperLabel, Gauge>::default();
+    for (bound, count) in &d.le {
+        let upper = if bound.is_infinite() {
+            "+Inf".to_string()
+        } else {
+            bound.to_string()
+        };
+        fam.get_or_create(&UpperLabel { upper }).set(*count as i64);
     }
-    reg.register(n, help, h);
+    reg.register(n, help, fam);
+    gauge(reg, sum, &format!("the sum over the sockets of {n}"), d.sum);
 }
 
 /// Encodes one scrape; `openmetrics` picks the format. `duration_s`, `errors`: the exporter's
 /// own measure of the scrape.
 pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> String {
     let mut reg = Registry::default();
-    histogram(
-        &mut reg,
-        name::SCALING_RATIO,
-        "scaling_ratio of current sockets, in 256ths (window = buffer x ratio / 256)",
-        ratio_buckets(),
-        &s.scaling_ratio,
-    );
-    histogram(
-        &mut reg,
-        name::WINDOW_CLAMP,
-        "window_clamp of current sockets",
-        bytes_buckets(),
-        &s.window_clamp,
-    );
-    histogram(
-        &mut reg,
-        name::ADVERTISED_WINDOW,
-        "the receive window current sockets last advertised",
-        bytes_buckets(),
-        &s.advertised_window,
-    );
-    histogram(
-        &mut reg,
-        name::CEILING,
-        "window / RTT of current sockets: the rate their window allows",
-        rate_buckets(),
-        &s.ceiling_bytes_per_sec,
-    );
+    for (n, sum, help, d) in s.distributions() {
+        distribution(&mut reg, n, sum, help, &d);
+    }
     let by_limit = Family::<LimitLabel, Gauge>::default();
-    for (limit, n) in &s.sockets {
+    for (limit, n) in s.sockets_by_limit() {
         by_limit
             .get_or_create(&LimitLabel {
                 limit: limit.to_string(),
             })
-            .set(*n as i64);
+            .set(n as i64);
     }
     reg.register(
         name::SOCKETS,
@@ -231,9 +235,59 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
     if !s.top.is_empty() {
         top(&mut reg, &s.top);
     }
-    let d = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-    d.set(duration_s);
-    reg.register(name::SCRAPE_DURATION, "time this scrape took", d);
+    if let Some((version, kernel, source)) = &s.build {
+        let b = Family::<BuildLabels, Gauge>::default();
+        b.get_or_create(&BuildLabels {
+            version: version.clone(),
+            kernel: kernel.clone(),
+            source: source.clone(),
+        })
+        .set(1);
+        reg.register(
+            name::BUILD_INFO,
+            "the exporter's version, the kernel it runs on, and where socket facts come from",
+            b,
+        );
+    }
+    if let Some(p) = &s.process {
+        counter(
+            &mut reg,
+            process::CPU_SECONDS,
+            "user and system CPU time the exporter spent",
+            p.cpu_seconds,
+        );
+        for (n, help, v) in [
+            (
+                process::RESIDENT,
+                "resident memory",
+                p.resident_bytes as f64,
+            ),
+            (process::VIRTUAL, "virtual memory", p.virtual_bytes as f64),
+            (
+                process::OPEN_FDS,
+                "open file descriptors",
+                p.open_fds as f64,
+            ),
+            (
+                process::MAX_FDS,
+                "the limit of open file descriptors",
+                p.max_fds as f64,
+            ),
+            (
+                process::START_TIME,
+                "start time since the Unix epoch",
+                p.start_time_seconds,
+            ),
+        ] {
+            gauge(&mut reg, n, help, v);
+        }
+    }
+    gauge(
+        &mut reg,
+        name::SCRAPE_DURATION,
+        "time this scrape took",
+        duration_s,
+    );
     let n = Gauge::<i64>::default();
     n.set(s.sockets.values().sum::<u64>() as i64);
     reg.register(name::SCRAPE_SOCKETS, "sockets this scrape read", n);
@@ -267,8 +321,22 @@ mod tests {
         s.sockets.insert("wscale-off", 2);
         for om in [false, true] {
             let t = encode(&s, 0.01, 0, om);
-            assert!(t.contains("tcpwin_window_clamp_bytes_count 2"), "{t}");
+            assert!(
+                t.contains("tcpwin_sockets_by_window_clamp_bytes{upper=\"+Inf\"} 2"),
+                "{t}"
+            );
+            assert!(
+                t.contains("tcpwin_sockets_window_clamp_bytes 1065536"),
+                "{t}"
+            );
             assert!(t.contains("tcpwin_sockets{limit=\"wscale-off\"} 2"), "{t}");
+            // every limit, zero where no socket has it
+            assert!(
+                t.contains("tcpwin_sockets{limit=\"rcvbuf-locked\"} 0"),
+                "{t}"
+            );
+            // no histogram type for counts that fall when sockets close
+            assert!(!t.contains("histogram"), "{t}");
             assert_eq!(t.contains("# EOF"), om, "{t}");
         }
         assert!(
