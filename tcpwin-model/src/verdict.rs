@@ -607,7 +607,7 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     // 1b. a backlog the application does not drain keeps the advertised window small, and the
     // flow runs at what that window allows
     if let Some(r) = receiver {
-        if backlog(r, window, rate, base) {
+        if backlog(r, window, rate, (base, rtt), v.rwnd_limited_share) {
             let unread = r.now.unread.unwrap_or(0);
             v.limit = Limit::AppNotReading;
             v.setting = Some(format!(
@@ -774,12 +774,21 @@ fn receiver_window(r: End) -> Option<u64> {
     Some((clamp as u64).min(max_scaled_window(shift)))
 }
 
-/// The application's backlog sets the window that binds: unread data at a quarter of the window
-/// or more at both ends of the interval, the advertised window shrunk under three quarters of it,
-/// and the flow not at what the full window allows over the base RTT (then the cap binds, and
-/// the backlog is the reader catching up). One snapshot: half the window unread and under half
-/// advertised.
-fn backlog(r: End, window: u64, rate: Option<u64>, base: u32) -> bool {
+/// The application's backlog sets the window that binds, the flow not at what the full window
+/// allows over the base RTT (then the cap binds, and a backlog is the reader catching up), and
+/// either: unread data at a quarter of the window or more at both ends of the interval with the
+/// advertised window shrunk under three quarters of it; or the sender held by the advertised
+/// window most of its busy time, yet far under what the window allows even over the RTT it sees
+/// (the advertised window spent much of the time well under the window: closed by the reader),
+/// while data waits unread (a reader that reads in bursts, as `curl --limit-rate` does, is caught
+/// between bursts too). One snapshot: half the window unread and under half advertised.
+fn backlog(
+    r: End,
+    window: u64,
+    rate: Option<u64>,
+    (base, rtt): (u32, u32),
+    rwnd_share: Option<f64>,
+) -> bool {
     let unread = |f: &SockFacts| f.unread.unwrap_or(0) as f64;
     let Some(adv) = r.now.rcv_wnd.map(u64::from) else {
         return false;
@@ -788,14 +797,21 @@ fn backlog(r: End, window: u64, rate: Option<u64>, base: u32) -> bool {
         return false;
     }
     let w = window as f64;
+    let below_cap =
+        rate.is_none_or(|x| (x as f64) < WINDOW_LIMITED_SHARE * ceiling_bps(window, base) as f64);
+    let mss = r.now.rcv_mss.unwrap_or(1).max(1) as f64;
     match r.before {
         Some(b) => {
-            unread(r.now) >= BACKLOG_SHARE * w
+            let persistent = unread(r.now) >= BACKLOG_SHARE * w
                 && unread(b) >= BACKLOG_SHARE * w
-                && (adv as f64) < 0.75 * w
-                && rate.is_none_or(|x| {
-                    (x as f64) < WINDOW_LIMITED_SHARE * ceiling_bps(window, base) as f64
-                })
+                && (adv as f64) < 0.75 * w;
+            let under_window = rate.is_some_and(|x| {
+                (x as f64) < WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64
+            });
+            let held = rwnd_share.is_some_and(|x| x >= 0.5)
+                && under_window
+                && (unread(r.now) >= mss || unread(b) >= mss);
+            below_cap && (persistent || held)
         }
         None => unread(r.now) >= 0.5 * w && (adv as f64) < 0.5 * w,
     }

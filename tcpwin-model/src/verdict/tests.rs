@@ -205,6 +205,21 @@ fn a_bottleneck_queue_is_not_blamed_on_the_window() {
     assert_eq!(v.limit, Limit::PathQueue, "{v:?}");
     // rwnd-limited 99.9 % does not decide it
     assert!(v.rwnd_limited_share.unwrap() > 0.99);
+    // both ends, a few segments unread at the readings (a reader is never caught at zero): the
+    // flow fills its window, so the queue, not the reader
+    let mut r2 = off(rcv(2.0, 19_300_000 / 8));
+    r2.unread = Some(4344);
+    let (vs, vr) = both(
+        (&s(1.0, 0), &s(2.0, 19_300_000 / 8)),
+        (&off(rcv(1.0, 0)), &r2),
+        &h,
+        None,
+    );
+    assert_eq!(
+        (vs.limit, vr.limit),
+        (Limit::PathQueue, Limit::PathQueue),
+        "{vr:?}"
+    );
 }
 
 /// tcp_rmem max 262144 behind 100 Mbit/s: window-limited at 18 ms; once raised, the queue grows
@@ -416,6 +431,45 @@ fn a_reader_behind_with_reno_is_the_application() {
     let (vs, vr) = both(
         (&s(1.0, 0), &s(2.0, 20_000_000 / 8)),
         (&f(1.0, 0, 68_928), &f(2.0, 20_000_000 / 8, 75_712)),
+        &host(),
+        None,
+    );
+    assert_eq!(
+        (vs.limit, vr.limit),
+        (Limit::AppNotReading, Limit::AppNotReading),
+        "{vr:?}"
+    );
+}
+
+/// curl --limit-rate with bbr, caught between two bursts of reading: the window open again, a
+/// little unread, the RTT inflated; the sender held by the advertised window 87 % of the time at
+/// a quarter of what the window allows: the reader, not a path queue.
+#[test]
+fn a_burst_reader_between_bursts_is_the_application() {
+    let f = |ts: f64, rx: u64, unread: u32| {
+        let mut n = rcv(ts, rx);
+        n.rcvbuf_locked = Some(false);
+        n.scaling_ratio = Some(193);
+        n.sk_rcvbuf = Some(313_000);
+        n.window_clamp = Some(236_311);
+        n.rcv_wnd = Some(200_000);
+        n.unread = Some(unread);
+        n
+    };
+    let s = |ts: f64, acked: u64| {
+        let busy = (ts * 1e6) as u64;
+        let mut n = snd(ts, acked, busy, busy * 87 / 100);
+        n.snd_wnd = Some(200_000);
+        n.srtt_us = Some(56_900);
+        n.min_rtt_us = Some(20_100);
+        n.sk_sndbuf = Some(4 << 20);
+        n.wmem_queued = Some(2_391_264);
+        n.packets_out = Some(20);
+        n
+    };
+    let (vs, vr) = both(
+        (&s(1.0, 0), &s(2.0, 8_000_000 / 8)),
+        (&f(1.0, 0, 30_000), &f(2.0, 8_000_000 / 8, 4_000)),
         &host(),
         None,
     );
