@@ -361,3 +361,21 @@ impl Drop for Pair {
         }
     }
 }
+
+/// Runs `f` on a thread inside the named namespace `ns` (sockets it opens live there); for tests
+/// and the bench.
+pub fn in_netns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let file = std::fs::File::open(format!("/run/netns/{ns}"))
+        .unwrap_or_else(|e| panic!("namespace {ns}: {e}"));
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns on an open namespace fd, for this thread only.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            panic!("setns: {}", std::io::Error::last_os_error());
+        }
+        f()
+    })
+}

@@ -16,7 +16,7 @@ use tcpwin_common::formula::{self, win_from_space};
 use tcpwin_lab::{
     endpoints::ground_truth,
     harness::{wait_bounded, Proc, Tracer, Transfer},
-    netns::Pair,
+    netns::{in_netns, Pair},
 };
 use tcpwin_model::{
     kind::EventKind,
@@ -540,23 +540,6 @@ fn tracer_verdicts_follow_the_binding_limit() {
     let expect = 65535.0 * 8.0 / (tx[0].min_rtt_us as f64 / 1e6);
     let got = tx[0].steady_bps.unwrap() as f64;
     assert!((got - expect).abs() <= 0.15 * expect, "{got} vs {expect}");
-}
-
-/// Runs `f` on a thread inside namespace `ns` (sockets it opens live there).
-fn in_netns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::thread::JoinHandle<T> {
-    let file = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-    std::thread::spawn(move || {
-        use std::os::fd::AsRawFd;
-        // SAFETY: setns on an open namespace fd, for this thread only.
-        assert_eq!(
-            unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
-            0
-        );
-        f()
-    })
 }
 
 /// Rounds of the last-change test in one run: the flake it fixes showed about once in fifteen.

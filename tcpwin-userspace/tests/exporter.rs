@@ -13,7 +13,7 @@ use std::{
 
 use tcpwin_lab::{
     harness::{programs_named, Proc},
-    netns::Pair,
+    netns::{in_netns, Pair},
 };
 
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
@@ -92,10 +92,7 @@ fn exporter_serves_what_the_owners_read() {
     let pair = Pair::create(&format!("tcpwt-exp-{}", std::process::id()), 1500).unwrap();
     let ns = pair.b.clone();
     // three idle connections inside the namespace, made by a thread that entered it
-    let socks: Vec<TcpStream> = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-        // SAFETY: setns on an open namespace fd, for this thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    let socks: Vec<TcpStream> = in_netns(&ns, move || {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut v = Vec::new();
         for _ in 0..3 {
@@ -229,10 +226,7 @@ fn exporter_serves_what_the_owners_read() {
     };
     let connect = |n: usize| {
         let ns = pair.b.clone();
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-            // SAFETY: setns on an open namespace fd, for this thread only.
-            assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        in_netns(&ns, move || {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             for _ in 0..n {
                 let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -370,10 +364,7 @@ fn prometheus_scrapes_the_exporter() {
     );
     // three connections held open in the namespace (six sockets), made after the exporter started
     let ns = pair.b.clone();
-    let held: Vec<TcpStream> = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-        // SAFETY: setns on an open namespace fd, for this thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    let held: Vec<TcpStream> = in_netns(&ns, move || {
         std::thread::sleep(Duration::from_millis(1500));
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut v = Vec::new();
@@ -389,10 +380,7 @@ fn prometheus_scrapes_the_exporter() {
     // two handshakes without window scaling, closed at once
     Pair::sysctl(&pair.b, "net.ipv4.tcp_window_scaling", "0").unwrap();
     let ns = pair.b.clone();
-    std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-        // SAFETY: setns on an open namespace fd, for this thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    in_netns(&ns, move || {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         for _ in 0..2 {
             let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -444,10 +432,7 @@ fn prometheus_scrapes_the_exporter() {
     for wscale in ["1", "1", "1", "0", "0"] {
         Pair::sysctl(&pair.b, "net.ipv4.tcp_window_scaling", wscale).unwrap();
         let ns = pair.b.clone();
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-            // SAFETY: setns on an open namespace fd, for this thread only.
-            assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        in_netns(&ns, move || {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
             drop((c, l.accept().unwrap().0));
@@ -472,10 +457,7 @@ fn prometheus_scrapes_the_exporter() {
     // the dashboard: every panel's query is valid and returns data once traffic has moved (a
     // transfer runs in the namespace for the --top and rwnd panels)
     let ns = pair.b.clone();
-    let mover = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-        // SAFETY: setns on an open namespace fd, for this thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    let mover = in_netns(&ns, move || {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut a, _) = l.accept().unwrap();
@@ -627,10 +609,7 @@ fn closed_connections_keep_their_chrono_times() {
     // reading 1 MiB, so each sender is rwnd-limited; each side reads its TCP_INFO at the end
     const N: usize = 4;
     let ns = pair.b.clone();
-    let infos: Vec<(u64, u64)> = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-        // SAFETY: setns on an open namespace fd, for this thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    let infos: Vec<(u64, u64)> = in_netns(&ns, move || {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let small: libc::c_int = 16 << 10;
         // SAFETY: SO_RCVBUF reads one int; accepted sockets inherit it.
@@ -708,10 +687,7 @@ fn closed_connections_keep_their_chrono_times() {
     // a transfer across two scrapes: labelled by --top with its own addresses
     let ns = pair.b.clone();
     let (tx, rx) = std::sync::mpsc::channel();
-    let mover = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-        // SAFETY: setns on an open namespace fd, for this thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    let mover = in_netns(&ns, move || {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut a, _) = l.accept().unwrap();

@@ -222,10 +222,7 @@ fn ss_reads_another_namespace() {
     let ns = pair.b.clone();
     let port = 5331;
     // a listener and a connection inside the namespace, made by a thread that entered it
-    let (c, s) = std::thread::spawn(move || {
-        let f = std::fs::File::open(format!("/run/netns/{ns}")).unwrap();
-        // SAFETY: setns on an open namespace fd, for this thread only.
-        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+    let (c, s) = tcpwin_lab::netns::in_netns(&ns, move || {
         let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (s, _) = l.accept().unwrap();

@@ -119,16 +119,20 @@ impl Session {
         Ok(())
     }
 
+    /// The live traced sockets: (cookie, netns).
+    fn live(&self) -> Vec<(u64, u32)> {
+        self.socks
+            .live_cookies()
+            .filter_map(|(c, l)| Some((c, l.id.netns?)))
+            .collect()
+    }
+
     /// One reading at the end, before the summary: the last changes of the sockets still open.
     fn final_catch_up(&mut self, tracer: &mut Tracer) -> Result<()> {
+        let live = self.live();
         let Some(j) = self.judges.as_mut() else {
             return Ok(());
         };
-        let live: Vec<(u64, u32)> = self
-            .socks
-            .live_cookies()
-            .filter_map(|(c, l)| Some((c, l.id.netns?)))
-            .collect();
         let read: Vec<SockFacts> = j
             .read(tracer, &live)?
             .into_iter()
@@ -140,14 +144,10 @@ impl Session {
 
     /// Judges the live sockets (once a second).
     fn judge(&mut self, tracer: &mut Tracer) -> Result<()> {
+        let live = self.live();
         let Some(j) = self.judges.as_mut() else {
             return Ok(());
         };
-        let live: Vec<(u64, u32)> = self
-            .socks
-            .live_cookies()
-            .filter_map(|(c, l)| Some((c, l.id.netns?)))
-            .collect();
         let tick = j.tick(tracer, &live)?;
         self.catch_up(&tick.read)?;
         for v in tick.verdicts {
