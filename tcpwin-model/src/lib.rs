@@ -16,6 +16,7 @@
 //! - `judge`: the one stateful judge every front end uses (readings in, verdicts out);
 //! - `units`: rates, durations and paths as users write them;
 //! - `check`: the host audited, and whether a bandwidth-delay product fits;
+//! - `select`: which judged sockets `ss` shows (state, limited, active, ports);
 //! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`);
 //! - `metrics`: what the exporter publishes (the metric names live there);
 //! - `top`: `top`'s view state (rows, history, sort, filter, selection).
@@ -29,6 +30,7 @@ pub mod metrics;
 pub mod record;
 pub mod recording;
 pub mod schema;
+pub mod select;
 pub mod sockdiag;
 pub mod tcp_info;
 pub mod timeline;

@@ -18,7 +18,7 @@ use crate::kernel::{attach::Backend, btf::VMLINUX};
     name = "tcpwin-trace",
     version,
     about = "Trace the TCP receive-window machinery per socket: scaling_ratio, window_clamp, rcv_ssthresh, initial window",
-    after_help = "Examples:\n  sudo tcpwin-trace --pid 1234          watch one process's sockets (listeners' children included)\n  sudo tcpwin-trace --port 5201 --json  JSON lines for one port\n  sudo tcpwin-trace ss -i 1000          every socket each second, with the limit that binds its window\n  sudo tcpwin-trace top                 live terminal view: rate, window, ratio, verdict, sparklines\n  sudo tcpwin-trace record -o a.jsonl   keep a trace; then: tcpwin-trace report a.jsonl [b.jsonl] --svg ab.svg\n  sudo tcpwin-trace exporter            Prometheus metrics on 127.0.0.1:9943/metrics\n  tcpwin-trace check --bdp 1gbit:18ms   does that BDP fit on this host? (exit 0/1)\n  sudo tcpwin-trace lab --scenario all  the articles' slow transfers, reproduced and judged\n  sudo tcpwin-trace demo                self-contained demo in two network namespaces"
+    after_help = "Examples:\n  sudo tcpwin-trace --pid 1234          watch one process's sockets (listeners' children included)\n  sudo tcpwin-trace --port 5201 --json  JSON lines for one port\n  sudo tcpwin-trace ss -i 1000          every socket each second, with the limit that binds its window\n  sudo tcpwin-trace top                 live terminal view: rate, window, ratio, verdict, sparklines\n  sudo tcpwin-trace record -o a.jsonl   keep a trace; then: tcpwin-trace report a.jsonl [b.jsonl] --svg ab.svg\n  sudo tcpwin-trace exporter            Prometheus metrics on 127.0.0.1:9943/metrics\n  tcpwin-trace check --bdp 1gbit:18ms   does that BDP fit on this host? (exit 0/1/3)\n  sudo tcpwin-trace lab --scenario all  the articles' slow transfers, reproduced and judged\n  sudo tcpwin-trace demo                self-contained demo in two network namespaces"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -93,7 +93,9 @@ pub enum Cmd {
     Lab(LabArgs),
     /// Every TCP socket now, with scaling_ratio, window_clamp and the limit that binds its window
     Ss(SsArgs),
-    /// Audit the host's receive-window settings; with --bdp, exit 0 if the BDP fits, 1 if not
+    /// Audit the host's receive-window settings; with --bdp, exit 0 if the BDP fits, 1 if
+    /// autotuned sockets cannot reach it, 3 if only sockets that set SO_RCVBUF cannot (rmem_max),
+    /// 2 on error
     Check(CheckArgs),
     /// Serve the sockets' window facts and verdicts to Prometheus (/metrics); nothing runs per packet
     ///
@@ -193,6 +195,25 @@ pub struct SsArgs {
     /// One JSON object per socket
     #[arg(long)]
     pub json: bool,
+    /// Every fact of each socket and the verdict's why and fix (default: one line per socket)
+    #[arg(short, long)]
+    pub extended: bool,
+    /// Only sockets in this state (as `ss` names them)
+    #[arg(long, value_name = "STATE", value_parser = tcpwin_model::select::STATES)]
+    pub state: Option<String>,
+    /// Only sockets whose receive window is what binds them (a cap, the peer's window, or a
+    /// window an application closed by not reading)
+    #[arg(long)]
+    pub limited: bool,
+    /// Hide idle sockets (no data moved or waiting), e.g. control connections
+    #[arg(long)]
+    pub active: bool,
+    /// Only sockets with this local (source) port
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub sport: Option<u16>,
+    /// Only sockets with this remote (destination) port
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub dport: Option<u16>,
     /// Repeat every MS milliseconds: rates from the deltas between snapshots, verdicts over
     /// each interval (until Ctrl-C, or --count)
     #[arg(short, long, value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
@@ -215,6 +236,19 @@ pub struct SsArgs {
     /// Load this eBPF object instead of the one built into the binary
     #[arg(long, value_name = "PATH")]
     pub obj: Option<PathBuf>,
+}
+
+impl SsArgs {
+    /// The filters applied to judged sockets.
+    pub fn selection(&self) -> tcpwin_model::select::Selection {
+        tcpwin_model::select::Selection {
+            state: self.state.clone(),
+            limited: self.limited,
+            active: self.active,
+            sport: self.sport,
+            dport: self.dport,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -20,12 +20,12 @@ fn main() {
         Some(Cmd::Ss(a)) => cmd::ss::run(a),
         Some(Cmd::Exporter(a)) => cmd::exporter::run(a),
         Some(Cmd::Check(a)) => match cmd::check::run(a) {
-            Ok(fits) => std::process::exit(if fits { 0 } else { 1 }),
+            Ok(code) => std::process::exit(code),
             Err(e) if broken_pipe(&e) => return,
             // a health check tells "does not fit" (1) from "could not tell" (2)
             Err(e) => {
                 eprintln!("tcpwin-trace: error: {e:#}");
-                std::process::exit(2);
+                std::process::exit(tcpwin_model::check::exit::ERROR);
             }
         },
         Some(Cmd::Lab(a)) => cmd::lab::run(a),

@@ -114,6 +114,37 @@ fn check_fixes_never_lower_a_setting() {
     }
 }
 
+/// An unprivileged user checks the own namespace (no setns, no BPF): it works, says why the ratio
+/// is a fresh socket's, prints sub-millisecond RTTs in µs, and exits by what fits (0, 1 or 3).
+#[test]
+fn check_runs_unprivileged_in_its_own_namespace() {
+    tcpwin_lab::harness::tests_need_root("CHECK TESTS (setpriv to drop to nobody)");
+    let dir = std::env::temp_dir().join(format!("tcpwt-chk-nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("tcpwin-trace");
+    std::fs::copy(EXE, &exe).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(&exe)
+        .args(["check", "--bdp", "10gbit:250us"])
+        .output()
+        .expect("setpriv (util-linux)");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let code = out.status.code().unwrap_or(-1);
+    assert!([0, 1, 3].contains(&code), "exit {code}: {err}");
+    assert!(text.contains("BDP 10.00 Gbit/s x 250 us"), "{text}");
+    assert!(text.contains("not root"), "{text}");
+    assert!(
+        !text.contains("(a fresh socket's ("),
+        "doubled brackets: {text}"
+    );
+    assert!(!text.contains("0.0 ms"), "{text}");
+}
+
 #[test]
 fn check_errors_exit_2_with_one_sentence() {
     for (args, needle) in [

@@ -1,13 +1,14 @@
 //! `tcpwin-trace check`: the host's receive-window settings audited (kernel era, sysctls of the
 //! namespace and global caps, interfaces and their offloads), and with `--bdp RATE:RTT` whether
 //! an autotuned and an SO_RCVBUF socket can advertise that bandwidth-delay product here. Exit 0
-//! fits, 1 does not, 2 error: usable as a health check.
+//! fits, 1 autotuned sockets do not, 3 only SO_RCVBUF sockets do not, 2 error: usable as a
+//! health check.
 use anyhow::Result;
 
 use crate::{cli::CheckArgs, gather::audit, view};
 
-/// Runs the audit; Ok(true) when everything asked fits.
-pub fn run(args: CheckArgs) -> Result<bool> {
+/// Runs the audit; Ok(the exit status: `tcpwin_model::check::exit`).
+pub fn run(args: CheckArgs) -> Result<i32> {
     let r = audit::report(&args)?;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -16,5 +17,5 @@ pub fn run(args: CheckArgs) -> Result<bool> {
     } else {
         view::check::render(&r, &mut out)?;
     }
-    Ok(r.fits_all())
+    Ok(r.exit_code())
 }

@@ -41,6 +41,7 @@ pub fn run(args: SsArgs) -> Result<()> {
         let mut seen = snapshot::read(&mut src, &targets, &args.filter, hz)?;
         snapshot::add_owners(&mut seen);
         let verdicts = judge.judge(seen.iter().map(|s| (&s.facts, &s.host)));
+        let select = args.selection();
         let lines: Vec<SsLine> = seen
             .into_iter()
             .zip(verdicts)
@@ -51,6 +52,7 @@ pub fn run(args: SsArgs) -> Result<()> {
                 facts: s.facts,
                 verdict: v,
             })
+            .filter(|l| select.keeps(l))
             .collect();
         taken += 1;
         // an interval's first snapshot has no rates yet: its verdicts are the static ones
@@ -60,7 +62,12 @@ pub fn run(args: SsArgs) -> Result<()> {
                 writeln!(out)?;
             }
         } else {
-            view::ss::render(&lines, args.interval.is_some() && taken > 1, &mut out)?;
+            view::ss::render(
+                &lines,
+                args.interval.is_some() && taken > 1,
+                args.extended,
+                &mut out,
+            )?;
         }
         out.flush()?;
         let Some(ms) = args.interval else {

@@ -21,7 +21,7 @@ fn ratio(args: &CheckArgs) -> (u8, String) {
     let fresh = |why: String| {
         (
             DEFAULT_RATIO,
-            format!("a fresh socket's ({why}; pass --ratio for another)"),
+            format!("a fresh socket's: {why}; pass --ratio for another"),
         )
     };
     if object::check_privileges().is_err() {

@@ -115,7 +115,8 @@ pub fn resolve(arg: Option<&str>) -> Result<Vec<Netns>> {
 
 /// Inside a namespace until dropped.
 pub struct Entered {
-    home: File,
+    /// the namespace to return to; None when the thread never left
+    home: Option<File>,
 }
 
 fn setns(f: &File) -> std::io::Result<()> {
@@ -129,6 +130,14 @@ fn setns(f: &File) -> std::io::Result<()> {
 /// Moves the calling thread into `ns` (a namespace that vanished is an error naming it).
 pub fn enter(ns: &Netns) -> Result<Entered> {
     let home = File::open("/proc/thread-self/ns/net").context("opening the own namespace")?;
+    // already there (the caller's own): nothing to enter, no privilege needed
+    if std::fs::metadata("/proc/thread-self/ns/net")
+        .map(|m| m.ino())
+        .ok()
+        == Some(ns.inode)
+    {
+        return Ok(Entered { home: None });
+    }
     let target = File::open(&ns.path).with_context(|| {
         format!(
             "network namespace {} ({}) is gone",
@@ -142,12 +151,15 @@ pub fn enter(ns: &Netns) -> Result<Entered> {
             ns.name
         )
     })?;
-    Ok(Entered { home })
+    Ok(Entered { home: Some(home) })
 }
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        if let Err(e) = setns(&self.home) {
+        let Some(home) = &self.home else {
+            return;
+        };
+        if let Err(e) = setns(home) {
             // the thread would go on reading the wrong namespace: stop rather than mislead
             eprintln!("tcpwin-trace: cannot return to the own network namespace: {e}");
             std::process::exit(2);

@@ -1,8 +1,9 @@
-//! `tcpwin-trace ss` as text: a line per socket in `ss` style with what `ss` cannot show, then
-//! its verdict.
+//! `tcpwin-trace ss` as text: one line per socket in `ss` style (state, addresses with the
+//! direction data flows, rate, RTT, window, ceiling, scaling_ratio, verdict); with `-e` every
+//! fact `ss` cannot show and the verdict's why and fix.
 use std::io::Write;
 
-use tcpwin_model::{facts::SockFacts, schema::SsLine};
+use tcpwin_model::{facts::SockFacts, schema::SsLine, verdict::Side};
 
 use super::or_dash as o;
 
@@ -60,17 +61,128 @@ pub fn facts_line(l: &SsLine) -> String {
     )
 }
 
+/// `<-` receiving, `->` sending, `<>` idle: which way the data flows from the local end.
+fn arrow(l: &SsLine) -> &'static str {
+    match l.verdict.side {
+        Side::Receiving => "<-",
+        Side::Sending => "->",
+        Side::Idle => "<>",
+    }
+}
+
+/// 893M, 26.2M (bit/s, as `ss` prints rates)
+fn rate(bps: Option<u64>) -> String {
+    match bps {
+        Some(b) if b >= 1_000_000_000 => format!("{:.2}G", b as f64 / 1e9),
+        Some(b) if b >= 1_000_000 => format!("{:.1}M", b as f64 / 1e6),
+        Some(b) => format!("{:.0}k", b as f64 / 1e3),
+        None => "-".into(),
+    }
+}
+
+const HEADER: &str = "State      Local                    Peer                          Rate      RTT   Window  Ceiling ratio Verdict";
+
+/// One socket on one line.
+pub fn short_line(l: &SsLine) -> String {
+    let f = &l.facts;
+    let v = &l.verdict;
+    format!(
+        "{:<10} {:<24} {} {:<26} {:>7} {:>8} {:>8} {:>8} {:>5} {}",
+        l.state_name,
+        f.id.local(),
+        arrow(l),
+        f.id.remote(),
+        rate(v.rate_bps),
+        ms(v.rtt_us.or(f.srtt_us).map(u64::from)),
+        o(v.window),
+        rate(v.ceiling_bps),
+        o(f.scaling_ratio),
+        v.limit.id(),
+    )
+}
+
 /// A snapshot: its sockets, or a sentence saying there are none.
-pub fn render(lines: &[SsLine], with_rates: bool, out: &mut impl Write) -> std::io::Result<()> {
+pub fn render(
+    lines: &[SsLine],
+    with_rates: bool,
+    extended: bool,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     if with_rates {
         writeln!(out, "--- interval")?;
     }
     if lines.is_empty() {
         writeln!(out, "(no TCP connection matches)")?;
+        return Ok(());
+    }
+    if !extended {
+        writeln!(out, "{HEADER}")?;
     }
     for l in lines {
-        writeln!(out, "{}", facts_line(l))?;
-        writeln!(out, "{}", verdict_line(&l.verdict))?;
+        if extended {
+            writeln!(out, "{}", facts_line(l))?;
+            writeln!(out, "{}", verdict_line(&l.verdict))?;
+        } else {
+            writeln!(out, "{}", short_line(l))?;
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwin_model::{
+        id::SocketId,
+        verdict::{Limit, Verdict},
+    };
+
+    #[test]
+    fn one_line_per_socket_with_the_direction() {
+        let l = SsLine {
+            source: "iterator".into(),
+            netns_name: "-".into(),
+            state_name: "ESTAB".into(),
+            facts: SockFacts {
+                id: SocketId {
+                    laddr: Some("10.0.0.2".parse().unwrap()),
+                    lport: 5201,
+                    raddr: Some("10.0.0.1".parse().unwrap()),
+                    rport: 40412,
+                    ..Default::default()
+                },
+                scaling_ratio: Some(162),
+                ..Default::default()
+            },
+            verdict: Verdict {
+                limit: Limit::RcvbufLocked,
+                rate_bps: Some(209_800_000),
+                rtt_us: Some(18_000),
+                window: Some(539_136),
+                ceiling_bps: Some(239_600_000),
+                ..Verdict::unknown(Side::Receiving)
+            },
+        };
+        let t = short_line(&l);
+        assert!(t.starts_with("ESTAB      10.0.0.2:5201"), "{t}");
+        assert!(t.contains(" <- 10.0.0.1:40412"), "{t}");
+        for w in [
+            "209.8M",
+            "18.0ms",
+            "539136",
+            "239.6M",
+            "162",
+            "rcvbuf-locked",
+        ] {
+            assert!(t.contains(w), "{w}: {t}");
+        }
+        let mut out = Vec::new();
+        render(std::slice::from_ref(&l), false, false, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), 2, "header and one line: {text}");
+        let mut out = Vec::new();
+        render(&[l], false, true, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("verdict: rcvbuf-locked (receiving"), "{text}");
+    }
 }
