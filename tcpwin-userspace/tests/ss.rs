@@ -266,6 +266,122 @@ fn ss_sock_diag_fallback_is_exact_where_it_reads() {
     assert_matches_owner_from(&s, &lines, false);
 }
 
+/// `--pid` of a process in another namespace reads that namespace (no `--netns` needed): an
+/// iperf3 client running inside one of the test's namespaces.
+#[test]
+fn ss_pid_finds_the_process_namespace() {
+    require_root();
+    let pair = Pair::create(&format!("tcpwt-sspid-{}", std::process::id()), 1500).unwrap();
+    let _server = tcpwin_lab::harness::Proc(
+        Pair::exec(&pair.b, "iperf3")
+            .args(["-s", "-1", "-p", "5337", "-B", "127.0.0.1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("iperf3 (apt-get install iperf3)"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let client = tcpwin_lab::harness::Proc(
+        Pair::exec(&pair.b, "iperf3")
+            .args(["-c", "127.0.0.1", "-p", "5337", "-t", "4", "-b", "10M"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    // `ip netns exec` execs iperf3 in place: the child's pid is iperf3's
+    let lines = ss(&["--pid", &client.id().to_string()]);
+    assert!(lines.len() >= 2, "control and data connections: {lines:?}");
+    assert!(lines.iter().all(|l| l.netns_name == pair.b), "{lines:?}");
+    assert!(lines.iter().all(|l| l.facts.id.rport == 5337), "{lines:?}");
+}
+
+/// Without root, sock_diag still reads the own namespace's sockets (what iproute2's ss does) and
+/// says which facts are then missing.
+#[test]
+fn ss_sock_diag_works_unprivileged() {
+    require_root();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let _s = l.accept().unwrap();
+    let dir = std::env::temp_dir().join(format!("tcpwt-ss-nobody-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("tcpwin-trace");
+    std::fs::copy(EXE, &exe).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(&exe)
+        .args(["ss", "--source", "sock-diag", "--json", "--port"])
+        .arg(port.to_string())
+        .output()
+        .expect("setpriv (util-linux)");
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("scaling_ratio, window_clamp, rcvbuf_locked are null"),
+        "{err}"
+    );
+    assert!(err.contains("without root"), "{err}");
+    let lines: Vec<SsLine> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines.iter().all(|l| l.facts.scaling_ratio.is_none()));
+    assert!(lines.iter().all(|l| l.facts.rcv_mss.is_some()));
+}
+
+/// The default text: a header and one line per socket, in `ss` style, with the direction data
+/// flows; `--limited` and `--active` leave out what a user asked to hide.
+#[test]
+fn ss_text_is_one_line_per_socket() {
+    require_root();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    c.write_all(&[1u8; 100_000]).unwrap();
+    let mut buf = vec![0u8; 100_000];
+    s.read_exact(&mut buf).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let text = |args: &[&str]| {
+        let out = Command::new(EXE)
+            .arg("ss")
+            .args(args)
+            .args(["--port", &port.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let t = text(&[]);
+    let rows: Vec<&str> = t.lines().collect();
+    assert_eq!(rows.len(), 3, "header and two sockets: {t}");
+    assert!(
+        rows[0].starts_with("State") && rows[0].contains("Verdict"),
+        "{t}"
+    );
+    assert!(
+        rows[1..].iter().any(|r| r.contains(" -> "))
+            && rows[1..].iter().any(|r| r.contains(" <- ")),
+        "the sender -> and the receiver <-: {t}"
+    );
+    // one snapshot of a finished exchange: over its life nothing waits, both ends are judged
+    let e = text(&["-e"]);
+    assert!(e.matches("verdict:").count() == 2, "{e}");
+    // only sockets whose window binds: none here (a 100 KB exchange on loopback)
+    assert!(text(&["--limited"]).contains("(no TCP connection matches)"));
+    assert!(text(&["--sport", &port.to_string()]).lines().count() == 2);
+}
+
 #[test]
 fn ss_bad_input_is_one_clear_sentence() {
     for (args, needle) in [

@@ -173,8 +173,18 @@ fn test(extra: &[String]) -> Result<()> {
     let deb = dist::dist(&obj)?;
     // what the tests call besides the tracer (installed by `setup` too; checked here for machines
     // that got the toolchain earlier)
-    // prometheus: promtool checks the exporter's format
-    toolchain::apt_install(&["bpftool", "ethtool", "iproute2", "prometheus"])?;
+    // prometheus: promtool checks the exporter's format and the rules, a real Prometheus scrapes
+    // it; iperf3, nginx-light, curl: the lab's real-program scenarios; util-linux: setpriv
+    toolchain::apt_install(&[
+        "bpftool",
+        "ethtool",
+        "iproute2",
+        "prometheus",
+        "iperf3",
+        "nginx-light",
+        "curl",
+        "util-linux",
+    ])?;
     let cargo = env!("CARGO");
     run_cmd(
         Command::new(cargo)

@@ -21,8 +21,23 @@ use crate::{
 
 pub fn run(args: SsArgs) -> Result<()> {
     args.filter.validate()?;
-    let targets = netns::resolve(args.netns.as_deref())?;
+    // a process's sockets live in its namespace: read that one unless --netns says otherwise
+    let targets = match (args.netns.as_deref(), args.filter.pid) {
+        (None, Some(pid)) => vec![netns::of_pid(pid)?],
+        (n, _) => netns::resolve(n)?,
+    };
     let mut src = Source::open(args.source, &args.btf, args.obj.as_deref())?;
+    if args.source == crate::cli::SourceArg::SockDiag {
+        eprintln!(
+            "tcpwin-trace: reading sock_diag (what iproute2's ss reads): {} are null{}",
+            tcpwin_model::sockdiag::MISSING.join(", "),
+            if crate::kernel::object::check_privileges().is_err() {
+                "; without root only this namespace is read and other users' sockets have no owner"
+            } else {
+                ""
+            }
+        );
+    }
     if let Source::Iterator(it) = &src {
         for (field, why) in &it.absent {
             eprintln!("tcpwin-trace: {field} {why}: reported as null");

@@ -48,6 +48,30 @@ pub fn own() -> Result<Netns> {
     })
 }
 
+/// The namespace a process lives in: the caller's own, a named one with the same inode, or
+/// `pid:PID`.
+pub fn of_pid(pid: u32) -> Result<Netns> {
+    let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
+    let inode = inode_of(&path).with_context(|| {
+        format!(
+            "cannot read the network namespace of process {pid} ({}): is it gone?",
+            path.display()
+        )
+    })?;
+    let me = own()?;
+    if me.inode == inode {
+        return Ok(me);
+    }
+    if let Some(n) = named().into_iter().find(|n| n.inode == inode) {
+        return Ok(n);
+    }
+    Ok(Netns {
+        name: format!("pid:{pid}"),
+        path,
+        inode,
+    })
+}
+
 /// Named namespaces (`ip netns add`), by name.
 pub fn named() -> Vec<Netns> {
     let mut v: Vec<Netns> = std::fs::read_dir(NAMED)
