@@ -134,19 +134,29 @@ impl Changes {
         changed.then_some(line)
     }
 
-    /// The socket closed: its last verdict, as final.
-    pub fn close(&mut self, cookie: u64) -> Option<VerdictLine> {
+    /// The socket closed at `at_ns`: its last verdict, as final, stamped with the close (the
+    /// lines of a trace stay in time order).
+    pub fn close(&mut self, cookie: u64, at_ns: u64) -> Option<VerdictLine> {
         let mut l = self.last.remove(&cookie)?;
         l.last = true;
+        l.ts_ns = l.ts_ns.max(at_ns);
         *self.finals.entry(l.verdict.limit).or_default() += 1;
         Some(l)
     }
 
-    /// The trace ends: the last verdict of every socket still open, as final.
-    pub fn finish(&mut self) -> Vec<VerdictLine> {
+    /// The trace ends at `at_ns`: the last verdict of every socket still open, as final.
+    pub fn finish(&mut self, at_ns: u64) -> Vec<VerdictLine> {
         let mut cookies: Vec<u64> = self.last.keys().copied().collect();
         cookies.sort_unstable();
-        cookies.into_iter().filter_map(|c| self.close(c)).collect()
+        cookies
+            .into_iter()
+            .filter_map(|c| self.close(c, at_ns))
+            .collect()
+    }
+
+    /// Which way data flows on a socket, by its last verdict.
+    pub fn side(&self, cookie: u64) -> Option<crate::verdict::Side> {
+        self.last.get(&cookie).map(|l| l.verdict.side)
     }
 }
 
@@ -302,10 +312,12 @@ mod tests {
         assert!(c.observe(&r.facts, v.clone()).is_some());
         // the same limit again: nothing new to say
         assert!(c.observe(&r.facts, v).is_none());
-        let f = c.close(1).unwrap();
+        let f = c.close(1, 5_000_000_000).unwrap();
         assert!(f.last);
+        // stamped with the close, after the interval it was judged over
+        assert_eq!(f.ts_ns, 5_000_000_000);
         assert_eq!(c.finals.get(&Limit::Idle), Some(&1));
-        assert!(c.close(1).is_none());
-        assert!(c.finish().is_empty());
+        assert!(c.close(1, 0).is_none());
+        assert!(c.finish(0).is_empty());
     }
 }

@@ -17,6 +17,7 @@
 //! - `units`: rates, durations and paths as users write them;
 //! - `check`: the host audited, and whether a bandwidth-delay product fits;
 //! - `select`: which judged sockets `ss` shows (state, limited, active, ports);
+//! - `shown`: what the live trace shows (`--events`, rcv_ssthresh steps folded);
 //! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`);
 //! - `metrics`: what the exporter publishes (the metric names live there);
 //! - `top`: `top`'s view state (rows, history, sort, filter, selection).
@@ -31,6 +32,7 @@ pub mod record;
 pub mod recording;
 pub mod schema;
 pub mod select;
+pub mod shown;
 pub mod sockdiag;
 pub mod tcp_info;
 pub mod timeline;

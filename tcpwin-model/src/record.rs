@@ -88,6 +88,21 @@ impl Record {
             .copied()
             .unwrap_or("?")
     }
+    /// The handshake's first `window_clamp` on the active side is a placeholder the kernel
+    /// replaces at once (`65535 << rcv_wscale`, above what the buffer allows): not the value the
+    /// connection starts with.
+    pub fn placeholder_clamp(&self) -> bool {
+        let e = &self.ev;
+        let shift = if self.has(flag::WSCALE_OK) {
+            e.rcv_wscale
+        } else {
+            0
+        };
+        self.kind == EventKind::Init
+            && e.window_clamp as u64 == tcpwin_common::formula::max_scaled_window(shift)
+            && e.window_clamp > e.sk_rcvbuf
+    }
+
     /// The ratio `tcp_measure_rcv_mss` computes from the reported packet.
     pub fn skb_ratio(&self) -> Option<u64> {
         if !self.has(flag::SKB) {
@@ -146,6 +161,7 @@ impl Record {
                     wscale_ok: self.has(flag::WSCALE_OK),
                     space: p.then_some(e.init_space),
                     mss: p.then_some(e.init_mss),
+                    window_clamp_placeholder: self.placeholder_clamp(),
                 }
             }),
         }

@@ -144,7 +144,14 @@ pub fn socket_series(r: &Recording) -> Vec<SocketSeries> {
         let x = t(ts);
         match it {
             Item::E(e) => {
-                push(s, "window_clamp", x, Some(e.window_clamp as u64));
+                // the active side's placeholder clamp is not a value the connection had
+                let placeholder = e.init.as_ref().is_some_and(|i| i.window_clamp_placeholder);
+                push(
+                    s,
+                    "window_clamp",
+                    x,
+                    (!placeholder).then_some(e.window_clamp as u64),
+                );
                 push(s, "rcv_ssthresh", x, Some(e.rcv_ssthresh as u64));
                 push(s, "rcv_wnd", x, Some(e.rcv_wnd as u64));
                 push(s, "sk_rcvbuf", x, Some(e.sk_rcvbuf as u64));

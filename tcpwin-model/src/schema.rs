@@ -98,6 +98,10 @@ pub struct Init {
     pub space: Option<u32>,
     #[serde(deserialize_with = "nullable")]
     pub mss: Option<u32>,
+    /// `window_clamp` is the active side's placeholder (`65535 << rcv_wscale`), replaced at once
+    /// by the kernel: not the value the connection starts with
+    #[serde(default)]
+    pub window_clamp_placeholder: bool,
 }
 
 impl EventLine {

@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use crate::{
     facts::SockFacts,
     schema::SocketId,
-    verdict::{Limit, Verdict},
+    verdict::{Limit, Side, Verdict},
 };
 
 /// Points kept per sparkline (one per refresh).
@@ -60,6 +60,8 @@ pub struct Row {
     pub rcv_ssthresh: Option<u32>,
     pub sk_rcvbuf: Option<u32>,
     pub limit: Limit,
+    /// which way data flows on it
+    pub side: Side,
     pub setting: Option<String>,
 }
 
@@ -124,6 +126,8 @@ pub struct TopState {
     /// the host's check summary, one line per entry
     pub header: Vec<String>,
     pub refreshes: u64,
+    /// the refresh interval, ms (shown in the header)
+    pub interval_ms: u64,
     /// `--trace`: the tracer's latest events (socket, line), and its loss counters
     pub tracing: bool,
     pub events: VecDeque<(Option<u64>, String)>,
@@ -143,6 +147,7 @@ impl Default for TopState {
             selected: None,
             header: Vec::new(),
             refreshes: 0,
+            interval_ms: 1000,
             tracing: false,
             events: VecDeque::new(),
             events_received: 0,
@@ -189,6 +194,7 @@ impl TopState {
                 rcv_ssthresh: f.rcv_ssthresh,
                 sk_rcvbuf: f.sk_rcvbuf,
                 limit: v.limit,
+                side: v.side,
                 setting: v.setting.clone(),
             });
         }

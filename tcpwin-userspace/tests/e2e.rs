@@ -618,3 +618,83 @@ fn the_last_change_is_reported_while_the_socket_stays_open() {
         "no round left a change for the iterator to catch up"
     );
 }
+
+/// The live text a person reads: one compact line per event (the values it is about), in time
+/// order (a socket's final verdict after its close, not before), the word `verdict` as in the
+/// JSON, the direction data flows (`->` on the sender, `<-` on the receiver), and the
+/// rcv_ssthresh-only steps folded into one line per socket and second.
+#[test]
+fn text_lines_are_compact_in_time_order_with_the_direction() {
+    let p = pair("text", 1500);
+    let port = 5322;
+    let tracer = Tracer::start(
+        &exe(),
+        &["--port", &port.to_string()],
+        Stdio::piped(),
+        Duration::from_secs(60),
+    )
+    .expect("tracer starts");
+    let mut t = transfer(&p, port, 1, false);
+    t.bytes = 0;
+    t.send.secs = Some(3.5);
+    t.run().expect("transfer");
+    let (status, out, stderr) = tracer.stop(Duration::from_secs(30)).expect("tracer stops");
+    assert!(status.success(), "{}", stderr.join("\n"));
+    let lines: Vec<&str> = out
+        .lines()
+        .take_while(|l| !l.starts_with("summary") && !l.trim().is_empty())
+        .filter(|l| {
+            l.trim_start()
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit())
+        })
+        .collect();
+    assert!(lines.len() >= 4, "{out}");
+    let times: Vec<f64> = lines
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1] + 1e-6),
+        "lines out of time order:\n{out}"
+    );
+    for l in lines.iter().filter(|l| !l.contains(" verdict ")) {
+        assert!(l.len() <= 240, "{} characters: {l}", l.len());
+    }
+    assert!(!out.contains(" judge "), "{out}");
+    let sender = format!("-> {}:{port}", p.ip_b);
+    let receiver = format!("{}:{port} <-", p.ip_b);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" verdict ") && l.contains(&sender)),
+        "the sender's verdict with ->:\n{out}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(" verdict ") && l.contains(&receiver)),
+        "the receiver's verdict with <-:\n{out}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains(" steps from ")),
+        "rcv_ssthresh steps folded:\n{out}"
+    );
+    // naming `space` shows each step, and no verdicts
+    let tracer = Tracer::start(
+        &exe(),
+        &["--port", &(port + 1).to_string(), "--events", "space"],
+        Stdio::piped(),
+        Duration::from_secs(60),
+    )
+    .expect("tracer starts");
+    let t = transfer(&p, port + 1, 1, false);
+    t.run().expect("transfer");
+    let (_, out, _) = tracer.stop(Duration::from_secs(30)).expect("tracer stops");
+    assert!(out.lines().any(|l| l.contains(" space ")), "{out}");
+    assert!(
+        !out.contains(" steps from ") && !out.contains(" verdict ") && !out.contains(" init "),
+        "{out}"
+    );
+}

@@ -139,7 +139,8 @@ fn q_and_sigterm_quit_with_the_terminal_restored() {
         // the first frame: header, column titles and the key line (the terminal gets each word
         // at its position, spaces are not written)
         wait_for(&p, "tcpwin-trace", 30);
-        wait_for(&p, "pid/comm", 10);
+        // the table is drawn (at 80 columns the owner moves to the detail pane)
+        wait_for(&p, "limit", 10);
         wait_for(&p, "quit", 10);
         if stop == "q" {
             p.master.write_all(b"q").unwrap();

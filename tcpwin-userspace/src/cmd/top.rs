@@ -18,7 +18,6 @@ use ratatui::{
 };
 use tcpwin_common::{counter, Config};
 use tcpwin_model::{
-    check::CheckReport,
     judge::Judge,
     top::{Action, Key, TopState},
 };
@@ -36,7 +35,7 @@ use crate::{
     kernel::{attach::Backend, maps, maps::OwnerSync, ring::Ring, tracer::Tracer},
     view::{
         text::event_short,
-        top::{draw, MIN_SIZE},
+        top::{draw, header_lines, MIN_SIZE},
     },
 };
 
@@ -167,44 +166,6 @@ fn too_small(w: u16, h: u16) -> Option<String> {
     })
 }
 
-/// The host's check, as header lines: era and caps, then the interfaces' GRO/MTU.
-pub fn header_lines(r: &CheckReport) -> Vec<String> {
-    let l = &r.limits;
-    let mut v = vec![format!(
-        "kernel {} ({}), tcp_rmem max {}, rmem_max {}, window scaling {}",
-        r.kernel,
-        match r.era {
-            tcpwin_model::check::Era::MeasuredRatio => "measured scaling_ratio",
-            tcpwin_model::check::Era::AdvWinScale => "tcp_adv_win_scale",
-        },
-        crate::view::or_dash(l.tcp_rmem.map(|t| t[2])),
-        crate::view::or_dash(l.rmem_max),
-        match l.tcp_window_scaling {
-            Some(true) => "on",
-            Some(false) => "OFF",
-            None => "?",
-        }
-    )];
-    let ifs: Vec<String> = r
-        .interfaces
-        .iter()
-        .map(|i| {
-            format!(
-                "{} gro {} mtu {}",
-                i.name,
-                match i.gro {
-                    Some(true) => "on",
-                    Some(false) => "off",
-                    None => "?",
-                },
-                crate::view::or_dash(i.mtu)
-            )
-        })
-        .collect();
-    v.push(ifs.join(", "));
-    v
-}
-
 fn key_of(e: &event::KeyEvent) -> Option<Key> {
     if e.kind != KeyEventKind::Press {
         return None;
@@ -254,6 +215,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         .context("cannot draw on this terminal")?;
     let mut state = TopState::default();
     state.header = header;
+    state.interval_ms = args.interval;
     state.tracing = tracing.is_some();
     let mut judge = Judge::new(None);
     let every = Duration::from_millis(args.interval);

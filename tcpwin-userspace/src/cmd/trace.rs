@@ -14,7 +14,9 @@ use tcpwin_model::{
     kind::EventKind,
     record::Record,
     schema::{Counters, HeaderLine, HeaderTag, Histograms, SummaryLine, SummaryTag, VerdictLine},
+    shown::{Folds, Shown},
     timeline::Sockets,
+    verdict::Side,
 };
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -41,6 +43,9 @@ const DRAINS_PER_VERDICT: u64 = 10;
 struct Out {
     json: bool,
     quiet: bool,
+    /// which lines (`--events`), and the folded rcv_ssthresh steps waiting to be printed
+    shown: Shown,
+    folds: Folds,
     /// recording: a sample line per traced socket at each verdict tick
     samples: bool,
     pid: Option<u32>,
@@ -48,21 +53,46 @@ struct Out {
     w: BufWriter<Box<dyn Write>>,
 }
 
-fn emit(out: &mut Out, r: &Record) -> Result<()> {
-    if out.quiet {
+/// One event, as asked: folded (text, an rcv_ssthresh-only step), or printed after the
+/// socket's folded steps. `side`: which way data flows on it, by its last verdict.
+fn emit(out: &mut Out, r: &Record, side: Option<Side>) -> Result<()> {
+    if out.quiet || !out.shown.event(r.kind) {
         return Ok(());
     }
     if out.json {
         serde_json::to_writer(&mut out.w, &r.to_line(out.pid))?;
         writeln!(out.w)?;
-    } else {
-        writeln!(out.w, "{}", view::text::text_line(r, out.t0_ns, out.pid))?;
+        return Ok(());
+    }
+    if out.shown.folds(r) {
+        out.folds.add(r);
+        return Ok(());
+    }
+    if let Some(f) = out.folds.take(r.cookie()) {
+        writeln!(out.w, "{}", view::text::fold_line(&f, out.t0_ns, side))?;
+    }
+    writeln!(
+        out.w,
+        "{}",
+        view::text::text_line(r, out.t0_ns, out.pid, side)
+    )?;
+    Ok(())
+}
+
+/// Every socket's folded steps (once a second, and at the end).
+fn emit_folds(out: &mut Out, side: &dyn Fn(Option<u64>) -> Option<Side>) -> Result<()> {
+    for f in out.folds.take_all() {
+        writeln!(
+            out.w,
+            "{}",
+            view::text::fold_line(&f, out.t0_ns, side(f.last.cookie()))
+        )?;
     }
     Ok(())
 }
 
 fn emit_verdict(out: &mut Out, v: &VerdictLine) -> Result<()> {
-    if out.quiet {
+    if out.quiet || !out.shown.verdicts() {
         return Ok(());
     }
     if out.json {
@@ -92,10 +122,13 @@ impl Session {
         } = self;
         ring.drain(&mut |mut r: Record| {
             socks.update(&mut r);
-            emit(out, &r)?;
+            let side = judges
+                .as_ref()
+                .and_then(|j| j.side(r.cookie().unwrap_or(0)));
+            emit(out, &r, side)?;
             if r.kind == EventKind::Close {
                 if let (Some(j), Some(c)) = (judges.as_mut(), r.cookie()) {
-                    if let Some(v) = j.close(c) {
+                    if let Some(v) = j.close(c, r.ev.ts_ns) {
                         emit_verdict(out, &v)?;
                     }
                 }
@@ -113,10 +146,28 @@ impl Session {
             if let Some(mut r) = self.socks.catch_up(f) {
                 self.socks.update(&mut r);
                 self.caught_up += 1;
-                emit(&mut self.out, &r)?;
+                let side = self.side(r.cookie());
+                emit(&mut self.out, &r, side)?;
             }
         }
         Ok(())
+    }
+
+    /// Which way data flows on a socket, by its last verdict.
+    fn side(&self, cookie: Option<u64>) -> Option<Side> {
+        self.judges.as_ref()?.side(cookie?)
+    }
+
+    /// Prints every socket's folded rcv_ssthresh steps.
+    fn flush_folds(&mut self) -> Result<()> {
+        let sides: Vec<(u64, Side)> = self
+            .live()
+            .iter()
+            .filter_map(|(c, _)| Some((*c, self.side(Some(*c))?)))
+            .collect();
+        emit_folds(&mut self.out, &|c| {
+            sides.iter().find(|(k, _)| Some(*k) == c).map(|(_, s)| *s)
+        })
     }
 
     /// The live traced sockets: (cookie, netns).
@@ -150,6 +201,7 @@ impl Session {
         };
         let tick = j.tick(tracer, &live)?;
         self.catch_up(&tick.read)?;
+        self.flush_folds()?;
         for v in tick.verdicts {
             emit_verdict(&mut self.out, &v)?;
         }
@@ -288,6 +340,8 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         out: Out {
             json: args.json,
             quiet: args.quiet,
+            shown: Shown::new(args.events.as_deref(), args.json),
+            folds: Folds::default(),
             samples: record.is_some(),
             pid: args.filter.pid,
             t0_ns,
@@ -342,6 +396,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     tracer.detach();
     session.drain(&mut ring)?;
     session.final_catch_up(&mut tracer)?;
+    session.flush_folds()?;
     let mut verdicts = BTreeMap::new();
     if let Some(j) = session.judges.as_mut() {
         let (lines, finals) = j.finish();

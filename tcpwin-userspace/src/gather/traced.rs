@@ -117,15 +117,20 @@ impl TracedVerdicts {
         })
     }
 
-    /// The socket closed: its last verdict, as final.
-    pub fn close(&mut self, cookie: u64) -> Option<VerdictLine> {
-        self.changes.close(cookie)
+    /// The socket closed at `at_ns`: its last verdict, as final.
+    pub fn close(&mut self, cookie: u64, at_ns: u64) -> Option<VerdictLine> {
+        self.changes.close(cookie, at_ns)
+    }
+
+    /// Which way data flows on a socket, by its last verdict.
+    pub fn side(&self, cookie: u64) -> Option<tcpwin_model::verdict::Side> {
+        self.changes.side(cookie)
     }
 
     /// The trace ends: the last verdict of every socket still open, as final; and the count of
     /// sockets by final verdict.
     pub fn finish(&mut self) -> (Vec<VerdictLine>, BTreeMap<Limit, u64>) {
-        let lines = self.changes.finish();
+        let lines = self.changes.finish(crate::host::monotonic_ns());
         (lines, std::mem::take(&mut self.changes.finals))
     }
 }

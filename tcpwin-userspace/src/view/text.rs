@@ -1,6 +1,8 @@
 //! Live event lines as text: one grep-friendly line per event with kernel / `ss` field names.
 use tcpwin_common::flag;
-use tcpwin_model::{kind::EventKind, record::Record, schema::VerdictLine};
+use tcpwin_model::{
+    kind::EventKind, record::Record, schema::VerdictLine, shown::Fold, verdict::Side,
+};
 
 fn arrow<T: std::fmt::Display + PartialEq>(prev: Option<T>, now: T) -> String {
     match prev {
@@ -23,8 +25,18 @@ fn secs(ts_ns: u64, t0_ns: u64) -> f64 {
     ts_ns.saturating_sub(t0_ns) as f64 / 1e9
 }
 
-/// One grep-friendly line with kernel / `ss` field names.
-pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
+/// `<-` receiving, `->` sending, `<>` unknown or idle: which way data flows from the local end.
+pub fn direction(side: Option<Side>) -> &'static str {
+    match side {
+        Some(Side::Receiving) => "<-",
+        Some(Side::Sending) => "->",
+        _ => "<>",
+    }
+}
+
+/// One grep-friendly line with the JSON's field names: the socket, the direction data flows (by
+/// its last verdict), and the values the event is about (`prev->now` where one changed).
+pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>, side: Option<Side>) -> String {
     let id = r.id();
     let who = match (r.pid().or(pid_override), &r.comm) {
         (Some(pid), Some(c)) => format!(" pid={pid}/{c}"),
@@ -32,11 +44,14 @@ pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
         _ => String::new(),
     };
     let cookie = r.cookie().map(|c| format!(" sk={c:x}")).unwrap_or_default();
+    // not judged yet: a ratio change means data arrived
+    let side = side.or((r.kind == EventKind::Ratio).then_some(Side::Receiving));
     format!(
-        "{:>11.6} {:<5} {} <- {}{cookie}{who}{}",
+        "{:>11.6} {:<7} {} {} {}{cookie}{who}{}",
         secs(r.ev.ts_ns, t0_ns),
         r.kind.name(),
         id.local(),
+        direction(side),
         id.remote(),
         event_fields(r)
     )
@@ -46,35 +61,56 @@ pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>) -> String {
 /// the socket is the selected one).
 pub fn event_short(r: &Record, t0_ns: u64) -> String {
     format!(
-        "{:>11.6} {:<5}{}",
+        "{:>11.6} {:<7}{}",
         secs(r.ev.ts_ns, t0_ns),
         r.kind.name(),
         event_fields(r)
     )
 }
 
-/// The values an event carries, each ` name=value` (`prev->now` where it changed).
+/// The values an event is about, each ` name=value` (`prev->now` where it changed): what moved
+/// for `space` and `ratio` (with the packet that set the ratio), the starting values for `init`,
+/// the values for `seen` and `close`.
 fn event_fields(r: &Record) -> String {
     let e = &r.ev;
     let prev = r.has(flag::PREV);
     let p = |v: u32| prev.then_some(v);
-    let ratio = match r.scaling_ratio() {
+    let mut s = match r.scaling_ratio() {
         Some(v) => format!(
             " scaling_ratio={}",
             arrow(prev.then_some(e.prev_scaling_ratio), v)
         ),
         None => " scaling_ratio=absent".into(),
     };
-    let mut s = format!(
-        "{ratio} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} rcvq_space={} rcv_mss={}",
-        arrow(p(e.prev_window_clamp), e.window_clamp),
-        arrow(p(e.prev_rcv_ssthresh), e.rcv_ssthresh),
-        e.rcv_wnd,
-        arrow(p(e.prev_sk_rcvbuf), e.sk_rcvbuf),
-        if r.has(flag::RCVBUF_LOCKED) { "(locked)" } else { "" },
-        arrow(p(e.prev_rcvq_space), e.rcvq_space),
-        e.rcv_mss,
-    );
+    let locked = if r.has(flag::RCVBUF_LOCKED) {
+        "(locked)"
+    } else {
+        ""
+    };
+    let fields = [
+        ("window_clamp", p(e.prev_window_clamp), e.window_clamp),
+        ("rcv_ssthresh", p(e.prev_rcv_ssthresh), e.rcv_ssthresh),
+        ("sk_rcvbuf", p(e.prev_sk_rcvbuf), e.sk_rcvbuf),
+        ("rcvq_space", p(e.prev_rcvq_space), e.rcvq_space),
+    ];
+    for (name, before, now) in fields {
+        // a change shows what moved; init, seen and close show where the socket stands
+        let moved = before.is_some_and(|b| b != now);
+        let standing = matches!(r.kind, EventKind::Init | EventKind::Seen | EventKind::Close)
+            && name != "rcvq_space";
+        if moved || standing || (r.kind == EventKind::Ratio && name == "window_clamp") {
+            s.push_str(&format!(" {name}={}", arrow(before, now)));
+            if name == "sk_rcvbuf" {
+                s.push_str(locked);
+            }
+            if name == "window_clamp" && r.placeholder_clamp() {
+                s.push_str("(placeholder)");
+            }
+        }
+    }
+    if r.kind == EventKind::Init {
+        s.push_str(&format!(" rcv_wnd={}", e.rcv_wnd));
+    }
     if r.kind == EventKind::Ratio {
         match r.skb_ratio() {
             Some(q) => s.push_str(&format!(
@@ -99,18 +135,41 @@ fn event_fields(r: &Record) -> String {
             s.push_str(&format!(" space={} mss={}", e.init_space, e.init_mss));
         }
     }
-    s.push_str(&format!(" hook={}", r.hook_name()));
+    if e.hook == tcpwin_common::hook::ITER_CATCH_UP {
+        s.push_str(" (read by iter/tcp: no hook saw it)");
+    }
     s
+}
+
+/// A socket's folded rcv_ssthresh steps on one line.
+pub fn fold_line(f: &Fold, t0_ns: u64, side: Option<Side>) -> String {
+    let id = f.last.id();
+    let (from, to) = f.range();
+    format!(
+        "{:>11.6} {:<7} {} {} {}{} rcv_ssthresh={from}->{to} ({} steps from {:.6} s; --events space shows each)",
+        secs(f.last.ev.ts_ns, t0_ns),
+        "space",
+        id.local(),
+        direction(side),
+        id.remote(),
+        f.last
+            .cookie()
+            .map(|c| format!(" sk={c:x}"))
+            .unwrap_or_default(),
+        f.steps,
+        secs(f.first.ev.ts_ns, t0_ns),
+    )
 }
 
 /// A verdict on one line: which limit binds, its numbers, why and the fix.
 pub fn verdict_text(v: &VerdictLine, t0_ns: u64) -> String {
     let detail = super::verdict::verdict_line(&v.verdict);
     format!(
-        "{:>11.6} {:<5} {} <- {} sk={:x}{} {}",
+        "{:>11.6} {:<7} {} {} {} sk={:x}{} {}",
         secs(v.ts_ns, t0_ns),
-        "judge",
+        "verdict",
         v.id.local(),
+        direction(Some(v.verdict.side)),
         v.id.remote(),
         v.id.cookie.unwrap_or(0),
         if v.last { " final" } else { "" },

@@ -1,6 +1,7 @@
 //! `tcpwin-trace top` drawn with ratatui: the host's check summary, one row per socket, the
 //! selected socket's sparklines, a key line. Narrow terminals (under 120 columns, down to 80)
-//! move window_clamp, rcv_ssthresh and sk_rcvbuf from the table into the detail pane.
+//! move the owner, window_clamp, rcv_ssthresh and sk_rcvbuf from the table into the detail pane;
+//! the socket cell leads with the ports, so a cut falls on the address.
 use ratatui::{
     layout::{Constraint, Layout, Rect},
     style::{Modifier, Style},
@@ -8,7 +9,11 @@ use ratatui::{
     widgets::{Block, Paragraph, Row as TRow, Sparkline, Table, TableState},
     Frame,
 };
-use tcpwin_model::top::{Row, TopState};
+use tcpwin_model::{
+    check::{CheckReport, Era},
+    top::{Row, TopState},
+    verdict::Side,
+};
 
 /// The smallest terminal `top` draws in.
 pub const MIN_SIZE: (u16, u16) = (80, 24);
@@ -57,8 +62,62 @@ fn ratio_cell(r: &Row) -> String {
     }
 }
 
+/// The ports first, with the direction data flows (what tells a transfer from its control
+/// connection), then the peer's address (IPv4-mapped addresses as IPv4): a narrow cell cuts the
+/// address, never the ports.
 fn socket_cell(r: &Row) -> String {
-    format!("{}>{}", r.id.lport, r.id.remote())
+    let dir = match r.side {
+        Side::Receiving => "<-",
+        Side::Sending => "->",
+        Side::Idle => "<>",
+    };
+    format!(
+        "{}{dir}{} {}",
+        r.id.lport,
+        r.id.rport,
+        r.id.raddr
+            .map(|a| a.to_canonical().to_string())
+            .unwrap_or_else(|| "?".into())
+    )
+}
+
+/// The host's check, as header lines: the kernel's era and the caps, then the interfaces' GRO
+/// and MTU; short enough for 80 columns.
+pub fn header_lines(r: &CheckReport) -> Vec<String> {
+    let l = &r.limits;
+    let mut v = vec![format!(
+        "kernel {} ({}) tcp_rmem[2] {} rmem_max {} wscale {}",
+        r.kernel.split('-').next().unwrap_or(&r.kernel),
+        match r.era {
+            Era::MeasuredRatio => "measured ratio",
+            Era::AdvWinScale => "tcp_adv_win_scale",
+        },
+        dash(l.tcp_rmem.map(|t| t[2]), short_bytes),
+        dash(l.rmem_max, short_bytes),
+        match l.tcp_window_scaling {
+            Some(true) => "on",
+            Some(false) => "OFF",
+            None => "?",
+        }
+    )];
+    let ifs: Vec<String> = r
+        .interfaces
+        .iter()
+        .map(|i| {
+            format!(
+                "{} gro {} mtu {}",
+                i.name,
+                match i.gro {
+                    Some(true) => "on",
+                    Some(false) => "off",
+                    None => "?",
+                },
+                dash(i.mtu, |m| m.to_string())
+            )
+        })
+        .collect();
+    v.push(ifs.join(", "));
+    v
 }
 
 fn owner_cell(r: &Row) -> String {
@@ -118,10 +177,10 @@ pub fn draw(f: &mut Frame, s: &TopState) {
 
 fn draw_header(f: &mut Frame, area: Rect, s: &TopState) {
     let mut lines = vec![Line::from(format!(
-        "tcpwin-trace top: {} sockets, {} shown, refresh {}",
+        "tcpwin-trace top: {} sockets, {} shown, every {:.1} s",
         s.rows.len(),
         s.visible().len(),
-        s.refreshes
+        s.interval_ms as f64 / 1000.0
     ))];
     lines.extend(s.header.iter().map(|h| Line::from(h.as_str())));
     f.render_widget(Paragraph::new(lines), area);
@@ -129,16 +188,21 @@ fn draw_header(f: &mut Frame, area: Rect, s: &TopState) {
 
 fn draw_table(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
     let visible = s.visible();
-    let mut head = vec!["socket", "pid/comm", "rate", "rtt", "wnd", "ceil", "ratio"];
-    let mut widths = vec![
-        Constraint::Length(20),
-        Constraint::Length(12),
+    // narrow: the owner moves to the detail pane, so the limit is never cut
+    let mut head = vec!["socket"];
+    let mut widths = vec![Constraint::Length(if wide { 34 } else { 24 })];
+    if wide {
+        head.push("pid/comm");
+        widths.push(Constraint::Length(12));
+    }
+    head.extend(["rate", "rtt", "wnd", "ceil", "ratio"]);
+    widths.extend([
         Constraint::Length(6),
         Constraint::Length(5),
         Constraint::Length(6),
         Constraint::Length(6),
         Constraint::Length(7),
-    ];
+    ]);
     if wide {
         head.extend(["clamp", "ssthr", "rcvbuf"]);
         widths.extend([
@@ -150,15 +214,17 @@ fn draw_table(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
     head.push("limit");
     widths.push(Constraint::Fill(1));
     let rows = visible.iter().map(|r| {
-        let mut c = vec![
-            socket_cell(r),
-            owner_cell(r),
+        let mut c = vec![socket_cell(r)];
+        if wide {
+            c.push(owner_cell(r));
+        }
+        c.extend([
             dash(r.rate_bps, short_rate),
             dash(r.rtt_us, short_rtt),
             dash(r.window, short_bytes),
             dash(r.ceiling_bps, short_rate),
             ratio_cell(r),
-        ];
+        ]);
         if wide {
             c.push(dash(r.window_clamp, |v| short_bytes(v as u64)));
             c.push(dash(r.rcv_ssthresh, |v| short_bytes(v as u64)));
@@ -196,7 +262,8 @@ fn draw_detail(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
     let mut first = r.setting.clone().unwrap_or_default();
     if !wide {
         first = format!(
-            "clamp {} ssthresh {} rcvbuf {} | {first}",
+            "{} clamp {} ssthresh {} rcvbuf {} | {first}",
+            owner_cell(r),
             dash(r.window_clamp, |v| short_bytes(v as u64)),
             dash(r.rcv_ssthresh, |v| short_bytes(v as u64)),
             dash(r.sk_rcvbuf, |v| short_bytes(v as u64))
@@ -324,26 +391,26 @@ mod tests {
         let header = lines.iter().position(|l| l.starts_with("socket")).unwrap();
         // by rate: the 285 Mbit/s socket first, its ratio's last change shown, its verdict
         let first = &lines[header + 1];
-        assert!(first.starts_with("5201>10.0.0.1:40000"), "{first}");
-        for cell in [
-            "4242/iperf3",
-            "285M",
-            "18ms",
-            "648K",
-            "294M",
-            "158<128",
-            "autotune-m",
-        ] {
+        // the ports lead, with the direction; the verdict is never cut at 80 columns
+        assert!(first.starts_with("5201<-40000 10.0.0.1"), "{first}");
+        for cell in ["285M", "18ms", "648K", "294M", "158<128", "autotune-max"] {
             assert!(first.contains(cell), "{cell} not in {first}");
         }
-        assert!(lines[header + 2].starts_with("443>"), "{lines:#?}");
+        assert!(lines[header + 2].starts_with("443<-40000"), "{lines:#?}");
+        assert!(
+            lines[header + 2].contains("not-window-limited"),
+            "{}",
+            lines[header + 2]
+        );
+        assert!(lines[0].contains("every 1.0 s"), "{}", lines[0]);
         // narrow: clamp, ssthresh and rcvbuf in the detail pane, with the selected socket
         let d = lines
             .iter()
             .position(|l| l.contains("10.0.0.2:5201 <- 10.0.0.1:40000"))
             .unwrap();
         assert!(
-            lines[d + 1].contains("clamp 648K ssthresh 512K rcvbuf 1.0M | tcp_rmem max"),
+            lines[d + 1]
+                .contains("4242/iperf3 clamp 648K ssthresh 512K rcvbuf 1.0M | tcp_rmem max"),
             "{}",
             lines[d + 1]
         );
@@ -363,6 +430,7 @@ mod tests {
             wide[h]
         );
         assert!(wide[h + 1].contains("1.0M"), "{}", wide[h + 1]);
+        assert!(wide[h + 1].contains("4242/iperf3"), "{}", wide[h + 1]);
         // typing a filter shows on the key line; applying it leaves one row
         for k in ['/', '4', '4', '3'] {
             s.key(tcpwin_model::top::Key::Char(k));
@@ -372,6 +440,46 @@ mod tests {
         let f = render(&s, 80, 24);
         assert!(f[0].contains("2 sockets, 1 shown"), "{}", f[0]);
         assert!(f[23].contains("[443]"), "{}", f[23]);
+    }
+
+    /// The header fits 80 columns with every cap's value; an IPv4-mapped peer reads as IPv4.
+    #[test]
+    fn header_and_cells_fit_80_columns() {
+        let r = CheckReport {
+            kernel: "6.18.44-fc-v657".into(),
+            era: Era::MeasuredRatio,
+            ratio: 128,
+            ratio_source: String::new(),
+            limits: tcpwin_model::facts::HostLimits {
+                tcp_rmem: Some([4096, 131072, 33554432]),
+                rmem_max: Some(4194304),
+                tcp_window_scaling: Some(true),
+                ..Default::default()
+            },
+            interfaces: Vec::new(),
+            notes: Vec::new(),
+            bdp: None,
+            bdp_bytes: None,
+            fits: Vec::new(),
+        };
+        let h = header_lines(&r);
+        assert!(h[0].len() <= 80, "{}", h[0]);
+        assert!(
+            h[0].contains("rmem_max 4.0M") && h[0].contains("tcp_rmem[2] 32M"),
+            "{}",
+            h[0]
+        );
+        let mut s = TopState::default();
+        let mut one = sample(1, 5202, 229, 1_000_000, Limit::NotWindowLimited);
+        one.0.id.raddr = Some("::ffff:10.99.3.17".parse().unwrap());
+        s.update(vec![one]);
+        let lines = render(&s, 140, 30);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("5202<-40000 10.99.3.17")),
+            "{lines:#?}"
+        );
     }
 
     #[test]

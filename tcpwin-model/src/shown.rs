@@ -1,0 +1,163 @@
+//! What the live trace shows: the kinds of lines asked for (`--events`), and by default the
+//! `rcv_ssthresh` steps folded into one line per socket (a transfer makes hundreds of them in its
+//! first second; they are each in `--json`). Pure view state: records in, what to print out.
+use std::collections::BTreeMap;
+
+use tcpwin_common::flag;
+
+use crate::{kind::EventKind, record::Record};
+
+/// The names `--events` accepts: the event kinds and `verdict`.
+pub const EVENT_NAMES: [&str; 6] = ["init", "ratio", "space", "seen", "close", "verdict"];
+/// What a person watches, when `--events` is not given.
+pub const DEFAULT_EVENTS: [&str; 5] = ["init", "ratio", "space", "close", "verdict"];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shown {
+    names: Vec<String>,
+    /// fold rcv_ssthresh-only steps (the default; `--events` shows exactly what it names)
+    pub fold: bool,
+}
+
+impl Shown {
+    /// From `--events` (None: every kind for `--json`, a program's input; for the text, the
+    /// default set, folding).
+    pub fn new(events: Option<&[String]>, json: bool) -> Shown {
+        match events {
+            Some(e) => Shown {
+                names: e.to_vec(),
+                fold: false,
+            },
+            None if json => Shown {
+                names: EVENT_NAMES.iter().map(|s| s.to_string()).collect(),
+                fold: false,
+            },
+            None => Shown {
+                names: DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect(),
+                fold: true,
+            },
+        }
+    }
+
+    pub fn event(&self, k: EventKind) -> bool {
+        self.names.iter().any(|n| n == k.name())
+    }
+
+    pub fn verdicts(&self) -> bool {
+        self.names.iter().any(|n| n == "verdict")
+    }
+
+    /// A `space` event that moved only `rcv_ssthresh` / `rcvq_space`, to fold.
+    pub fn folds(&self, r: &Record) -> bool {
+        let e = &r.ev;
+        self.fold
+            && r.kind == EventKind::Space
+            && r.has(flag::PREV)
+            && e.window_clamp == e.prev_window_clamp
+            && e.sk_rcvbuf == e.prev_sk_rcvbuf
+            && e.scaling_ratio == e.prev_scaling_ratio
+    }
+}
+
+/// A socket's folded steps: the first and the last.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fold {
+    pub first: Record,
+    pub last: Record,
+    pub steps: u64,
+}
+
+impl Fold {
+    /// `rcv_ssthresh` from before the first step to after the last.
+    pub fn range(&self) -> (u32, u32) {
+        (self.first.ev.prev_rcv_ssthresh, self.last.ev.rcv_ssthresh)
+    }
+}
+
+/// Folded steps per socket, until printed.
+#[derive(Debug, Default)]
+pub struct Folds {
+    per: BTreeMap<u64, Fold>,
+}
+
+impl Folds {
+    pub fn add(&mut self, r: &Record) {
+        let key = r.cookie().unwrap_or(0);
+        match self.per.get_mut(&key) {
+            Some(f) => {
+                f.last = r.clone();
+                f.steps += 1;
+            }
+            None => {
+                self.per.insert(
+                    key,
+                    Fold {
+                        first: r.clone(),
+                        last: r.clone(),
+                        steps: 1,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The socket's folded steps, to print before its next line.
+    pub fn take(&mut self, cookie: Option<u64>) -> Option<Fold> {
+        self.per.remove(&cookie.unwrap_or(0))
+    }
+
+    /// Every socket's, in time order of their last step.
+    pub fn take_all(&mut self) -> Vec<Fold> {
+        let mut v: Vec<Fold> = std::mem::take(&mut self.per).into_values().collect();
+        v.sort_by_key(|f| f.last.ev.ts_ns);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwin_common::{kind, Event};
+
+    fn space(ts: u64, ssthresh: (u32, u32), clamp: (u32, u32)) -> Record {
+        Record {
+            ev: Event {
+                ts_ns: ts,
+                kind: kind::SPACE,
+                cookie: 7,
+                flags: flag::PREV | flag::COOKIE,
+                prev_rcv_ssthresh: ssthresh.0,
+                rcv_ssthresh: ssthresh.1,
+                prev_window_clamp: clamp.0,
+                window_clamp: clamp.1,
+                ..Event::default()
+            },
+            kind: EventKind::Space,
+            laddr: "10.0.0.2".parse().unwrap(),
+            raddr: "10.0.0.1".parse().unwrap(),
+            comm: None,
+        }
+    }
+
+    #[test]
+    fn ssthresh_steps_fold_by_default_and_show_when_asked() {
+        assert!(
+            Shown::new(None, true).event(EventKind::Seen),
+            "--json: every kind"
+        );
+        let d = Shown::new(None, false);
+        assert!(d.event(EventKind::Init) && d.verdicts() && !d.event(EventKind::Seen));
+        let step = space(1, (100, 200), (500, 500));
+        let clamp = space(2, (200, 300), (500, 800));
+        assert!(d.folds(&step));
+        assert!(!d.folds(&clamp), "a clamp change is shown");
+        let asked = Shown::new(Some(&["space".to_string()]), false);
+        assert!(!asked.folds(&step) && !asked.verdicts() && asked.event(EventKind::Space));
+        let mut f = Folds::default();
+        f.add(&step);
+        f.add(&space(3, (200, 900), (500, 500)));
+        let fold = f.take(Some(7)).unwrap();
+        assert_eq!((fold.steps, fold.range()), (2, (100, 900)));
+        assert!(f.take_all().is_empty());
+    }
+}
