@@ -104,6 +104,15 @@ fn push(s: &mut SocketSeries, field: &'static str, t: f64, v: Option<u64>) {
     }
 }
 
+/// Whether a socket's series shows a transfer: data moved (a rate above 0 in a sample) or its
+/// ratio changed (data arrived). Idle sockets (a control connection) are left out of drawings.
+pub fn moved_data(s: &SocketSeries) -> bool {
+    !s.marks.is_empty()
+        || s.series
+            .get("rate")
+            .is_some_and(|v| v.iter().any(|(_, r)| *r > 0.0))
+}
+
 /// Per socket (by cookie, in order of first appearance): the window fields from every event and
 /// sample in time order, the rate and ceiling from the samples, the ratio changes as marks.
 pub fn socket_series(r: &Recording) -> Vec<SocketSeries> {
@@ -201,6 +210,8 @@ pub fn socket_series(r: &Recording) -> Vec<SocketSeries> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Figures {
     pub sockets: u64,
+    /// which socket was compared: `local <- remote sk=cookie`
+    pub busiest: Option<String>,
     /// the busiest socket's last scaling_ratio and window_clamp
     pub scaling_ratio: Option<u8>,
     pub window_clamp: Option<u32>,
@@ -249,8 +260,18 @@ pub fn figures(r: &Recording) -> Figures {
             .filter(|_| n > 0)
             .map(|h| h.p50)
     };
+    let name = busiest.and_then(|c| {
+        let id = r
+            .events
+            .iter()
+            .map(|e| &e.id)
+            .chain(r.samples.iter().map(|s| &s.id))
+            .find(|id| id.cookie == Some(c))?;
+        Some(format!("{} <- {} sk={c:x}", id.local(), id.remote()))
+    });
     Figures {
         sockets: per.len() as u64,
+        busiest: name,
         scaling_ratio: last_event.and_then(|e| e.scaling_ratio),
         window_clamp: last_event.map(|e| e.window_clamp),
         max_rcv_wnd: busiest.and_then(|c| {

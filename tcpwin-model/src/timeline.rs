@@ -41,11 +41,14 @@ pub struct Finals {
 pub struct Sockets {
     live: HashMap<Key, Last>,
     finals: Finals,
+    /// every event seen
+    events: u64,
 }
 
 impl Default for Sockets {
     fn default() -> Self {
         Sockets {
+            events: 0,
             live: HashMap::new(),
             finals: Finals {
                 sockets: 0,
@@ -80,6 +83,7 @@ impl Sockets {
     /// Records an event. A `close` arrives after the kernel released the local port: its
     /// addresses are restored from the socket's earlier events, and the socket is retired.
     pub fn update(&mut self, r: &mut Record) {
+        self.events += 1;
         let k = key(r);
         let e = self.live.entry(k.clone()).or_insert_with(|| Last {
             id: r.id(),
@@ -207,6 +211,11 @@ impl Sockets {
             comm: None,
             ev,
         })
+    }
+
+    /// Events recorded so far, over every socket (closed ones included).
+    pub fn events(&self) -> u64 {
+        self.events
     }
 
     /// Live sockets (not closed yet).

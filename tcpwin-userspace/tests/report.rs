@@ -107,6 +107,14 @@ fn recordings_report_draw_and_compare() {
         std::thread::sleep(Duration::from_millis(300));
         let (status, _, err) = rec.stop(Duration::from_secs(30)).unwrap();
         assert!(status.success(), "{}", err.join("\n"));
+        // what is recorded, and how it goes, on stderr
+        assert!(
+            err.iter().any(|l| l.contains("recording to"))
+                && err
+                    .iter()
+                    .any(|l| l.contains("tcpwin-trace: recording: ") && l.contains(" events, ")),
+            "{err:?}"
+        );
         files.push(file);
         truths.push(truth);
     }
@@ -224,14 +232,20 @@ fn recordings_report_draw_and_compare() {
         ratios[1] > ratios[0],
         "GRO on should raise the ratio: {ratios:?}"
     );
+    // the comparison names the socket it compared in each recording
+    for t in &truths {
+        assert!(table.contains(&format!("sk={:x}", t.cookie)), "{table}");
+    }
     let svg = dir.join("ab.svg");
-    let (ok, _, err) = report(&[
+    let (ok, out, err) = report(&[
         files[0].to_str().unwrap(),
         files[1].to_str().unwrap(),
         "--svg",
         svg.to_str().unwrap(),
     ]);
     assert!(ok, "{err}");
+    // which sockets were drawn (the transfer's two ends each time), which left out
+    assert_eq!(out.matches(": drew 2 (").count(), 2, "{out}");
     roxmltree::Document::parse(&std::fs::read_to_string(&svg).unwrap()).expect("A/B SVG parses");
     // lab --svg into a place it cannot write: refused before the lab runs
     // SAFETY: geteuid has no preconditions.

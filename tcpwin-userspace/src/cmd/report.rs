@@ -2,7 +2,7 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use tcpwin_model::recording::{figures, parse_recording, socket_series, Recording};
+use tcpwin_model::recording::{figures, moved_data, parse_recording, socket_series, Recording};
 
 use crate::{
     cli::ReportArgs,
@@ -18,9 +18,25 @@ fn load(p: &std::path::Path) -> Result<Recording> {
 pub fn run(args: ReportArgs) -> Result<()> {
     let recs: Vec<Recording> = args.files.iter().map(|p| load(p)).collect::<Result<_>>()?;
     let series: Vec<_> = recs.iter().map(socket_series).collect();
-    // the SVG first: an unwritable path fails before any output
+    // the SVG first: an unwritable path fails before any output; sockets that moved no data
+    // (control connections) are left out, and said so
+    let mut drawn_note = Vec::new();
     if let Some(out) = &args.svg {
-        let cols: Vec<&[_]> = series.iter().map(|s| s.as_slice()).collect();
+        let drawn: Vec<Vec<_>> = series
+            .iter()
+            .map(|s| s.iter().filter(|x| moved_data(x)).cloned().collect())
+            .collect();
+        for (i, (all, d)) in series.iter().zip(&drawn).enumerate() {
+            let names: Vec<&str> = d.iter().map(|x| x.name.as_str()).collect();
+            drawn_note.push(format!(
+                "{}: drew {} ({}); left out {} idle",
+                args.files[i].display(),
+                names.len(),
+                names.join(", "),
+                all.len() - d.len()
+            ));
+        }
+        let cols: Vec<&[_]> = drawn.iter().map(|s| s.as_slice()).collect();
         let svg = plot::columns_svg(&cols)?;
         std::fs::write(out, svg)
             .with_context(|| format!("cannot write the SVG {}", out.display()))?;
@@ -42,6 +58,9 @@ pub fn run(args: ReportArgs) -> Result<()> {
     }
     if let Some(out) = &args.svg {
         writeln!(w, "SVG: {}", out.display())?;
+        for n in drawn_note {
+            writeln!(w, "  {n}")?;
+        }
     }
     Ok(w.flush()?)
 }

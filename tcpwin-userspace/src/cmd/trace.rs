@@ -111,6 +111,8 @@ struct Session {
     judges: Option<TracedVerdicts>,
     /// changes reported from the iterator's readings (no hook saw them)
     caught_up: u64,
+    /// a recording's progress: (samples written, seconds)
+    recorded: (u64, u64),
 }
 
 impl Session {
@@ -206,14 +208,31 @@ impl Session {
             emit_verdict(&mut self.out, &v)?;
         }
         if self.out.samples {
+            let n = tick.samples.len();
             for s in tick.samples {
                 serde_json::to_writer(&mut self.out.w, &s)?;
                 writeln!(self.out.w)?;
+            }
+            self.recorded.0 += n as u64;
+            // a long job says how it goes, on stderr: after the first second, then every
+            // RECORD_PROGRESS_EVERY
+            self.recorded.1 += 1;
+            if self.recorded.1 == 1 || self.recorded.1.is_multiple_of(RECORD_PROGRESS_EVERY) {
+                eprintln!(
+                    "tcpwin-trace: recording: {} s, {} events, {} samples, {} sockets open",
+                    self.recorded.1,
+                    self.socks.events(),
+                    self.recorded.0,
+                    self.socks.live()
+                );
             }
         }
         Ok(self.out.w.flush()?)
     }
 }
+
+/// A recording's progress line every this many verdict ticks (seconds).
+const RECORD_PROGRESS_EVERY: u64 = 5;
 
 fn announce(attached: &Attached, layout: &Layout, args: &TraceArgs) {
     let target = match (args.filter.pid, args.filter.port) {
@@ -350,6 +369,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         socks: Sockets::default(),
         judges,
         caught_up: 0,
+        recorded: (0, 0),
     };
     let mut ticks = 0u64;
     let started = Instant::now();

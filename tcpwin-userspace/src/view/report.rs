@@ -128,5 +128,12 @@ pub fn render_comparison(
         };
         writeln!(out, "{name:<22} {:>16} {:>16} {ratio:>8}", v(x), v(y))?;
     }
-    writeln!(out, "A: {}\nB: {}", names.0, names.1)
+    writeln!(
+        out,
+        "A: {}: {}\nB: {}: {}",
+        names.0,
+        a.busiest.as_deref().unwrap_or("no socket"),
+        names.1,
+        b.busiest.as_deref().unwrap_or("no socket")
+    )
 }
