@@ -808,7 +808,10 @@ fn backlog(
             let under_window = rate.is_some_and(|x| {
                 (x as f64) < WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64
             });
-            let held = rwnd_share.is_some_and(|x| x >= 0.5)
+            // at RTTs of µs "far under window / RTT" says nothing (the ACK clock and srtt's
+            // granularity): only on paths whose base RTT is a millisecond or more
+            let held = base >= QUEUE_MIN_US
+                && rwnd_share.is_some_and(|x| x >= 0.5)
                 && under_window
                 && (unread(r.now) >= mss || unread(b) >= mss);
             below_cap && (persistent || held)

@@ -305,6 +305,26 @@ fn the_two_ends_of_one_connection_agree() {
         None,
     );
     assert_eq!(vs2.limit, Limit::RcvbufLocked, "{vs2:?}");
+    // reno, the sender stopped by the window half its time, two segments caught unread at a
+    // reading, the rate at 40 % of a window / RTT measured in µs: still the locked buffer, not the
+    // application
+    let (vs3, vr3) = both(
+        (&s(1.0, 0), &{
+            let mut x = s(2.0, 3_350_000_000 / 8);
+            x.srtt_us = Some(12);
+            x.min_rtt_us = Some(10);
+            x.rwnd_limited_us = Some(950_000 + 520_000);
+            x
+        }),
+        (&r(1.0, 0), &{
+            let mut x = r(2.0, 3_350_000_000 / 8);
+            x.unread = Some(2896);
+            x
+        }),
+        &h,
+        None,
+    );
+    assert_eq!((vs3.limit, vr3.limit), (Limit::RcvbufLocked, Limit::RcvbufLocked), "{vr3:?}");
     let (vs, vr) = both(
         (&s(1.0, 0), &s(2.0, moved)),
         (&r(1.0, 0), &r(2.0, moved)),
