@@ -398,6 +398,30 @@ pub fn tests_need_root(what: &str) {
     }
 }
 
+/// Runs `exe` with `args` as the unprivileged user nobody (setpriv), from a copy in a directory
+/// nobody can read: what a user without root sees.
+pub fn run_as_nobody(exe: &Path, args: &[&str]) -> std::process::Output {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!(
+        "tcpwin-nobody-{}-{}",
+        std::process::id(),
+        args.first().unwrap_or(&"")
+    ));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let copy = dir.join(exe.file_name().expect("a file"));
+    std::fs::copy(exe, &copy).expect("copying the binary");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+        .expect("opening the directory to nobody");
+    let out = Command::new("setpriv")
+        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+        .arg(&copy)
+        .args(args)
+        .output()
+        .expect("setpriv (util-linux)");
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
 pub fn wait_bounded(child: &mut Child, timeout: Duration, what: &str) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {

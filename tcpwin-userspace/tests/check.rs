@@ -119,19 +119,10 @@ fn check_fixes_never_lower_a_setting() {
 #[test]
 fn check_runs_unprivileged_in_its_own_namespace() {
     tcpwin_lab::harness::tests_need_root("CHECK TESTS (setpriv to drop to nobody)");
-    let dir = std::env::temp_dir().join(format!("tcpwt-chk-nobody-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("tcpwin-trace");
-    std::fs::copy(EXE, &exe).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = Command::new("setpriv")
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-        .arg(&exe)
-        .args(["check", "--bdp", "10gbit:250us"])
-        .output()
-        .expect("setpriv (util-linux)");
-    let _ = std::fs::remove_dir_all(&dir);
+    let out = tcpwin_lab::harness::run_as_nobody(
+        std::path::Path::new(EXE),
+        &["check", "--bdp", "10gbit:250us"],
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let err = String::from_utf8_lossy(&out.stderr);
     let code = out.status.code().unwrap_or(-1);

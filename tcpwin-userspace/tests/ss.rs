@@ -305,20 +305,17 @@ fn ss_sock_diag_works_unprivileged() {
     let port = l.local_addr().unwrap().port();
     let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let _s = l.accept().unwrap();
-    let dir = std::env::temp_dir().join(format!("tcpwt-ss-nobody-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("tcpwin-trace");
-    std::fs::copy(EXE, &exe).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = Command::new("setpriv")
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-        .arg(&exe)
-        .args(["ss", "--source", "sock-diag", "--json", "--port"])
-        .arg(port.to_string())
-        .output()
-        .expect("setpriv (util-linux)");
-    let _ = std::fs::remove_dir_all(&dir);
+    let out = tcpwin_lab::harness::run_as_nobody(
+        std::path::Path::new(EXE),
+        &[
+            "ss",
+            "--source",
+            "sock-diag",
+            "--json",
+            "--port",
+            &port.to_string(),
+        ],
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(

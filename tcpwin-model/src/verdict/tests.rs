@@ -324,7 +324,11 @@ fn the_two_ends_of_one_connection_agree() {
         &h,
         None,
     );
-    assert_eq!((vs3.limit, vr3.limit), (Limit::RcvbufLocked, Limit::RcvbufLocked), "{vr3:?}");
+    assert_eq!(
+        (vs3.limit, vr3.limit),
+        (Limit::RcvbufLocked, Limit::RcvbufLocked),
+        "{vr3:?}"
+    );
     let (vs, vr) = both(
         (&s(1.0, 0), &s(2.0, moved)),
         (&r(1.0, 0), &r(2.0, moved)),
