@@ -119,7 +119,18 @@ pub fn check(
     interfaces: Vec<Iface>,
     bdp: Option<Bdp>,
 ) -> CheckReport {
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = crate::kernel_notes::Version::parse(&kernel)
+        .map(crate::kernel_notes::notes)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|n| {
+            format!(
+                "kernel {}: {}",
+                kernel.split(['-', '+']).next().unwrap_or(&kernel),
+                n.text
+            )
+        })
+        .collect();
     match (era, limits.tcp_adv_win_scale) {
         (Era::MeasuredRatio, Some(n)) if n != 1 => notes.push(format!(
             "net.ipv4.tcp_adv_win_scale={n} is a dead knob on this kernel: the window is the buffer x the measured scaling_ratio / 256"

@@ -203,6 +203,9 @@ pub struct HostLimits {
     pub tcp_adv_win_scale: Option<i32>,
     /// TCP memory pressure (`tcp_mem` crossed)
     pub memory_pressure: Option<bool>,
+    /// the running kernel (`uname -r`): the verdicts cite what this version gets wrong
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
     /// how to run a command in the namespace these settings belong to, when it is not the
     /// caller's (`ip netns exec NAME`, `nsenter -t PID -n`): a fix for a per-namespace setting
     /// runs there

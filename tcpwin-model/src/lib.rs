@@ -3,6 +3,7 @@
 //! runs without root.
 //!
 //! - `id`: which socket (`SocketId`, shared by every per-socket line and fact);
+//! - `kernel_notes`: what each kernel version changed or gets wrong about receive windows;
 //! - `kind`: event kinds;
 //! - `record`: a kernel event decoded, with absent facts made explicit;
 //! - `schema`: every serialized shape (event, verdict, sample, header and summary lines; `ss`,
@@ -26,6 +27,7 @@ pub mod facts;
 pub mod hist;
 pub mod id;
 pub mod judge;
+pub mod kernel_notes;
 pub mod kind;
 pub mod metrics;
 pub mod record;

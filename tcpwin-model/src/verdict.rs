@@ -1071,6 +1071,34 @@ fn caps(v: &mut Verdict, r: End, window: Option<u64>, target: Option<u64>) {
         ));
     }
 
+    // what this kernel version gets wrong, where it bears on this socket
+    let known = h
+        .kernel
+        .as_deref()
+        .and_then(crate::kernel_notes::Version::parse)
+        .map(crate::kernel_notes::notes)
+        .unwrap_or_default();
+    let locked = f.rcvbuf_locked == Some(true);
+    for n in known {
+        let applies = match n.id {
+            "autotune-regression-6.16" => !locked && base.is_some_and(|b| b >= 10_000),
+            "so-rcvbuf-freezes-clamp" => locked,
+            "rcvbuf-low-rtt" => !locked && base.is_some_and(|b| b < 1000),
+            _ => false,
+        };
+        if applies {
+            found.push((
+                if locked {
+                    Limit::RcvbufLocked
+                } else {
+                    Limit::AutotuneMax
+                },
+                format!("kernel {}: {}", h.kernel.as_deref().unwrap_or("?"), n.text),
+                "a kernel without this behaviour (see the note)".into(),
+                None,
+            ));
+        }
+    }
     // the primary: the first found, except that a low ratio leads when fixing it alone reaches
     // the target (the cheapest fix: no memory), and a buffer setting (the operator's choice and
     // the bigger lever) otherwise

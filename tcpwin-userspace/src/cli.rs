@@ -271,6 +271,10 @@ pub struct CheckArgs {
     /// The report as one JSON object
     #[arg(long)]
     pub json: bool,
+    /// Report as if the kernel were this version (`uname -r` form): the notes keyed by version
+    /// (a test hook; the settings are still this host's)
+    #[arg(long, value_name = "RELEASE", hide = true)]
+    pub assume_kernel: Option<String>,
     /// Kernel BTF to learn the kernel's era from
     #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,

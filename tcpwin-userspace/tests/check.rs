@@ -136,6 +136,43 @@ fn check_runs_unprivileged_in_its_own_namespace() {
     assert!(!text.contains("0.0 ms"), "{text}");
 }
 
+/// The notes keyed by kernel version, on a simulated version (the settings are this host's).
+#[test]
+fn check_names_what_each_kernel_gets_wrong() {
+    for (release, needle, absent) in [
+        (
+            "6.17.2",
+            "could not double the window",
+            "tcp_rcvbuf_low_rtt",
+        ),
+        (
+            "6.19.1",
+            "tcp_rcvbuf_low_rtt",
+            "could not double the window",
+        ),
+        (
+            "5.10.0-30-cloud-amd64",
+            "tcp_adv_win_scale, not a measured",
+            "4 MB",
+        ),
+        ("6.8.0-45-generic", "about 25 %", "tcp_rcvbuf_low_rtt"),
+    ] {
+        let (code, r, err) = check(&["--assume-kernel", release, "--json"]);
+        assert!([0, 1, 3].contains(&code), "{release}: {err}");
+        let r = r.unwrap();
+        assert!(
+            r.notes.iter().any(|n| n.contains(needle)),
+            "{release}: {:?}",
+            r.notes
+        );
+        assert!(
+            !r.notes.iter().any(|n| n.contains(absent)),
+            "{release}: {:?}",
+            r.notes
+        );
+    }
+}
+
 #[test]
 fn check_errors_exit_2_with_one_sentence() {
     for (args, needle) in [

@@ -793,3 +793,36 @@ fn absent_facts_give_unknown() {
         assert_eq!(serde_json::to_value(l).unwrap(), l.id());
     }
 }
+
+/// On 6.16-6.17 a long-RTT flow held by a window that autotuning should have grown is the
+/// kernel's known regression; on 6.18 the same socket is still growing.
+#[test]
+fn the_kernel_version_is_cited_where_it_bears() {
+    let f = |ts: f64, rx: u64| {
+        let mut n = rcv(ts, rx);
+        n.rcvbuf_locked = Some(false);
+        n.scaling_ratio = Some(229);
+        n.sk_rcvbuf = Some(2 << 20);
+        n.window_clamp = Some(win_from_space(2 << 20, 229) as u32);
+        n.rcv_rtt_us = Some(40 * MS);
+        n.min_rtt_us = Some(40 * MS);
+        n
+    };
+    // 1 876 000 B / 40 ms = 375 Mbit/s; 360 measured: window-bound, tcp_rmem max 32 MB
+    let at = |kernel: &str| {
+        let h = HostLimits {
+            kernel: Some(kernel.into()),
+            ..host()
+        };
+        judge(&f(1.0, 0), &f(2.0, 360_000_000 / 8), &h, None)
+    };
+    let v = at("6.17.2");
+    assert_eq!(v.limit, Limit::AutotuneMax, "{v:?}");
+    assert!(
+        v.setting.as_ref().unwrap().contains("could not double"),
+        "{v:?}"
+    );
+    let v = at("6.18.44");
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+    assert!(v.setting.unwrap().contains("can still grow"));
+}

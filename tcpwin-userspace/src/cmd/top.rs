@@ -198,6 +198,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         ratio: Some(tcpwin_model::check::DEFAULT_RATIO),
         netns: args.netns.clone().filter(|n| n != "all"),
         json: false,
+        assume_kernel: None,
         btf: args.btf.clone(),
     })
     .map(|r| header_lines(&r))

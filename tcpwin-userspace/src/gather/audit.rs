@@ -57,10 +57,13 @@ pub fn report(args: &CheckArgs) -> Result<CheckReport> {
     let ns = netns::resolve(args.netns.as_deref())?;
     let _inside = netns::enter(&ns[0])?;
     let run_in = ns[0].exec_prefix();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+    let kernel = match &args.assume_kernel {
+        Some(k) => k.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+    };
     let era = if kernel_btf(&args.btf)?.layout.has_scaling_ratio() {
         Era::MeasuredRatio
     } else {
