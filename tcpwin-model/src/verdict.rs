@@ -489,12 +489,7 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     v.rate_bps = rate;
     // 1. an application not reading stalls the connection at any rate (either end may show it:
     // the receiver its unread data, the sender the zero window it is offered)
-    let me = End {
-        now: i.now,
-        before: i.before,
-        host: i.host,
-    };
-    let ends = [Some(me), i.peer];
+    let ends = [sender, receiver];
     if let Some(r) = ends.iter().flatten().find(|e| e.zero_window_with_unread()) {
         let unread = r.now.unread.unwrap_or(0) as u64;
         v.limit = Limit::AppNotReading;
