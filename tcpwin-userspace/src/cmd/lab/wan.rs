@@ -593,10 +593,15 @@ fn run_row(
         ceiling_bps: v.ceiling_bps,
         // the slowest of the window (at the base RTT), the bottleneck and the reading
         // application
-        predicted_bps: v
-            .base_ceiling_bps
-            .or(v.ceiling_bps)
-            .map(|c| c.min(rate_bps.unwrap_or(u64::MAX)).min(app_rate)),
+        predicted_bps: [
+            v.base_ceiling_bps.or(v.ceiling_bps),
+            rate_bps,
+            Some(app_rate),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .filter(|c| *c != u64::MAX),
         throughput_bps: throughput,
         rwnd_limited_share: sender_report
             .as_ref()
