@@ -314,6 +314,10 @@ fn the_two_ends_of_one_connection_agree() {
             x.srtt_us = Some(12);
             x.min_rtt_us = Some(10);
             x.rwnd_limited_us = Some(950_000 + 520_000);
+            // reno's cwnd just above the window, in flight within two segments of it: the
+            // window holds the sender, not the cwnd
+            x.snd_cwnd = Some(11);
+            x.packets_out = Some(10);
             x
         }),
         (&r(1.0, 0), &{

@@ -165,7 +165,7 @@ fn rate(v: Option<u64>) -> String {
 /// The WAN rows' header.
 pub fn wan_header() {
     println!(
-        "{:<18} {:<24} {:<34} {:>4} {:>6} {:>8} {:>6} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<20}",
+        "{:<18} {:<32} {:<39} {:>4} {:>6} {:>8} {:>6} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<20}",
         "scenario", "traffic", "receiver", "cc", "rtt", "base rtt", "queue", "gro", "window", "ceiling",
         "bottleneck", "measured", "rwnd%", "verdict (receiver)", "sender"
     );
@@ -186,7 +186,7 @@ pub fn wan_row(r: &WanRow) {
             .unwrap_or_else(|| "-".into())
     };
     println!(
-        "{:<18} {:<24} {:<34} {:>4} {:>4}ms {:>8} {:>6} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<20}",
+        "{:<18} {:<32} {:<39} {:>4} {:>4}ms {:>8} {:>6} {:>4} {:>10} {:>14} {:>14} {:>14} {:>6} {:<20} {:<20}",
         r.scenario,
         r.app,
         r.condition,
