@@ -400,3 +400,53 @@ fn ss_bad_input_is_one_clear_sentence() {
         assert!(out.stdout.is_empty(), "{args:?} printed output");
     }
 }
+
+/// `--netns all` over intervals follows namespaces as they come and go: one created after the
+/// start is read, and its removal is not an error (it was one: the list was taken once).
+#[test]
+fn ss_all_follows_namespaces_that_come_and_go() {
+    require_root();
+    let port = 5337;
+    let child = Command::new(EXE)
+        .args([
+            "ss",
+            "--json",
+            "--netns",
+            "all",
+            "--port",
+            &port.to_string(),
+        ])
+        .args(["-i", "200", "-c", "20"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run tcpwin-trace ss");
+    std::thread::sleep(Duration::from_millis(700));
+    let pair = Pair::create(&format!("tcpwt-ssg-{}", std::process::id()), 1500).unwrap();
+    let name = pair.b.clone();
+    let conn = tcpwin_lab::netns::in_netns(&name, move || {
+        let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (s, _) = l.accept().unwrap();
+        (c, s)
+    })
+    .join()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    drop(conn);
+    drop(pair);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "ss failed after a namespace went away: {err}"
+    );
+    let lines: Vec<SsLine> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.netns_name == name),
+        "the namespace created after the start was never read: {lines:?}"
+    );
+}

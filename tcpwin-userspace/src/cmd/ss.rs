@@ -13,7 +13,7 @@ use crate::{
     cli::SsArgs,
     gather::snapshot::{self, Source},
     host::{
-        kconfig, netns,
+        kconfig,
         signals::{install_stop_handler, wait_or_stop},
     },
     view,
@@ -22,10 +22,7 @@ use crate::{
 pub fn run(args: SsArgs) -> Result<()> {
     args.filter.validate()?;
     // a process's sockets live in its namespace: read that one unless --netns says otherwise
-    let targets = match (args.netns.as_deref(), args.filter.pid) {
-        (None, Some(pid)) => vec![netns::of_pid(pid)?],
-        (n, _) => netns::resolve(n)?,
-    };
+    let mut targets = snapshot::Targets::new(args.netns.as_deref(), args.filter.pid)?;
     let mut src = Source::open(args.source, &args.btf, args.obj.as_deref())?;
     if args.source == crate::cli::SourceArg::SockDiag {
         eprintln!(
@@ -53,7 +50,7 @@ pub fn run(args: SsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     loop {
         let t0 = Instant::now();
-        let mut seen = snapshot::read(&mut src, &targets, &args.filter, hz)?;
+        let mut seen = targets.read(&mut src, &args.filter, hz)?;
         snapshot::add_owners(&mut seen);
         let verdicts = judge.judge(seen.iter().map(|s| (&s.facts, &s.host)));
         let select = args.selection();
@@ -86,14 +83,21 @@ pub fn run(args: SsArgs) -> Result<()> {
         }
         out.flush()?;
         let Some(ms) = args.interval else {
-            return Ok(());
+            break;
         };
         if args.count.is_some_and(|c| taken >= c) {
-            return Ok(());
+            break;
         }
         let wait = Duration::from_millis(ms).saturating_sub(t0.elapsed());
         if wait_or_stop(wait) {
-            return Ok(());
+            break;
         }
     }
+    if targets.gone > 0 {
+        eprintln!(
+            "tcpwin-trace: {} namespace(s) disappeared between listing and reading (skipped)",
+            targets.gone
+        );
+    }
+    Ok(())
 }

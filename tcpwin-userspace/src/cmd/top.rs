@@ -29,7 +29,7 @@ use crate::{
         snapshot::{self, Source},
     },
     host::{
-        kconfig, monotonic_ns, netns,
+        kconfig, monotonic_ns,
         signals::{install_stop_handler, wait_or_stop},
     },
     kernel::{attach::Backend, maps, maps::OwnerSync, ring::Ring, tracer::Tracer},
@@ -191,7 +191,7 @@ pub fn run(args: TopArgs) -> Result<()> {
     if let Some(e) = too_small(w, h) {
         bail!(e);
     }
-    let targets = netns::resolve(args.netns.as_deref())?;
+    let mut targets = snapshot::Targets::new(args.netns.as_deref(), None)?;
     let mut src = Source::open(SourceArg::Auto, &args.btf, None)?;
     let header = audit::report(&CheckArgs {
         bdp: None,
@@ -227,7 +227,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         }
         if Instant::now() >= next {
             next = Instant::now() + every;
-            let mut seen = match snapshot::read(&mut src, &targets, &args.filter, hz) {
+            let mut seen = match targets.read(&mut src, &args.filter, hz) {
                 Ok(s) => s,
                 Err(e) => break Err(e),
             };
@@ -239,6 +239,11 @@ pub fn run(args: TopArgs) -> Result<()> {
                 .map(|(x, v)| (x.facts, v, x.line_ns))
                 .collect::<Vec<_>>();
             state.update(rows);
+            if targets.gone > 0 {
+                const GONE: &str = "namespaces gone while read (skipped): ";
+                state.header.retain(|h| !h.starts_with(GONE));
+                state.header.insert(0, format!("{GONE}{}", targets.gone));
+            }
         }
         if let Some(t) = tracing.as_mut() {
             if let Err(e) = t.drain(&mut state) {

@@ -130,6 +130,53 @@ pub fn read(
     read_with(&mut || src.read(hz), targets, &keep)
 }
 
+/// The namespaces a repeated reading covers (`ss -i`, `top`). `--netns all` is listed afresh at
+/// each reading, since namespaces come and go (containers, test harnesses); one that disappears
+/// between the listing and its reading is skipped and counted in `gone`. A namespace named on
+/// the command line, or a process's, that disappears is an error: what was asked for is gone.
+pub struct Targets {
+    every: bool,
+    fixed: Vec<netns::Netns>,
+    /// namespaces of an `all` listing that were gone when read
+    pub gone: u64,
+}
+
+impl Targets {
+    /// `--netns` and `--pid` as given: a process's own namespace unless `--netns` says otherwise.
+    pub fn new(spec: Option<&str>, pid: Option<u32>) -> Result<Self> {
+        let fixed = match (spec, pid) {
+            (None, Some(pid)) => vec![netns::of_pid(pid)?],
+            (n, _) => netns::resolve(n)?,
+        };
+        Ok(Targets {
+            every: spec == Some("all"),
+            fixed,
+            gone: 0,
+        })
+    }
+
+    /// One reading of every namespace covered now.
+    pub fn read(
+        &mut self,
+        src: &mut Source,
+        filter: &SocketFilter,
+        hz: Option<u32>,
+    ) -> Result<Vec<Seen>> {
+        if !self.every {
+            return read(src, &self.fixed, filter, hz);
+        }
+        let mut out = Vec::new();
+        for t in netns::resolve(Some("all"))? {
+            match read(src, std::slice::from_ref(&t), filter, hz) {
+                Ok(v) => out.extend(v),
+                Err(_) if !t.path.exists() => self.gone += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// Names each socket's owner (pid, comm) from /proc: a scan of every process's fds, so only
 /// for those who show it.
 pub fn add_owners(seen: &mut [Seen]) {

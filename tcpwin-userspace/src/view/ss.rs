@@ -35,9 +35,10 @@ pub fn facts_line(l: &SsLine) -> String {
         _ => "-".into(),
     };
     format!(
-        "{:<10} {} <-> {}{who}{ns} sk={}\n  scaling_ratio={} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} wscale(rcv/snd)={wscale} rcv_mss={} advmss={} unread={} rmem_alloc={} rcv_rtt={} srtt={} bytes_received={} bytes_acked={} snd_wnd={} busy={} rwnd_limited={} sndbuf_limited={}",
+        "{:<10} {} {} {}{who}{ns} sk={}\n  scaling_ratio={} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} wscale(rcv/snd)={wscale} rcv_mss={} advmss={} unread={} rmem_alloc={} rcv_rtt={} srtt={} bytes_received={} bytes_acked={} snd_wnd={} busy={} rwnd_limited={} sndbuf_limited={}",
         l.state_name,
         f.id.local(),
+        arrow(l),
         f.id.remote(),
         f.id.cookie.map(|c| format!("{c:x}")).unwrap_or_else(|| "-".into()),
         o(f.scaling_ratio),
