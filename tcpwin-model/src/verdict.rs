@@ -26,7 +26,7 @@
 //!    window it would give.
 //!
 //! Fixes are sized from the base RTT and `--target` (or per 100 Mbit/s when no target is
-//! given), never lower a setting, say which settings are global (`net.core.rmem_max`) and which
+//! given; per 1, 10 or 100 Gbit/s on short paths), never lower a setting, say which settings are global (`net.core.rmem_max`) and which
 //! belong to the socket's namespace, and run in that namespace (`ip netns exec NAME`).
 use serde::{Deserialize, Serialize};
 use tcpwin_common::formula::{max_scaled_window, space_from_win, win_from_space};
@@ -67,8 +67,21 @@ const QUEUE_MIN_SHARE: u32 = 8;
 /// Unread data at this share of the window, with the advertised window under half of it, at both
 /// ends of an interval: the application's backlog, not the buffer, sets the window.
 const BACKLOG_SHARE: f64 = 0.25;
-/// The rate the fixes are sized per, without `--target`.
+/// The rate the fixes are sized per, without `--target`: 100 Mbit/s, or on short paths the
+/// first power of ten whose window at the base RTT is at least `PER_RATE_MIN_WINDOW` (a window
+/// of 38 B "per 100 Mbit/s" on a 3 µs path says nothing), at most 100 Gbit/s.
 const PER_RATE_BPS: u64 = 100_000_000;
+const PER_RATE_MIN_WINDOW: u64 = 16 << 10;
+const PER_RATE_MAX_BPS: u64 = 100_000_000_000;
+
+/// The unit the fixes are sized per on a path of base RTT `base_us`.
+fn per_rate(base_us: u32) -> u64 {
+    let mut r = PER_RATE_BPS;
+    while r < PER_RATE_MAX_BPS && bdp(r, base_us) < PER_RATE_MIN_WINDOW {
+        r *= 10;
+    }
+    r
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -273,7 +286,8 @@ pub struct Input<'a> {
     /// the same socket one interval earlier (rates from deltas); None: one snapshot
     pub before: Option<&'a SockFacts>,
     pub host: &'a HostLimits,
-    /// the rate a suggestion is sized for (e.g. the path's bottleneck); None: per 100 Mbit/s
+    /// the rate a suggestion is sized for (e.g. the path's bottleneck); None: per 100 Mbit/s (more
+    /// on short paths, see `per_rate`)
     pub target_bps: Option<u64>,
     /// the connection's other end, read in the same reading
     pub peer: Option<End<'a>>,
@@ -400,7 +414,7 @@ struct Sizing {
 impl Sizing {
     /// The rate sized for: the target, or 100 Mbit/s as a unit.
     fn rate(&self) -> u64 {
-        self.target.unwrap_or(PER_RATE_BPS)
+        self.target.unwrap_or_else(|| per_rate(self.base_us))
     }
     fn window(&self) -> u64 {
         bdp(self.rate(), self.base_us)
@@ -416,7 +430,7 @@ impl Sizing {
             ),
             None => format!(
                 "per {} at {} base RTT (window {} B; --target RATE sizes it for your rate)",
-                fmt_rate(PER_RATE_BPS),
+                fmt_rate(self.rate()),
                 fmt_rtt(self.base_us),
                 self.window()
             ),
@@ -953,6 +967,7 @@ fn caps(v: &mut Verdict, r: End, window: Option<u64>, target: Option<u64>) {
     // without one the buffer each 100 Mbit/s needs and the command to write it in
     let r = ratio.unwrap_or(0);
     let base_s = base.unwrap_or(0);
+    let unit = per_rate(base_s);
     let sized = |current: u64, cmd: &dyn Fn(&str) -> String| -> String {
         let nb = need.and_then(buffer_for);
         let allows = ratio
@@ -965,10 +980,10 @@ fn caps(v: &mut Verdict, r: End, window: Option<u64>, target: Option<u64>) {
             (Some(_), Some(_)) => format!("{words}: the buffer ({current}) already allows it"),
             (None, Some(nb)) => format!(
                 "{words}: at ratio {r} each {} needs {nb} B of buffer ({current} allows {} at the base RTT): {} with BYTES >= rate / {} x {nb}",
-                fmt_rate(PER_RATE_BPS),
+                fmt_rate(unit),
                 allows.unwrap_or_else(|| "?".into()),
                 cmd("BYTES"),
-                fmt_rate(PER_RATE_BPS),
+                fmt_rate(unit),
             ),
             _ => words.clone(),
         }

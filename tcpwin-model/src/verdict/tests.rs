@@ -341,6 +341,16 @@ fn the_two_ends_of_one_connection_agree() {
     );
     assert_eq!(vs.limit, Limit::RcvbufLocked, "{vs:?}");
     assert_eq!(vr.limit, vs.limit, "{vr:?}");
+    // on a 30 µs path the fix is sized per a rate whose window means something (16 KiB at
+    // least), not "per 100 Mbit/s" (a 375 B window)
+    let fix = vr.suggested.clone().unwrap();
+    assert!(
+        fix.contains("per 10.00 Gbit/s at 30 us base RTT (window 37500 B"),
+        "{fix}"
+    );
+    assert_eq!(per_rate(18_000), 100_000_000);
+    assert_eq!(per_rate(1_000), 1_000_000_000);
+    assert_eq!(per_rate(3), 100_000_000_000);
     assert_eq!((vs.side, vr.side), (Side::Sending, Side::Receiving));
     assert_eq!(vs.rtt_us, vr.rtt_us, "one RTT for the connection");
     assert_eq!(vs.peer, Some(r(2.0, 0).id));
