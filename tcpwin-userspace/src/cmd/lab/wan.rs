@@ -772,18 +772,15 @@ mod tests {
         assert_eq!(rows("gro", false).unwrap().len(), 2);
         let e = rows("nope", false).unwrap_err().to_string();
         assert!(e.contains("wscale-off") && e.contains("all"), "{e}");
-        // every limit a verdict can name on a receiver or a sender has a scenario
-        for l in [
-            Limit::WscaleOff,
-            Limit::RcvbufLocked,
-            Limit::AutotuneMax,
-            Limit::WindowClamp,
-            Limit::LowRatio,
-            Limit::AppNotReading,
-            Limit::PathQueue,
-            Limit::NotWindowLimited,
-            Limit::Sndbuf,
-        ] {
+        // every limit a verdict can name on a connection judged from both ends has a scenario
+        // (taken from Limit::ALL, so a new limit needs one); not: memory pressure (host-wide),
+        // peer-window (a sender alone), idle and unknown
+        for l in Limit::ALL.into_iter().filter(|l| {
+            !matches!(
+                l,
+                Limit::MemoryPressure | Limit::PeerWindow | Limit::Idle | Limit::Unknown
+            )
+        }) {
             assert!(all.iter().any(|s| s.expected == l), "no scenario shows {l}");
         }
     }
