@@ -22,6 +22,8 @@ pub struct Last {
     pub sk_rcvbuf: u32,
     pub rcvq_space: u32,
     pub events: u64,
+    /// CLOCK_MONOTONIC ns of the latest event
+    pub ts_ns: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -93,6 +95,7 @@ impl Sockets {
             sk_rcvbuf: 0,
             rcvq_space: 0,
             events: 0,
+            ts_ns: 0,
         });
         if r.kind == EventKind::Close && r.ev.lport == 0 && e.id.lport != 0 {
             r.laddr = e.id.laddr.unwrap_or(r.laddr);
@@ -106,6 +109,7 @@ impl Sockets {
         e.sk_rcvbuf = r.ev.sk_rcvbuf;
         e.rcvq_space = r.ev.rcvq_space;
         e.events += 1;
+        e.ts_ns = e.ts_ns.max(r.ev.ts_ns);
         if r.kind == EventKind::Close {
             if let Some(done) = self.live.remove(&k) {
                 self.finals.record(&done);
@@ -115,10 +119,14 @@ impl Sockets {
 
     /// A change the socket iterator read (`f`) that no event reported: the record that reports
     /// it, marked as read by the iterator (`hook` `iter/tcp`, no cause packet). A `ratio` event
-    /// when the ratio moved, else `space`. None when the socket is not live here or nothing
-    /// differs from its last reported values.
+    /// when the ratio moved, else `space`. None when the socket is not live here, nothing
+    /// differs from its last reported values, or a hook reported the socket after the reading
+    /// was taken (the reading is older than what is known: reporting it would go back in time).
     pub fn catch_up(&self, f: &SockFacts) -> Option<Record> {
         let last = self.live.get(&Key::Cookie(f.id.cookie?))?;
+        if last.ts_ns > f.ts_ns {
+            return None;
+        }
         let now = (
             f.scaling_ratio,
             f.window_clamp?,
@@ -303,6 +311,31 @@ mod tests {
         assert_eq!(r.kind, EventKind::Ratio);
         let cause = r.to_line(None).cause.unwrap();
         assert_eq!((cause.prev_scaling_ratio, cause.skb_len), (Some(200), None));
+    }
+
+    /// The hooks reported the socket after the iterator read it: the reading is older than
+    /// the timeline and says nothing new, whatever it differs in.
+    #[test]
+    fn a_reading_older_than_the_last_event_is_not_reported() {
+        let mut s = Sockets::default();
+        let mut init = rec(kind::INIT, 5201);
+        init.ev.ts_ns = 2_000;
+        s.update(&mut init);
+        let mut f = SockFacts {
+            ts_ns: 1_000,
+            id: init.id(),
+            scaling_ratio: Some(200),
+            window_clamp: Some(900),
+            rcv_ssthresh: Some(0),
+            sk_rcvbuf: Some(0),
+            rcvq_space: Some(0),
+            ..Default::default()
+        };
+        assert!(s.catch_up(&f).is_none(), "older than the last event");
+        f.ts_ns = 3_000;
+        let r = s.catch_up(&f).expect("newer: the change is reported");
+        assert_eq!(r.ev.ts_ns, 3_000);
+        assert_eq!(r.ev.prev_window_clamp, 1000);
     }
 
     #[test]

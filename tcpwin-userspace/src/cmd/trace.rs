@@ -181,7 +181,7 @@ impl Session {
     }
 
     /// One reading at the end, before the summary: the last changes of the sockets still open.
-    fn final_catch_up(&mut self, tracer: &mut Tracer) -> Result<()> {
+    fn final_catch_up(&mut self, tracer: &mut Tracer, ring: &mut Ring) -> Result<()> {
         let live = self.live();
         let Some(j) = self.judges.as_mut() else {
             return Ok(());
@@ -191,17 +191,23 @@ impl Session {
             .into_iter()
             .map(|s| s.facts)
             .collect();
+        // what the hooks sent before the reading comes first (see `judge`)
+        self.drain(ring)?;
         self.catch_up(&read)?;
         Ok(self.out.w.flush()?)
     }
 
     /// Judges the live sockets (once a second).
-    fn judge(&mut self, tracer: &mut Tracer) -> Result<()> {
+    fn judge(&mut self, tracer: &mut Tracer, ring: &mut Ring) -> Result<()> {
         let live = self.live();
         let Some(j) = self.judges.as_mut() else {
             return Ok(());
         };
         let tick = j.tick(tracer, &live)?;
+        // A hook may have fired between the last drain and the reading: its event is in the
+        // ring, not yet in the timeline. Drained first, it is printed as the hook's (in time
+        // order) and the reading reports only what no hook saw.
+        self.drain(ring)?;
         self.catch_up(&tick.read)?;
         self.flush_folds()?;
         for v in tick.verdicts {
@@ -396,7 +402,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
                 session.drain(&mut ring)?;
                 ticks += 1;
                 if ticks.is_multiple_of(DRAINS_PER_VERDICT) {
-                    session.judge(&mut tracer)?;
+                    session.judge(&mut tracer, &mut ring)?;
                 }
                 if let Some(o) = owner.as_mut() {
                     if !std::path::Path::new(&format!("/proc/{}", o.pid)).exists() {
@@ -415,7 +421,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     let missed_runs = tracer.recursion_misses();
     tracer.detach();
     session.drain(&mut ring)?;
-    session.final_catch_up(&mut tracer)?;
+    session.final_catch_up(&mut tracer, &mut ring)?;
     session.flush_folds()?;
     let mut verdicts = BTreeMap::new();
     if let Some(j) = session.judges.as_mut() {
