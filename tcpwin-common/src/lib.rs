@@ -341,6 +341,20 @@ pub mod hook {
     /// hook had reported (made after the socket's last hooked packet); no counter
     pub const ITER_CATCH_UP: u8 = 200;
     pub const ITER_CATCH_UP_NAME: &str = "iter/tcp";
+    /// `--ebpf-log` lines of the socket iterator (`iter/tcp`, program `tcp_sockets`)
+    pub const ITER: u8 = ITER_CATCH_UP;
+    /// `--ebpf-log` lines of a kernel read whose hook is unknown (a read that faulted deep in
+    /// a shared helper)
+    pub const UNKNOWN: u8 = 255;
+
+    /// The hook's name for a log line or a counter.
+    pub fn name(id: u8) -> &'static str {
+        match id {
+            ITER => ITER_CATCH_UP_NAME,
+            i if (i as usize) < COUNT => NAMES[i as usize],
+            _ => "?",
+        }
+    }
 
     pub const NAMES: [&str; COUNT] = [
         "tcp:tcp_probe",
@@ -375,7 +389,10 @@ pub mod counter {
     /// hits that cannot move a receive window (a pure ACK at `tcp:tcp_probe`, the entry of
     /// `tcp_rcv_space_adjust`) on a socket already checked within [`super::RECHECK_JIFFIES`]
     pub const RECHECK_SKIPPED: u32 = EVENTS_DUE + 6;
-    pub const COUNT: u32 = EVENTS_DUE + 7;
+    /// `--ebpf-log` lines the programs wrote (or tried to: a full log ring loses them; userspace
+    /// counts the lines it printed against this)
+    pub const LOG_DUE: u32 = EVENTS_DUE + 7;
+    pub const COUNT: u32 = EVENTS_DUE + 8;
 }
 
 /// How often hooks that cannot move a receive window re-check a socket (see
@@ -623,6 +640,9 @@ pub mod names {
     pub const CLOSED_SUMS: &str = "CLOSED_SUMS";
     /// the exporter's per-packet hook (`--packet-histogram`)
     pub const COUNT_PACKET: &str = "count_packet";
+    /// aya-log's ring buffer and level (`--ebpf-log`): `aya_log_ebpf`'s own symbols
+    pub const AYA_LOGS: &str = "AYA_LOGS";
+    pub const AYA_LOG_LEVEL: &str = "AYA_LOG_LEVEL";
 }
 
 /// The ABI both sides compile: a field added, removed or resized on one side breaks the build

@@ -6,6 +6,8 @@ use aya_ebpf::{
 };
 use tcpwin_common::{counter, Event};
 
+use crate::log::klog;
+
 /// 1 MiB by default; userspace may resize it (`--ringbuf-kib`).
 #[map(name = "EVENTS")]
 static EVENTS: RingBuf = RingBuf::with_byte_size(1 << 20, 0);
@@ -25,11 +27,18 @@ pub fn count(idx: u32) {
 /// The caller writes every field in place (no stack copy: the BPF stack is 512 bytes) and calls
 /// [`submit`].
 #[inline(always)]
-pub fn reserve() -> Option<RingBufEntry<Event>> {
+pub fn reserve(hook: u8, kind: u8, cookie: u64) -> Option<RingBufEntry<Event>> {
     count(counter::EVENTS_DUE);
     let entry = EVENTS.reserve::<Event>(0);
     if entry.is_none() {
         count(counter::EVENTS_DROPPED);
+        klog!(
+            Warn,
+            hook,
+            "{} ring buffer full: event (kind {}) of socket {:x} lost (a larger --ringbuf-kib keeps up)",
+            kind,
+            cookie
+        );
     }
     entry
 }

@@ -2,9 +2,10 @@
 //! locks, no ring buffer). Handshakes and closes are one hit per connection; the packet
 //! histogram, opt-in, one per data packet.
 use aya_ebpf::{macros::map, maps::PerCpuHashMap};
-use tcpwin_common::{estab_key, tcp_state, ClosedSums, MAX_COUNTED_NAMESPACES};
+use tcpwin_common::{estab_key, hook, tcp_state, ClosedSums, MAX_COUNTED_NAMESPACES};
 
 use crate::{
+    log::klog,
     read::{self, bits, off, Direct, Mem},
     track,
 };
@@ -38,7 +39,15 @@ pub fn state_change(sk: u64, old_state: u8, new_state: u8) {
             // SAFETY: a per-CPU map value from get_ptr_mut: no other writer on this CPU.
             Some(p) => unsafe { *p += 1 },
             None => {
-                let _ = ESTAB_COUNTS.insert(key, 1, 0);
+                if ESTAB_COUNTS.insert(key, 1, 0).is_err() {
+                    klog!(
+                        Warn,
+                        hook::TP_SET_STATE,
+                        "{} handshake counter full ({} keys): a connection of netns {} not counted",
+                        MAX_COUNTED_NAMESPACES,
+                        netns
+                    );
+                }
             }
         }
         return;
@@ -70,7 +79,15 @@ pub fn state_change(sk: u64, old_state: u8, new_state: u8) {
                 chrono_jiffies: add,
                 closed: 1,
             };
-            let _ = CLOSED_SUMS.insert(netns, v, 0);
+            if CLOSED_SUMS.insert(netns, v, 0).is_err() {
+                klog!(
+                    Warn,
+                    hook::TP_SET_STATE,
+                    "{} closed-connection sums full ({} namespaces): a close in netns {} not counted",
+                    MAX_COUNTED_NAMESPACES,
+                    netns
+                );
+            }
         }
     }
 }
@@ -87,6 +104,6 @@ pub fn packet(sk: u64, skb: u64) {
     }
     let shape = read::skb_shape::<Direct>(skb, false);
     if shape.len != 0 {
-        track::histogram(read::netns::<Direct>(sk), &shape, None);
+        track::histogram(read::netns::<Direct>(sk), &shape, None, hook::TP_TCP_PROBE);
     }
 }

@@ -1,9 +1,24 @@
 //! `iter/tcp`: one fixed record per full TCP socket outside LISTEN (`tcpwin-trace ss`). The
 //! kernel holds the socket lock while this runs; nothing runs per packet.
-use aya_ebpf::helpers::{bpf_jiffies64, generated::bpf_seq_write};
-use tcpwin_common::{flag, tcp_state, SockRecord, SOCK_RCVBUF_LOCK};
+use aya_ebpf::{
+    helpers::{bpf_jiffies64, generated::bpf_seq_write},
+    macros::map,
+    maps::Array,
+};
+use tcpwin_common::{flag, hook, tcp_state, SockRecord, SOCK_RCVBUF_LOCK};
 
-use crate::read::{self, bits, off, Direct, Mem};
+use crate::{
+    log::{self, klog},
+    read::{self, bits, off, Direct, Mem},
+};
+
+/// `struct bpf_iter_meta`: the seq_file, the session id, the object's number in this walk.
+#[repr(C)]
+struct IterMeta {
+    seq: u64,
+    session_id: u64,
+    seq_num: u64,
+}
 
 /// `struct bpf_iter__tcp`: `meta`, `sk_common`, `uid`.
 #[repr(C)]
@@ -12,11 +27,37 @@ pub struct IterTcpCtx {
     sk_common: u64,
 }
 
+/// The walk (`bpf_iter_meta.session_id`) whose absent members were last logged: once per walk,
+/// on its first full socket (`--ebpf-log info` only; never touched else).
+#[map(name = "ITER_LOGGED")]
+static ITER_LOGGED: Array<u64> = Array::with_max_entries(1, 0);
+
+#[inline(always)]
+fn first_of_walk(session: u64) -> bool {
+    let Some(p) = ITER_LOGGED.get_ptr_mut(0) else {
+        return false;
+    };
+    // SAFETY: a map value pointer from get_ptr_mut; walks do not overlap (one reader at a time).
+    unsafe {
+        if *p == session + 1 {
+            return false;
+        }
+        *p = session + 1;
+    }
+    true
+}
+
 /// Writes the socket's record into the iterator's seq_file.
 #[inline(always)]
 pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
     let state: u8 = Direct::at(sk, off!(skc_state));
     if state == tcp_state::LISTEN {
+        klog!(
+            Debug,
+            hook::ITER,
+            "{} iterator skipped listener port {}: no receive window of its own",
+            Direct::at::<u16>(sk, off!(skc_num))
+        );
         return;
     }
     let mut r = SockRecord {
@@ -71,16 +112,30 @@ pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
     r.snd_cwnd = Direct::at(sk, off!(tp_snd_cwnd));
     r.packets_out = Direct::at(sk, off!(tp_packets_out));
     r.mss_cache = Direct::at(sk, off!(tp_mss_cache));
-    let seq: u64 = Direct::at(ctx.meta, 0);
+    // SAFETY: `meta` is the iterator context's `struct bpf_iter_meta *` (the verifier checks it).
+    let meta = unsafe { &*(ctx.meta as *const IterMeta) };
+    if log::on(log::Level::Info) && first_of_walk(meta.session_id) {
+        log::absent_members(hook::ITER, r.cookie);
+    }
     // SAFETY: `seq` is the iterator's seq_file (bpf_iter_meta.seq, offset 0); the helper copies
     // size_of::<SockRecord>() bytes from `r`, a local.
-    unsafe {
+    let rc = unsafe {
         bpf_seq_write(
-            seq as *mut _,
+            meta.seq as *mut _,
             &r as *const SockRecord as *const _,
             core::mem::size_of::<SockRecord>() as u32,
         )
     };
+    // -EOVERFLOW: the read buffer is full; the kernel runs this socket again for the next read
+    if log::on(log::Level::Warn) && rc < 0 && rc != -75 {
+        klog!(
+            Warn,
+            hook::ITER,
+            "{} iterator record of socket {:x} not written (error {}): missing from this reading",
+            r.cookie,
+            rc
+        );
+    }
 }
 
 /// The entry point's body: `sk_common` is NULL once, at the end.
@@ -94,6 +149,13 @@ pub fn run(ctx: *const IterTcpCtx) -> i32 {
     let sk = crate::tcp_sk(ctx.sk_common);
     if sk != 0 {
         tcp_socket(ctx, sk);
+    } else {
+        // request and TIME_WAIT sockets: not full TCP sockets, no receive window to show
+        klog!(
+            Debug,
+            hook::ITER,
+            "{} iterator skipped a request or TIME_WAIT socket: no receive window"
+        );
     }
     0
 }

@@ -12,6 +12,7 @@
 mod emit;
 mod fleet;
 mod iter;
+mod log;
 mod read;
 mod track;
 

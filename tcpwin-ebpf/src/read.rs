@@ -1,7 +1,9 @@
 //! The one place that reads kernel memory: every member at the offset userspace resolved from BTF.
 //! A member marked `ABSENT` is never read; its value is the type's default.
 use aya_ebpf::helpers::generated::bpf_probe_read_kernel;
-use tcpwin_common::{formula, Offsets, TupleKey, ABSENT};
+use tcpwin_common::{formula, hook, Offsets, TupleKey, ABSENT};
+
+use crate::log::{self, klog};
 
 /// Written by userspace (`EbpfLoader::override_global`) before load; the verifier sees constants.
 #[unsafe(no_mangle)]
@@ -28,13 +30,24 @@ pub fn at<T: Copy + Default>(base: u64, off: u32) -> T {
         return v;
     }
     // SAFETY: the helper checks the source address and zeroes `v` on a fault; `v` is a local of size_of::<T>().
-    unsafe {
+    let rc = unsafe {
         bpf_probe_read_kernel(
             &mut v as *mut T as *mut _,
             core::mem::size_of::<T>() as u32,
             (base + off as u64) as *const _,
         )
     };
+    // the level first: a constant to the verifier, so with the log off this test is not code
+    if log::on(log::Level::Warn) && rc < 0 {
+        klog!(
+            Warn,
+            hook::UNKNOWN,
+            "{} kernel read of {} bytes at offset {} faulted (error {}): read as 0",
+            core::mem::size_of::<T>() as u32,
+            off,
+            rc
+        );
+    }
     v
 }
 

@@ -7,13 +7,14 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray},
 };
 use tcpwin_common::{
-    counter, flag, kind, tcp_state, Checked, Config, Event, IfKey, InitParams, PortKey, TupleKey,
-    HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, MAX_OWNED_INODES, MAX_OWNED_PORTS,
+    counter, flag, hook, kind, tcp_state, Checked, Config, Event, IfKey, InitParams, PortKey,
+    TupleKey, HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, MAX_OWNED_INODES, MAX_OWNED_PORTS,
     MAX_PENDING_INITS, MAX_TRACKED_SOCKETS, RECHECK_JIFFIES, RECHECK_SLOTS, SOCK_RCVBUF_LOCK,
 };
 
 use crate::{
     emit::{count, reserve, submit},
+    log::{self, klog},
     read::{self, off, Direct, Mem, Probe, SkbShape, Snapshot},
 };
 
@@ -181,7 +182,7 @@ pub fn port_ok(lport: u16, rport: u16) -> bool {
 /// its file is one of the PID's (inode), or it is the child of one of the PID's listeners. The
 /// receive path runs in softirq, so the current task says nothing about ownership.
 #[inline(always)]
-fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
+fn wanted<M: Mem>(sk: u64, state: Option<&SockState>, hook: u8) -> bool {
     let (lport, rport) = read::ports::<M>(sk);
     if !port_ok(lport, rport) {
         return false;
@@ -205,8 +206,52 @@ fn wanted<M: Mem>(sk: u64, state: Option<&SockState>) -> bool {
         _pad: 0,
     };
     // SAFETY: OWNED_PORTS values are plain u32, only tested for presence.
-    unsafe { OWNED_PORTS.get(&key) }.is_some()
+    if unsafe { OWNED_PORTS.get(&key) }.is_some() {
+        return true;
+    }
+    if log::on(log::Level::Debug) && !log_repeats(sk, lport, rport) {
+        klog!(
+            Debug,
+            hook,
+            "{} socket port {} <> {} (inode {}, netns {}) is not the traced process's (--pid {}): filtered",
+            lport,
+            rport,
+            ino,
+            key.netns,
+            setting!(target_tgid)
+        );
+    }
+    false
 }
+
+/// Sockets whose filtering was logged, per CPU, direct-mapped by ports: a socket's packets log
+/// its miss once a second (per CPU), not once each (`--ebpf-log debug` only; the map is never
+/// touched else).
+#[map(name = "LOG_QUIET")]
+static LOG_QUIET: PerCpuArray<Checked> = PerCpuArray::with_max_entries(LOG_QUIET_SLOTS, 0);
+const LOG_QUIET_SLOTS: u32 = 256;
+
+/// Whether `sk` was logged on this CPU within the last second (then stay quiet).
+#[inline(always)]
+fn log_repeats(sk: u64, lport: u16, rport: u16) -> bool {
+    let slot = ((lport as u32).wrapping_mul(0x9e37) ^ rport as u32) & (LOG_QUIET_SLOTS - 1);
+    let Some(c) = LOG_QUIET.get_ptr_mut(slot) else {
+        return false;
+    };
+    // SAFETY: bpf_jiffies64 takes no arguments and only reads the clock.
+    let now = unsafe { bpf_jiffies64() };
+    // SAFETY: a per-CPU array slot from get_ptr_mut: no other writer on this CPU.
+    let c = unsafe { &mut *c };
+    if c.sk == sk && now.wrapping_sub(c.at_jiffies) < LOG_QUIET_JIFFIES {
+        return true;
+    }
+    c.sk = sk;
+    c.at_jiffies = now;
+    false
+}
+
+/// One second at HZ=250 (Debian's), a quarter at HZ=1000.
+const LOG_QUIET_JIFFIES: u64 = 250;
 
 /// In process context (connect, listen, recvmsg) the current task is the socket's user.
 #[inline(always)]
@@ -240,8 +285,21 @@ pub fn process_context(sk: u64, new_state: u8) {
     };
     set_user(&mut st);
     if SOCKS.insert(&key(sk), &st, 0).is_err() {
-        count(counter::STATE_FULL);
+        state_full(hook::TP_SET_STATE, read::raw_cookie(sk));
     }
+}
+
+/// The socket state map refused a socket: counted, and explained with `--ebpf-log warn`.
+#[inline(always)]
+fn state_full(hook: u8, cookie: u64) {
+    count(counter::STATE_FULL);
+    klog!(
+        Warn,
+        hook,
+        "{} socket state map refused socket {:x} ({} tracked at most): its changes are reported from its next hit",
+        cookie,
+        MAX_TRACKED_SOCKETS
+    );
 }
 
 /// Records the current task as the socket's user (the name only when the user changes).
@@ -270,7 +328,7 @@ pub enum Pkt {
 /// Counts a data packet in its interface's histogram; the socket caches its interface's slot so
 /// the per-packet cost is one array update.
 #[inline(always)]
-pub fn histogram(netns: u32, skb: &SkbShape, cache: Option<&mut SockState>) {
+pub fn histogram(netns: u32, skb: &SkbShape, cache: Option<&mut SockState>, hook: u8) {
     if skb.len == 0 || skb.truesize == 0 {
         return;
     }
@@ -283,17 +341,31 @@ pub fn histogram(netns: u32, skb: &SkbShape, cache: Option<&mut SockState>) {
                 st.hist_slot = s + 1;
                 s
             }
-            None => return count(counter::HIST_FULL),
+            None => return hist_full(hook, netns, skb.ifindex),
         },
         None => match if_slot(netns, skb.ifindex) {
             Some(s) => s,
-            None => return count(counter::HIST_FULL),
+            None => return hist_full(hook, netns, skb.ifindex),
         },
     };
     if let Some(p) = PKT_HIST.get_ptr_mut(slot * HIST_BUCKETS + ratio) {
         // SAFETY: a per-CPU array slot from get_ptr_mut: no other writer on this CPU.
         unsafe { *p += 1 };
     }
+}
+
+/// The histogram has no slot left for an interface: counted, and explained with `--ebpf-log warn`.
+#[inline(always)]
+fn hist_full(hook: u8, netns: u32, ifindex: u32) {
+    count(counter::HIST_FULL);
+    klog!(
+        Warn,
+        hook,
+        "{} packet histogram full ({} interfaces): a packet of ifindex {} (netns {}) not counted",
+        HIST_IFACES,
+        ifindex,
+        netns
+    );
 }
 
 /// Where a hook runs: in softirq (any task) or in the socket user's process context
@@ -333,7 +405,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
     let st_ptr = SOCKS.get_ptr_mut(&key(sk));
     // a tracked socket already passed the filters; the target's own recvmsg marks its socket
     let mine = ctx == Ctx::User && current_is_target();
-    if st_ptr.is_none() && !mine && !wanted::<M>(sk, None) {
+    if st_ptr.is_none() && !mine && !wanted::<M>(sk, None, hook) {
         count(counter::FILTERED);
         return;
     }
@@ -357,7 +429,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
             set_user(&mut st);
         }
         remember(&mut st, &snap);
-        histogram(st.netns, &shape, None);
+        histogram(st.netns, &shape, None, hook);
         if shape.len != 0 {
             read::skb_gso::<M>(skb, &mut shape);
             st.skb = shape;
@@ -365,14 +437,15 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
             st.has_skb = 1;
         }
         if SOCKS.insert(&key(sk), &st, 0).is_err() {
-            count(counter::STATE_FULL);
+            state_full(hook, st.cookie);
         }
+        log::absent_members(hook, st.cookie);
         report::<M>(sk, kind::SEEN, hook, st.cookie, &snap, None, None, None);
         return;
     };
     // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
     let st = unsafe { &mut *st_ptr };
-    histogram(st.netns, &shape, Some(st));
+    histogram(st.netns, &shape, Some(st), hook);
     if setting!(filter_pid) != 0 {
         st.owned = 1;
     }
@@ -457,7 +530,7 @@ fn remember(st: &mut SockState, snap: &Snapshot) {
 pub fn established(sk: u64, hook: u8, cookie: u64) {
     // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
     let old = SOCKS.get_ptr_mut(&key(sk)).map(|p| unsafe { &*p });
-    if !wanted::<Direct>(sk, old) {
+    if !wanted::<Direct>(sk, old, hook) {
         count(counter::FILTERED);
         return;
     }
@@ -475,8 +548,9 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
     }
     remember(&mut st, &snap);
     if SOCKS.insert(&key(sk), &st, 0).is_err() {
-        count(counter::STATE_FULL);
+        state_full(hook, cookie);
     }
+    log::absent_members(hook, cookie);
     let mut init = None;
     if INIT_HOOKED.get(0).copied().unwrap_or(0) != 0 {
         let key = read::tuple::<Direct>(sk);
@@ -545,7 +619,7 @@ fn report<M: Mem>(
     cause: Option<&SkbShape>,
     init: Option<&InitParams>,
 ) {
-    let Some(mut entry) = reserve() else {
+    let Some(mut entry) = reserve(hook, k, cookie) else {
         return;
     };
     let ev: *mut Event = entry.as_mut_ptr();

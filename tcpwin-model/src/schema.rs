@@ -138,6 +138,18 @@ pub struct SummaryLine {
     pub histograms: Histograms,
     /// sockets by their last verdict (limit id -> count); empty when verdicts were off
     pub verdicts: BTreeMap<crate::verdict::Limit, u64>,
+    /// with `--ebpf-log`: the kernel side's log lines
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebpf_log: Option<EbpfLogLines>,
+}
+
+/// The kernel side's log lines (`--ebpf-log`): written by the programs, shown on stderr, and
+/// lost because the log ring was full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EbpfLogLines {
+    pub written: u64,
+    pub shown: u64,
+    pub lost: u64,
 }
 
 /// The kernel side's counters (per-CPU sums) and the runs the kernel skipped.

@@ -221,6 +221,11 @@ impl Sockets {
         })
     }
 
+    /// Whether a socket of this cookie is live (seen, not yet closed).
+    pub fn is_live(&self, cookie: u64) -> bool {
+        self.live.contains_key(&Key::Cookie(cookie))
+    }
+
     /// Events recorded so far, over every socket (closed ones included).
     pub fn events(&self) -> u64 {
         self.events

@@ -11,7 +11,7 @@ use tcpwin_model::{
     units::{parse_path, parse_rate, PathSpec},
 };
 
-use crate::kernel::{attach::Backend, btf::VMLINUX};
+use crate::kernel::{attach::Backend, btf::VMLINUX, log::LogLevel};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -55,6 +55,17 @@ impl SocketFilter {
     }
 }
 
+/// `--ebpf-log`, on every command that loads programs.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct EbpfLog {
+    /// Let the kernel side explain what it loses or skips (aya-log lines on stderr, never in
+    /// the --json output): warn = losses (ring buffer or maps full, faulted reads, skipped
+    /// runs), info = and members this kernel lacks, debug = and sockets filtered or passed over.
+    /// Off costs nothing: the verifier removes the log code
+    #[arg(long, value_enum, default_value_t = LogLevel::Off, value_name = "LEVEL")]
+    pub ebpf_log: LogLevel,
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct TraceArgs {
     #[command(flatten)]
@@ -82,6 +93,8 @@ pub struct TraceArgs {
     /// Ring buffer size in KiB (a power of two, at least 4)
     #[arg(long, default_value_t = 1024, value_name = "KIB")]
     pub ringbuf_kib: u32,
+    #[command(flatten)]
+    pub log: EbpfLog,
     /// Kernel BTF to resolve struct layouts from
     #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,
@@ -235,6 +248,8 @@ pub struct SsArgs {
     /// kernel refuses the iterator, and says so
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     pub source: SourceArg,
+    #[command(flatten)]
+    pub log: EbpfLog,
     /// Kernel BTF to resolve struct layouts from
     #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,
@@ -275,6 +290,8 @@ pub struct CheckArgs {
     /// (a test hook; the settings are still this host's)
     #[arg(long, value_name = "RELEASE", hide = true)]
     pub assume_kernel: Option<String>,
+    #[command(flatten)]
+    pub log: EbpfLog,
     /// Kernel BTF to learn the kernel's era from
     #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,
@@ -303,6 +320,8 @@ pub struct ExporterArgs {
     /// has a per-socket label
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub top: Option<u16>,
+    #[command(flatten)]
+    pub log: EbpfLog,
     /// Kernel BTF to resolve struct layouts from
     #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,
@@ -322,6 +341,8 @@ pub struct TopArgs {
     /// packet that caused it) for the selected socket; this runs the per-packet hook
     #[arg(long)]
     pub trace: bool,
+    #[command(flatten)]
+    pub log: EbpfLog,
     /// Kernel BTF to resolve struct layouts from
     #[arg(long, default_value = VMLINUX, value_name = "PATH")]
     pub btf: PathBuf,

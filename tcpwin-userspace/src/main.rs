@@ -1,7 +1,7 @@
 use clap::Parser;
 use tcpwin_userspace::{
     cli::{Cli, Cmd},
-    cmd,
+    cmd, kernel,
 };
 
 /// `tcpwin-trace ss | head`: the reader left, nothing is wrong.
@@ -14,6 +14,16 @@ fn broken_pipe(e: &anyhow::Error) -> bool {
 
 fn main() {
     let cli = Cli::parse();
+    // before anything is loaded: the kernel side's log level is written into its .rodata
+    kernel::log::configure(match &cli.cmd {
+        Some(Cmd::Ss(a)) => a.log.ebpf_log,
+        Some(Cmd::Exporter(a)) => a.log.ebpf_log,
+        Some(Cmd::Check(a)) => a.log.ebpf_log,
+        Some(Cmd::Top(a)) => a.log.ebpf_log,
+        Some(Cmd::Record(a)) => a.trace.log.ebpf_log,
+        None => cli.trace.log.ebpf_log,
+        _ => kernel::log::LogLevel::Off,
+    });
     let result = match cli.cmd {
         Some(Cmd::Transfer { args }) => cmd::lab::endpoints(args),
         Some(Cmd::Demo) => cmd::lab::demo::run(),

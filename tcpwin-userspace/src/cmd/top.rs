@@ -32,6 +32,7 @@ use crate::{
         kconfig, monotonic_ns,
         signals::{install_stop_handler, wait_or_stop},
     },
+    kernel::log::LogLevel,
     kernel::{attach::Backend, maps, maps::OwnerSync, ring::Ring, tracer::Tracer},
     view::{
         text::event_short,
@@ -187,6 +188,9 @@ pub fn run(args: TopArgs) -> Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         bail!("top needs a terminal on stdin and stdout; for a stream use `tcpwin-trace ss -i 1000` (or --json)");
     }
+    if args.log.ebpf_log != LogLevel::Off && std::io::stderr().is_terminal() {
+        bail!("--ebpf-log writes lines to stderr, which would tear top's screen: redirect it (2>ebpf.log) and read the file beside");
+    }
     let (w, h) = terminal::size().context("cannot read the terminal's size")?;
     if let Some(e) = too_small(w, h) {
         bail!(e);
@@ -199,6 +203,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         netns: args.netns.clone().filter(|n| n != "all"),
         json: false,
         assume_kernel: None,
+        log: args.log,
         btf: args.btf.clone(),
     })
     .map(|r| header_lines(&r))

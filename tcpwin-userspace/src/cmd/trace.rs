@@ -13,7 +13,10 @@ use tcpwin_model::{
     facts::SockFacts,
     kind::EventKind,
     record::Record,
-    schema::{Counters, HeaderLine, HeaderTag, Histograms, SummaryLine, SummaryTag, VerdictLine},
+    schema::{
+        Counters, EbpfLogLines, HeaderLine, HeaderTag, Histograms, SummaryLine, SummaryTag,
+        VerdictLine,
+    },
     shown::{Folds, Shown},
     timeline::Sockets,
     verdict::Side,
@@ -24,6 +27,7 @@ use crate::{
     cli::TraceArgs,
     gather::traced::TracedVerdicts,
     host::{kconfig, monotonic_ns, sysctl},
+    kernel::log::{KernelLog, LogLevel},
     kernel::{
         attach::Attached,
         btf::Layout,
@@ -118,11 +122,23 @@ struct Session {
 impl Session {
     /// Each record updates the timeline and is printed (a close brings the socket's final
     /// verdict); the lines leave at each drain (at least every 100 ms), not at exit.
-    fn drain(&mut self, ring: &mut Ring) -> Result<()> {
+    fn drain(&mut self, ring: &mut Ring, log: &KernelLog) -> Result<()> {
         let Session {
             out, socks, judges, ..
         } = self;
         ring.drain(&mut |mut r: Record| {
+            if r.kind == EventKind::Seen && r.cookie().is_some_and(|c| socks.is_live(c)) {
+                // first sight of a socket already tracked: its kernel state was evicted
+                log.note(
+                    LogLevel::Warn,
+                    hook::name(r.ev.hook),
+                    &format!(
+                        "socket {:x} left the tracer's socket map (an LRU of {} sockets) and is seen again: changes in between were reported as one",
+                        r.ev.cookie,
+                        tcpwin_common::MAX_TRACKED_SOCKETS
+                    ),
+                );
+            }
             socks.update(&mut r);
             let side = judges
                 .as_ref()
@@ -192,7 +208,7 @@ impl Session {
             .map(|s| s.facts)
             .collect();
         // what the hooks sent before the reading comes first (see `judge`)
-        self.drain(ring)?;
+        self.drain(ring, &tracer.log)?;
         self.catch_up(&read)?;
         Ok(self.out.w.flush()?)
     }
@@ -207,7 +223,7 @@ impl Session {
         // A hook may have fired between the last drain and the reading: its event is in the
         // ring, not yet in the timeline. Drained first, it is printed as the hook's (in time
         // order) and the reading reports only what no hook saw.
-        self.drain(ring)?;
+        self.drain(ring, &tracer.log)?;
         self.catch_up(&tick.read)?;
         self.flush_folds()?;
         for v in tick.verdicts {
@@ -392,14 +408,14 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         tokio::select! {
             r = ring.readable() => {
                 r?;
-                session.drain(&mut ring)?;
+                session.drain(&mut ring, &tracer.log)?;
             }
             _ = sigint.recv() => break "SIGINT".to_string(),
             _ = sigterm.recv() => break "SIGTERM".to_string(),
             _ = &mut sleep => break "duration".to_string(),
             _ = refresh.tick() => {
                 // the kernel side wakes us only when the ring fills up (see emit.rs)
-                session.drain(&mut ring)?;
+                session.drain(&mut ring, &tracer.log)?;
                 ticks += 1;
                 if ticks.is_multiple_of(DRAINS_PER_VERDICT) {
                     session.judge(&mut tracer, &mut ring)?;
@@ -420,7 +436,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     // Detach first, then drain what is already in the ring buffer, then count.
     let missed_runs = tracer.recursion_misses();
     tracer.detach();
-    session.drain(&mut ring)?;
+    session.drain(&mut ring, &tracer.log)?;
     session.final_catch_up(&mut tracer, &mut ring)?;
     session.flush_folds()?;
     let mut verdicts = BTreeMap::new();
@@ -438,6 +454,11 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         ..
     } = session;
 
+    let ebpf_log = tracer.finish_log().map(|l| EbpfLogLines {
+        written: l.due,
+        shown: l.shown,
+        lost: l.lost(),
+    });
     let c = maps::read_counters(&tracer.bpf)?;
     let finals = socks.finish();
     let packet_ratio = maps::read_packet_hist(&tracer.bpf)?;
@@ -483,6 +504,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
             rcv_ssthresh: finals.rcv_ssthresh.summary(),
         },
         verdicts,
+        ebpf_log,
     };
     if args.json {
         serde_json::to_writer(&mut out.w, &summary)?;

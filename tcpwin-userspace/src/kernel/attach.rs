@@ -349,13 +349,52 @@ fn attach_one(bpf: &mut Ebpf, btf: &Btf, hook: &Hook) -> Result<(), String> {
 /// context) is not run at all (`bpf_prog_info.recursion_misses`, Linux 5.12+; 0 where unknown).
 /// Read before [`release`].
 pub fn recursion_misses(bpf: &Ebpf, hooks: &[Hook]) -> u64 {
+    recursion_misses_by_hook(bpf, hooks)
+        .iter()
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// [`recursion_misses`] per program (each once).
+pub fn recursion_misses_by_hook(bpf: &Ebpf, hooks: &[Hook]) -> Vec<(Hook, u64)> {
     let mut seen = std::collections::HashSet::new();
     hooks
         .iter()
         .filter(|h| seen.insert(h.prog))
-        .filter_map(|h| bpf.program(h.prog)?.fd().ok())
-        .map(|fd| prog_recursion_misses(fd.as_fd().as_raw_fd()))
-        .sum()
+        .filter_map(|h| {
+            let fd = bpf.program(h.prog)?.fd().ok()?;
+            Some((*h, prog_recursion_misses(fd.as_fd().as_raw_fd())))
+        })
+        .collect()
+}
+
+/// Which attached program serves each hook id (`tcpwin_common::hook`), as a log line names
+/// it: `tcp_probe (tp_btf tcp:tcp_probe)`. A tracepoint's id names it `category:event`; a
+/// function hook's names the function, `(entry)` / `(exit)` for a pair.
+pub fn hook_programs(hooks: &[Hook]) -> Vec<(u8, String)> {
+    let mut v = Vec::new();
+    for (id, name) in tcpwin_common::hook::NAMES.iter().enumerate() {
+        let (tracepoint, target) = match name.split_once(':') {
+            Some((_, event)) => (true, event),
+            None => (false, name.split('(').next().unwrap_or(name)),
+        };
+        let side = if name.ends_with("(exit)") {
+            Some(true)
+        } else if name.ends_with("(entry)") {
+            Some(false)
+        } else {
+            None
+        };
+        let found = hooks.iter().find(|h| {
+            h.target == target
+                && (h.method == TpBtf) == tracepoint
+                && side.is_none_or(|exit| matches!(h.method, FExit | KRetProbe) == exit)
+        });
+        if let Some(h) = found {
+            v.push((id as u8, format!("{} ({} {name})", h.prog, h.method.name())));
+        }
+    }
+    v
 }
 
 fn prog_recursion_misses(fd: std::os::fd::RawFd) -> u64 {
@@ -497,4 +536,49 @@ pub fn attach(bpf: &mut Ebpf, btf: &Btf, wanted: Backend) -> Result<Attached> {
         wanted.name(),
         why.join(" | ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwin_common::hook;
+
+    /// A log line's hook id names the program the backend attached there.
+    #[test]
+    fn hook_ids_name_their_programs() {
+        let tp = hook_programs(&[
+            h("tcp_probe", TpBtf, "tcp_probe"),
+            h("tp_tcp_rcv_space_adjust", TpBtf, "tcp_rcv_space_adjust"),
+            h("inet_sock_set_state", TpBtf, "inet_sock_set_state"),
+        ]);
+        let name =
+            |v: &[(u8, String)], id: u8| v.iter().find(|(i, _)| *i == id).map(|(_, s)| s.clone());
+        assert_eq!(
+            name(&tp, hook::TP_TCP_PROBE).as_deref(),
+            Some("tcp_probe (tp_btf tcp:tcp_probe)")
+        );
+        assert_eq!(
+            name(&tp, hook::TP_RCV_SPACE_ADJUST).as_deref(),
+            Some("tp_tcp_rcv_space_adjust (tp_btf tcp:tcp_rcv_space_adjust)")
+        );
+        // a tracepoint on tcp_rcv_space_adjust is not its function hook
+        assert_eq!(name(&tp, hook::FN_RCV_SPACE_ADJUST_ENTRY), None);
+        let fx = hook_programs(&[
+            h(
+                "fentry_tcp_rcv_space_adjust",
+                FEntry,
+                "tcp_rcv_space_adjust",
+            ),
+            h("fexit_tcp_rcv_space_adjust", FExit, "tcp_rcv_space_adjust"),
+        ]);
+        assert_eq!(
+            name(&fx, hook::FN_RCV_SPACE_ADJUST_EXIT).as_deref(),
+            Some("fexit_tcp_rcv_space_adjust (fexit tcp_rcv_space_adjust(exit))")
+        );
+        assert_eq!(
+            name(&fx, hook::FN_RCV_SPACE_ADJUST_ENTRY).as_deref(),
+            Some("fentry_tcp_rcv_space_adjust (fentry tcp_rcv_space_adjust(entry))")
+        );
+        assert_eq!(name(&fx, hook::TP_RCV_SPACE_ADJUST), None);
+    }
 }

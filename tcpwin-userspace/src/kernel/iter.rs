@@ -8,12 +8,13 @@ use aya::{
     programs::{BtfTracePoint, Iter},
     Ebpf,
 };
-use tcpwin_common::{names, ClosedSums, Config, Offsets, SockRecord};
+use tcpwin_common::{counter, hook, names, ClosedSums, Config, Offsets, SockRecord};
 use tcpwin_model::metrics::Counts;
 
 use super::{
     attach::reason,
     btf::kernel_btf,
+    log::KernelLog,
     object::{self, LoadOpts},
 };
 
@@ -22,6 +23,8 @@ pub struct SocketIter {
     pub offsets: Offsets,
     /// kernel members the iterator cannot read here (reported as absent)
     pub absent: Vec<(String, String)>,
+    /// the programs' own lines (`--ebpf-log`)
+    log: KernelLog,
 }
 
 impl SocketIter {
@@ -45,6 +48,8 @@ impl SocketIter {
             ringbuf_bytes: 4096,
         };
         let mut bpf = object::load(&opts, layout, btf)?;
+        let log = KernelLog::start(&mut bpf)?;
+        log.name_programs([(hook::ITER, format!("{} (iter/tcp)", names::ITER_TCP))]);
         prepare(&mut bpf, btf)?;
         if c.states {
             attach_counter(
@@ -54,6 +59,10 @@ impl SocketIter {
                 "inet_sock_set_state",
                 "the handshake and close counter (tp_btf sock:inet_sock_set_state)",
             )?;
+            log.name_programs([(
+                hook::TP_SET_STATE,
+                format!("{} (tp_btf sock:inet_sock_set_state)", names::COUNT_STATES),
+            )]);
         }
         if c.packets {
             attach_counter(
@@ -63,17 +72,25 @@ impl SocketIter {
                 "tcp_probe",
                 "the per-packet histogram (tp_btf tcp:tcp_probe)",
             )?;
+            log.name_programs([(
+                hook::TP_TCP_PROBE,
+                format!("{} (tp_btf tcp:tcp_probe)", names::COUNT_PACKET),
+            )]);
         }
         Ok(SocketIter {
             bpf,
             offsets: layout.offsets,
             absent: layout.absent.clone(),
+            log,
         })
     }
 
-    /// Every TCP socket (outside LISTEN) of the calling thread's network namespace.
+    /// Every TCP socket (outside LISTEN) of the calling thread's network namespace; the
+    /// reading's `--ebpf-log` lines are printed before it returns.
     pub fn read(&mut self) -> Result<Vec<SockRecord>> {
-        read(&mut self.bpf)
+        let r = read(&mut self.bpf);
+        self.log.flush();
+        r
     }
 
     /// Handshakes counted so far (with `load_with(.., true)`): (netns, wscale negotiated,
@@ -119,6 +136,19 @@ impl SocketIter {
     /// With `Counting::packets`: per interface of the namespaces `netns`, (ratio, packets).
     pub fn packet_counts(&self, netns: &[u32]) -> Result<Vec<(String, Counts)>> {
         super::maps::read_packet_counts(&self.bpf, Some(netns))
+    }
+}
+
+impl Drop for SocketIter {
+    /// With `--ebpf-log`: the last lines, and how many were written, shown and lost.
+    fn drop(&mut self) {
+        let due = super::maps::read_counters(&self.bpf)
+            .ok()
+            .and_then(|c| c.get(counter::LOG_DUE as usize).copied())
+            .unwrap_or(0);
+        if let Some(c) = self.log.finish(due) {
+            eprintln!("tcpwin-trace: {}", c.text());
+        }
     }
 }
 

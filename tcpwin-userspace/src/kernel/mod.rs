@@ -4,6 +4,7 @@
 pub mod attach;
 pub mod btf;
 pub mod iter;
+pub mod log;
 pub mod maps;
 pub mod object;
 pub mod ring;

@@ -58,6 +58,8 @@ pub fn load(opts: &LoadOpts, layout: &Layout, btf: &aya::Btf) -> Result<Ebpf> {
         .btf(Some(btf))
         .override_global(names::OFFSETS, &layout.offsets, true)
         .override_global(names::CONFIG, &opts.config, true)
+        // aya-log's level: 0 (off) unless --ebpf-log asks; an object without it logs nothing
+        .override_global(names::AYA_LOG_LEVEL, &super::log::level().aya(), false)
         .map_max_entries(names::EVENTS, opts.ringbuf_bytes)
         .load(&bytes)
         .map_err(|e| {

@@ -5,12 +5,14 @@ use std::path::Path;
 
 use anyhow::Result;
 use aya::Ebpf;
-use tcpwin_common::{Config, SockRecord};
+use tcpwin_common::{counter, hook, Config, SockRecord};
 
 use super::{
     attach::{self, Attached, Backend},
     btf::{kernel_btf, Layout},
-    iter, maps,
+    iter,
+    log::{KernelLog, LogCount, LogLevel},
+    maps,
     object::{self, LoadOpts},
 };
 
@@ -20,6 +22,8 @@ pub struct Tracer {
     pub attached: Attached,
     pub layout: &'static Layout,
     aya_btf: &'static aya::Btf,
+    /// the programs' own lines (`--ebpf-log`)
+    pub log: KernelLog,
 }
 
 impl Tracer {
@@ -39,7 +43,10 @@ impl Tracer {
             ringbuf_bytes: ringbuf_kib * 1024,
         };
         let mut bpf = object::load(&opts, &k.layout, &k.aya)?;
+        let log = KernelLog::start(&mut bpf)?;
         let attached = attach::attach(&mut bpf, &k.aya, backend)?;
+        log.name_programs(attach::hook_programs(&attached.hooks));
+        log.name_programs([(hook::ITER, "tcp_sockets (iter/tcp)".to_string())]);
         if attached
             .hooks
             .iter()
@@ -52,6 +59,7 @@ impl Tracer {
             attached,
             layout: &k.layout,
             aya_btf: &k.aya,
+            log,
         })
     }
 
@@ -65,9 +73,27 @@ impl Tracer {
         iter::read(&mut self.bpf)
     }
 
-    /// Runs the kernel skipped (read before [`Tracer::detach`]).
+    /// Runs the kernel skipped (read before [`Tracer::detach`]); with `--ebpf-log warn`, each
+    /// program's are said (the kernel does not run a program it skips: no line of its own).
     pub fn recursion_misses(&self) -> u64 {
-        attach::recursion_misses(&self.bpf, &self.attached.hooks)
+        let by_hook = attach::recursion_misses_by_hook(&self.bpf, &self.attached.hooks);
+        for (h, n) in by_hook.iter().filter(|(_, n)| *n > 0) {
+            self.log.note(
+                LogLevel::Warn,
+                &format!("{} ({} {})", h.prog, h.method.name(), h.target),
+                &format!("the kernel skipped {n} runs (the program was already running on that CPU: a softirq interrupted it)"),
+            );
+        }
+        by_hook.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The last lines of `--ebpf-log`, and how many were written, shown and lost.
+    pub fn finish_log(&mut self) -> Option<LogCount> {
+        let due = maps::read_counters(&self.bpf)
+            .ok()
+            .and_then(|c| c.get(counter::LOG_DUE as usize).copied())
+            .unwrap_or(0);
+        self.log.finish(due)
     }
 
     /// Detaches every hook; the maps stay readable.

@@ -56,6 +56,20 @@ pub fn render(s: &SummaryLine, out: &mut impl Write) -> std::io::Result<()> {
             s.events_lost
         )?;
     }
+    if let Some(l) = s.ebpf_log {
+        writeln!(
+            out,
+            "ebpf log: {} lines written, {} shown, {} lost{}",
+            l.written,
+            l.shown,
+            l.lost,
+            if l.lost > 0 {
+                " (the log ring was full: a narrower level or filter keeps them)"
+            } else {
+                ""
+            }
+        )?;
+    }
     writeln!(out, "sockets reported: {}", s.sockets)?;
     if !s.verdicts.is_empty() {
         let v: Vec<String> = s.verdicts.iter().map(|(k, n)| format!("{k}={n}")).collect();
