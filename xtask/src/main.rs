@@ -83,6 +83,8 @@ fn run() -> Result<()> {
         Cmd::Demo => demo(),
         Cmd::Bench { args } => {
             let obj = build()?;
+            // the same code without its log statements: what the log code costs while off
+            let nolog = build_ebpf_variant(true, Some("nolog"))?;
             toolchain::apt_install(&["bpftrace", "bpftool"])?;
             run_cmd(
                 Command::new(root().join("target/release/tcpwin-bench"))
@@ -90,6 +92,8 @@ fn run() -> Result<()> {
                     .arg(root().join("target/release/tcpwin-trace"))
                     .arg("--obj")
                     .arg(&obj)
+                    .arg("--nolog-obj")
+                    .arg(&nolog)
                     .args(&args),
             )
         }
@@ -122,9 +126,19 @@ pub fn run_cmd(cmd: &mut Command) -> Result<()> {
 
 /// Builds the kernel side and returns the object's path.
 fn build_ebpf(release: bool) -> Result<PathBuf> {
+    build_ebpf_variant(release, None)
+}
+
+/// Builds the kernel side with `feature` (into a target directory of its own, so the
+/// product's object stays built) and returns the object's path.
+fn build_ebpf_variant(release: bool, feature: Option<&str>) -> Result<PathBuf> {
     let tc = toolchain::ensure()?;
     let dir = root().join("tcpwin-ebpf");
     let profile = if release { "release" } else { "dev" };
+    let target_dir = match feature {
+        Some(f) => dir.join("target").join(format!("feature-{f}")),
+        None => dir.join("target"),
+    };
     let mut cmd = tc.cargo_command();
     // --locked: the lock file pins what rustc-web can build (aya-build 0.2.0)
     cmd.current_dir(&dir).args([
@@ -135,9 +149,13 @@ fn build_ebpf(release: bool) -> Result<PathBuf> {
         "--profile",
         profile,
     ]);
+    cmd.arg("--target-dir").arg(&target_dir);
+    if let Some(f) = feature {
+        cmd.args(["--features", f]);
+    }
     run_cmd(&mut cmd).context("building the eBPF object")?;
-    let out = dir
-        .join("target/bpfel-unknown-none")
+    let out = target_dir
+        .join("bpfel-unknown-none")
         .join(if release { "release" } else { "debug" })
         .join("tcpwin");
     if !out.exists() {

@@ -25,6 +25,7 @@ use tcpwin_model::schema::parse_trace;
 
 mod observers;
 mod report;
+mod same;
 mod sockets;
 mod stats;
 
@@ -74,6 +75,17 @@ struct BenchArgs {
     /// `cargo xtask build-ebpf` built)
     #[arg(long, value_name = "PATH")]
     pub obj: Option<PathBuf>,
+    /// Runs per attach order of the same-packets table (two observers attached together on
+    /// the same hooks, each one's cost over the identical hits); 0 skips it
+    #[arg(long, default_value_t = 3)]
+    pub same_runs: usize,
+    /// Bytes per transfer of the same-packets table
+    #[arg(long, default_value_t = 1 << 30)]
+    pub same_bytes: u64,
+    /// The tracer's object built without log code (`--features nolog`; `cargo xtask bench`
+    /// builds it): the same-packets table compares it with the tracer's, log off
+    #[arg(long, value_name = "PATH")]
+    pub nolog_obj: Option<PathBuf>,
 }
 
 /// Where the tracer and its object are.
@@ -378,6 +390,22 @@ fn run(args: BenchArgs) -> Result<()> {
         }
     }
     report(&samples, &modes, args.json);
+    if args.same_runs > 0 {
+        let mut idle = same::idle_process()?;
+        let with_bpftrace = modes.contains(&Mode::Bpftrace);
+        let pairs = same::pairs(args.nolog_obj.clone(), idle.id(), with_bpftrace);
+        let rows = same::run(
+            &pair,
+            &env,
+            &pairs,
+            args.same_runs,
+            args.same_bytes,
+            args.json,
+        );
+        let _ = idle.kill();
+        let _ = idle.wait();
+        same::report(&rows?, args.json);
+    }
     if args.ss_sockets > 0 {
         sockets::run(&pair, &env, args.ss_sockets, args.runs, args.json)?;
     }

@@ -79,7 +79,7 @@ fn ensure_tracefs() {
     }
 }
 
-fn start_bpftrace() -> Result<(Child, mpsc::Receiver<String>)> {
+pub fn start_bpftrace() -> Result<(Child, mpsc::Receiver<String>)> {
     ensure_tracefs();
     let script = BPFTRACE_SCRIPT.replace("PORT", &PORT.to_string());
     let mut child = Command::new("bpftrace")
