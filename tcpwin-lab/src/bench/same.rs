@@ -124,6 +124,9 @@ fn hook_of(prog: &str) -> Option<&'static str> {
     .map(|(_, h)| *h)
 }
 
+/// Per hook: the programs' `bytes_xlated`.
+type Code = BTreeMap<&'static str, u64>;
+
 /// Per hook: (ns, hits) of one side's programs over a run.
 type PerHook = BTreeMap<&'static str, (u64, u64)>;
 
@@ -154,12 +157,34 @@ pub struct SameRow {
     /// median over runs of a's and b's ns per hit, per attach order (a first, b first)
     pub a_ns_per_hit: [f64; 2],
     pub b_ns_per_hit: [f64; 2],
-    /// median of b / a per run, per order, and over both
+    /// median of b / a per run, per order; over both orders their geometric mean (the first
+    /// program attached pays for a colder cache: the two orders' biases cancel)
     pub ratio: [f64; 2],
     pub ratio_both: f64,
+    /// what b costs more than a per hit: the median per-run difference, per order, averaged
+    /// over both orders
+    pub b_minus_a_ns: f64,
     /// hits of a and b per run (median): the same packets give the same hits
     pub a_hits: u64,
     pub b_hits: u64,
+    /// the program as the kernel runs it (`bytes_xlated`: after the verifier removed what the
+    /// load-time constants make unreachable, e.g. the log code of a level off)
+    pub a_xlated_bytes: u64,
+    pub b_xlated_bytes: u64,
+}
+
+/// Per hook: the `bytes_xlated` of the programs `ids`.
+fn xlated(ids: &HashSet<u64>) -> BTreeMap<&'static str, u64> {
+    let mut m = BTreeMap::new();
+    for p in tcpwin_lab::harness::bpf_programs().unwrap_or_default() {
+        if !p["id"].as_u64().is_some_and(|id| ids.contains(&id)) {
+            continue;
+        }
+        if let Some(h) = p["name"].as_str().and_then(hook_of) {
+            *m.entry(h).or_default() += p["bytes_xlated"].as_u64().unwrap_or(0);
+        }
+    }
+    m
 }
 
 /// Runs each pair `runs` times in each order over `bytes` bulk transfers.
@@ -174,12 +199,14 @@ pub fn run(
     let mut rows = Vec::new();
     for (a, b) in pairs {
         let mut by: [ByHook; 2] = Default::default();
+        let mut code = (BTreeMap::new(), BTreeMap::new());
         for i in 0..runs {
             for (order, first_a) in [(0usize, true), (1, false)] {
                 check_stop()?;
-                let (ha, hb) = one(pair, env, a, b, first_a, bytes).with_context(|| {
+                let (ha, hb, xa, xb) = one(pair, env, a, b, first_a, bytes).with_context(|| {
                     format!("same packets {} + {} run {i}", a.label(), b.label())
                 })?;
+                code = (xa, xb);
                 for (hook, (ns_a, n_a)) in &ha {
                     let Some((ns_b, n_b)) = hb.get(hook) else {
                         continue;
@@ -234,9 +261,12 @@ pub fn run(
                 a_ns_per_hit: [med(&o0, |r| r.0), med(&o1, |r| r.0)],
                 b_ns_per_hit: [med(&o0, |r| r.1), med(&o1, |r| r.1)],
                 ratio: [med(&o0, |r| r.1 / r.0), med(&o1, |r| r.1 / r.0)],
-                ratio_both: med(&all, |r| r.1 / r.0),
+                ratio_both: (med(&o0, |r| r.1 / r.0) * med(&o1, |r| r.1 / r.0)).sqrt(),
+                b_minus_a_ns: (med(&o0, |r| r.1 - r.0) + med(&o1, |r| r.1 - r.0)) / 2.0,
                 a_hits: med(&all, |r| r.2 as f64) as u64,
                 b_hits: med(&all, |r| r.3 as f64) as u64,
+                a_xlated_bytes: code.0.get(hook).copied().unwrap_or(0),
+                b_xlated_bytes: code.1.get(hook).copied().unwrap_or(0),
             });
         }
     }
@@ -251,7 +281,7 @@ fn one(
     b: &Side,
     first_a: bool,
     bytes: u64,
-) -> Result<(PerHook, PerHook)> {
+) -> Result<(PerHook, PerHook, Code, Code)> {
     let (first, second) = if first_a { (a, b) } else { (b, a) };
     let (r1, ids1) = start(first, env)?;
     let (r2, ids2) = match start(second, env) {
@@ -262,6 +292,7 @@ fn one(
         }
     };
     let (s1, s2) = (bpf_stats(&ids1), bpf_stats(&ids2));
+    let (x1, x2) = (xlated(&ids1), xlated(&ids2));
     pin_this_thread(Some(1));
     let t = Transfer {
         exe: env.tracer.clone(),
@@ -284,7 +315,11 @@ fn one(
     stop(r1);
     done?;
     let (h1, h2) = (per_hook(&d1), per_hook(&d2));
-    Ok(if first_a { (h1, h2) } else { (h2, h1) })
+    Ok(if first_a {
+        (h1, h2, x1, x2)
+    } else {
+        (h2, h1, x2, x1)
+    })
 }
 
 /// The pairs of `--same-packets`: `idle` is the pid of a process that owns no socket.
@@ -343,12 +378,12 @@ pub fn report(rows: &[SameRow], json: bool) {
     }
     println!("\nsame packets: two observers attached together, ns per hit of each (a / b), medians per attach order");
     println!(
-        "{:<18} {:<20} {:<26} {:>17} {:>17} {:>12}",
-        "a", "b", "hook", "a first", "b first", "b/a (both)"
+        "{:<18} {:<20} {:<26} {:>17} {:>17} {:>10} {:>10} {:>17}",
+        "a", "b", "hook", "a first", "b first", "b/a", "b-a ns", "code bytes a / b"
     );
     for r in rows {
         println!(
-            "{:<18} {:<20} {:<26} {:>7.0} / {:>7.0} {:>7.0} / {:>7.0} {:>12.3}",
+            "{:<18} {:<20} {:<26} {:>7.0} / {:>7.0} {:>7.0} / {:>7.0} {:>10.3} {:>+10.0} {:>7} / {:>7}",
             r.a,
             r.b,
             r.hook,
@@ -356,9 +391,13 @@ pub fn report(rows: &[SameRow], json: bool) {
             r.b_ns_per_hit[0],
             r.a_ns_per_hit[1],
             r.b_ns_per_hit[1],
-            r.ratio_both
+            r.ratio_both,
+            r.b_minus_a_ns,
+            r.a_xlated_bytes,
+            r.b_xlated_bytes
         );
     }
+    println!("(b/a: geometric mean of the two orders' median ratios; b-a: the mean of their median differences)");
 }
 
 #[cfg(test)]
