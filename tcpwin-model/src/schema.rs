@@ -537,6 +537,34 @@ pub enum BenchRow {
     Ss(SsBenchRow),
     /// the exporter over the same sockets
     Exporter(ExporterBenchRow),
+    /// two observers attached together on the same hooks, one hook's cost of each
+    SamePackets(SamePacketsRow),
+}
+
+/// One pair of observers on one hook over the same packets (attached together, both attach
+/// orders).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SamePacketsRow {
+    pub a: String,
+    pub b: String,
+    pub hook: String,
+    /// median over runs of a's and b's ns per hit, per attach order (a first, b first)
+    pub a_ns_per_hit: [f64; 2],
+    pub b_ns_per_hit: [f64; 2],
+    /// median of b / a per run, per order; over both orders their geometric mean (the first
+    /// program attached pays for a colder cache: the two orders' biases cancel)
+    pub ratio: [f64; 2],
+    pub ratio_both: f64,
+    /// what b costs more than a per hit: the median per-run difference, per order, averaged
+    /// over both orders
+    pub b_minus_a_ns: f64,
+    /// hits of a and b per run (median): the same packets give the same hits
+    pub a_hits: u64,
+    pub b_hits: u64,
+    /// the program as the kernel runs it (`bytes_xlated`: after the verifier removed what the
+    /// load-time constants make unreachable, e.g. the log code of a level off)
+    pub a_xlated_bytes: u64,
+    pub b_xlated_bytes: u64,
 }
 
 /// One BPF program's cost in a bench mode.

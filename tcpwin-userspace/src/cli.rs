@@ -131,6 +131,9 @@ pub enum Cmd {
     Record(RecordArgs),
     /// Summary and verdicts of a recording; two recordings side by side; --svg draws them
     Report(ReportArgs),
+    /// The socket iterator `ss`, `check` and `top` keep pinned between runs (in bpffs, with its
+    /// layout in /run/tcpwin-trace): what is there and whether it is used; --clear removes it
+    Cache(CacheArgs),
     /// Write the man pages (tcpwin-trace.1 and one per command) into DIR (used by `cargo xtask dist`)
     #[command(hide = true)]
     Manpages {
@@ -144,6 +147,14 @@ pub enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CacheArgs {
+    /// Remove every entry (the pinned iterators and their layout files); the next command
+    /// loads the iterator afresh
+    #[arg(long)]
+    pub clear: bool,
 }
 
 #[derive(clap::Args, Debug)]

@@ -41,6 +41,7 @@ fn main() {
         Some(Cmd::Lab(a)) => cmd::lab::run(a),
         Some(Cmd::Manpages { dir }) => cmd::manpages::write(&dir),
         Some(Cmd::Report(a)) => cmd::report::run(a),
+        Some(Cmd::Cache(a)) => cmd::cache::run(a),
         Some(Cmd::Top(a)) => cmd::top::run(a),
         Some(Cmd::Record(a)) => tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -21,11 +21,11 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use serde::Serialize;
 use tcpwin_lab::{
     harness::{check_stop, Tracer, Transfer},
     netns::Pair,
 };
+use tcpwin_model::schema::{BenchRow, SamePacketsRow as SameRow};
 
 use crate::{
     observers::start_bpftrace,
@@ -147,32 +147,6 @@ type Hit = (f64, f64, u64, u64);
 /// Per hook, one attach order's runs.
 type ByHook = BTreeMap<&'static str, Vec<Hit>>;
 
-/// One pair's figures on one hook, over every run and both orders.
-#[derive(Serialize, Debug, Clone)]
-pub struct SameRow {
-    pub workload: &'static str,
-    pub a: &'static str,
-    pub b: &'static str,
-    pub hook: &'static str,
-    /// median over runs of a's and b's ns per hit, per attach order (a first, b first)
-    pub a_ns_per_hit: [f64; 2],
-    pub b_ns_per_hit: [f64; 2],
-    /// median of b / a per run, per order; over both orders their geometric mean (the first
-    /// program attached pays for a colder cache: the two orders' biases cancel)
-    pub ratio: [f64; 2],
-    pub ratio_both: f64,
-    /// what b costs more than a per hit: the median per-run difference, per order, averaged
-    /// over both orders
-    pub b_minus_a_ns: f64,
-    /// hits of a and b per run (median): the same packets give the same hits
-    pub a_hits: u64,
-    pub b_hits: u64,
-    /// the program as the kernel runs it (`bytes_xlated`: after the verifier removed what the
-    /// load-time constants make unreachable, e.g. the log code of a level off)
-    pub a_xlated_bytes: u64,
-    pub b_xlated_bytes: u64,
-}
-
 /// Per hook: the `bytes_xlated` of the programs `ids`.
 fn xlated(ids: &HashSet<u64>) -> BTreeMap<&'static str, u64> {
     let mut m = BTreeMap::new();
@@ -248,16 +222,18 @@ pub fn run(
             let get = |o: usize| by[o].get(hook).cloned().unwrap_or_default();
             let med = |v: &[Hit], f: fn(&Hit) -> f64| median(v.iter().map(f).collect());
             let (o0, o1) = (get(0), get(1));
+            if o0.is_empty() || o1.is_empty() {
+                continue;
+            }
             let all: Vec<_> = o0.iter().chain(&o1).cloned().collect();
             // only hooks with real traffic: a handful of hits says nothing per hit
             if med(&all, |r| r.2 as f64) < 1000.0 {
                 continue;
             }
             rows.push(SameRow {
-                workload: "same-packets",
-                a: a.label(),
-                b: b.label(),
-                hook,
+                a: a.label().into(),
+                b: b.label().into(),
+                hook: hook.into(),
                 a_ns_per_hit: [med(&o0, |r| r.0), med(&o1, |r| r.0)],
                 b_ns_per_hit: [med(&o0, |r| r.1), med(&o1, |r| r.1)],
                 ratio: [med(&o0, |r| r.1 / r.0), med(&o1, |r| r.1 / r.0)],
@@ -372,7 +348,8 @@ pub fn idle_process() -> Result<Child> {
 pub fn report(rows: &[SameRow], json: bool) {
     if json {
         for r in rows {
-            println!("{}", serde_json::to_string(r).unwrap_or_default());
+            let row = BenchRow::SamePackets(r.clone());
+            println!("{}", serde_json::to_string(&row).unwrap_or_default());
         }
         return;
     }

@@ -10,7 +10,7 @@ use tcpwin_model::{
 use crate::{
     cli::CheckArgs,
     host::{netdev, netns, sysctl},
-    kernel::{btf::kernel_btf, iter::SocketIter, object},
+    kernel::{cache, iter::SocketIter, object},
 };
 
 /// The ratio to size buffers with, and where it comes from.
@@ -64,7 +64,7 @@ pub fn report(args: &CheckArgs) -> Result<CheckReport> {
             .trim()
             .to_string(),
     };
-    let era = if kernel_btf(&args.btf)?.layout.has_scaling_ratio() {
+    let era = if cache::has_scaling_ratio(&args.btf)? {
         Era::MeasuredRatio
     } else {
         Era::AdvWinScale

@@ -28,7 +28,16 @@ pub fn kernel_btf(path: &Path) -> Result<&'static KernelBtf> {
     if let Some((_, k)) = parsed.iter().find(|(p, _)| p == path) {
         return Ok(k);
     }
-    let layout = Resolver::from_file(path)?.layout()?;
+    // the walk over the BTF's types is most of the cost: a layout this build resolved for this
+    // kernel before is used instead (see `cache`)
+    let layout = match super::cache::layout_for(path) {
+        Some(l) => l,
+        None => {
+            let l = Resolver::from_file(path)?.layout()?;
+            super::cache::keep_layout(path, &l);
+            l
+        }
+    };
     let aya = aya::Btf::parse_file(path, aya::Endianness::default())
         .with_context(|| format!("aya cannot parse BTF from {}", path.display()))?;
     // one per file a process names (in practice one): leaked so that every user borrows it

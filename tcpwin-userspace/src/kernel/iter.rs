@@ -14,12 +14,16 @@ use tcpwin_model::metrics::Counts;
 use super::{
     attach::reason,
     btf::kernel_btf,
+    cache,
     log::KernelLog,
     object::{self, LoadOpts},
 };
 
 pub struct SocketIter {
-    bpf: Ebpf,
+    /// the object this process loaded; `None` when it reads the pinned iterator
+    bpf: Option<Ebpf>,
+    /// the iterator a previous command pinned (see `cache`)
+    pinned: Option<cache::Cached>,
     pub offsets: Offsets,
     /// kernel members the iterator cannot read here (reported as absent)
     pub absent: Vec<(String, String)>,
@@ -28,9 +32,34 @@ pub struct SocketIter {
 }
 
 impl SocketIter {
-    /// Loads the iterator program with the running kernel's offsets.
+    /// The iterator: the one a previous command pinned when it is this build's for this kernel
+    /// (see `cache`), else loaded with the running kernel's offsets (and pinned for the next).
     pub fn load(btf_path: &Path, obj: Option<&Path>) -> Result<SocketIter> {
-        Self::load_with(btf_path, obj, &Counting::default())
+        if !cache::applies(btf_path, obj) {
+            return Self::load_with(btf_path, obj, &Counting::default());
+        }
+        object::check_privileges()?;
+        if let Ok(c) = cache::lookup() {
+            return Ok(SocketIter {
+                offsets: c.layout.offsets,
+                absent: c.layout.absent.clone(),
+                bpf: None,
+                pinned: Some(c),
+                log: KernelLog::default(),
+            });
+        }
+        let mut it = Self::load_with(btf_path, obj, &Counting::default())?;
+        if let Some(bpf) = it.bpf.as_mut() {
+            let layout = &kernel_btf(btf_path)?.layout;
+            // best effort: without it the next command loads again (and says why not)
+            if let Err(e) = cache::store(bpf, layout) {
+                eprintln!(
+                    "tcpwin-trace: note: the socket iterator is not kept for the next command ({e:#}); {}=off stops trying",
+                    cache::ENV
+                );
+            }
+        }
+        Ok(it)
     }
 
     /// Loads the iterator and attaches the exporter's counters asked for.
@@ -78,7 +107,8 @@ impl SocketIter {
             )]);
         }
         Ok(SocketIter {
-            bpf,
+            bpf: Some(bpf),
+            pinned: None,
             offsets: layout.offsets,
             absent: layout.absent.clone(),
             log,
@@ -88,16 +118,38 @@ impl SocketIter {
     /// Every TCP socket (outside LISTEN) of the calling thread's network namespace; the
     /// reading's `--ebpf-log` lines are printed before it returns.
     pub fn read(&mut self) -> Result<Vec<SockRecord>> {
-        let r = read(&mut self.bpf);
+        if let Some(p) = &self.pinned {
+            match p.read() {
+                Ok(r) => return Ok(r),
+                // removed under us (`cache --clear`, another build replacing it): load ours
+                Err(_) => {
+                    self.pinned = None;
+                    let btf = Path::new(super::btf::VMLINUX);
+                    self.bpf = Some(Self::load_with(btf, None, &Counting::default())?.take_bpf());
+                }
+            }
+        }
+        let bpf = self.bpf.as_mut().context("no socket iterator loaded")?;
+        let r = read(bpf);
         self.log.flush();
         r
+    }
+
+    fn take_bpf(mut self) -> Ebpf {
+        self.bpf.take().expect("a loaded iterator")
+    }
+
+    fn bpf(&self) -> Result<&Ebpf> {
+        self.bpf
+            .as_ref()
+            .context("the exporter's counters need the iterator loaded by this process")
     }
 
     /// Handshakes counted so far (with `load_with(.., true)`): (netns, wscale negotiated,
     /// passive, count), summed over CPUs.
     pub fn established(&self) -> Result<Vec<(u32, bool, bool, u64)>> {
         let m: PerCpuHashMap<_, u64, u64> = PerCpuHashMap::try_from(
-            self.bpf
+            self.bpf()?
                 .map(names::ESTAB_COUNTS)
                 .context("ESTAB_COUNTS map")?,
         )?;
@@ -114,7 +166,7 @@ impl SocketIter {
     /// CPUs.
     pub fn closed(&self) -> Result<Vec<(u32, ClosedSums)>> {
         let m: PerCpuHashMap<_, u32, ClosedSums> = PerCpuHashMap::try_from(
-            self.bpf
+            self.bpf()?
                 .map(names::CLOSED_SUMS)
                 .context("CLOSED_SUMS map")?,
         )?;
@@ -135,14 +187,17 @@ impl SocketIter {
 
     /// With `Counting::packets`: per interface of the namespaces `netns`, (ratio, packets).
     pub fn packet_counts(&self, netns: &[u32]) -> Result<Vec<(String, Counts)>> {
-        super::maps::read_packet_counts(&self.bpf, Some(netns))
+        super::maps::read_packet_counts(self.bpf()?, Some(netns))
     }
 }
 
 impl Drop for SocketIter {
     /// With `--ebpf-log`: the last lines, and how many were written, shown and lost.
     fn drop(&mut self) {
-        let due = super::maps::read_counters(&self.bpf)
+        let Some(bpf) = &self.bpf else {
+            return;
+        };
+        let due = super::maps::read_counters(bpf)
             .ok()
             .and_then(|c| c.get(counter::LOG_DUE as usize).copied())
             .unwrap_or(0);

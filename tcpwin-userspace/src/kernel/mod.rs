@@ -3,6 +3,7 @@
 //! choice), the tracer's programs, the socket iterator, maps, the ring buffer.
 pub mod attach;
 pub mod btf;
+pub mod cache;
 pub mod iter;
 pub mod log;
 pub mod maps;

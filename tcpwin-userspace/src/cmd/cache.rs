@@ -1,0 +1,31 @@
+//! `tcpwin-trace cache [--clear]`: the socket iterator kept pinned between commands (see
+//! `kernel::cache`), shown or removed.
+use anyhow::Result;
+
+use crate::{cli::CacheArgs, kernel::cache};
+
+pub fn run(args: CacheArgs) -> Result<()> {
+    crate::kernel::object::check_privileges()?;
+    if args.clear {
+        let removed = cache::clear()?;
+        if removed.is_empty() {
+            println!("nothing to remove");
+        }
+        for p in removed {
+            println!("removed {}", p.display());
+        }
+        return Ok(());
+    }
+    let lines = cache::status();
+    if lines.is_empty() {
+        println!(
+            "no entry: the next `ss`, `check` or `top` loads the socket iterator and pins it ({} is {})",
+            cache::ENV,
+            std::env::var(cache::ENV).unwrap_or_else(|_| "unset".into())
+        );
+    }
+    for l in lines {
+        println!("{l}");
+    }
+    Ok(())
+}
