@@ -638,6 +638,10 @@ pub struct ChurnRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SsBenchRow {
     pub sockets: u64,
+    /// with the socket iterator a previous command pinned (false: `TCPWIN_TRACE_CACHE=off`,
+    /// what every run costs without one)
+    #[serde(default)]
+    pub cached: bool,
     /// whole command, median
     pub tool_ms: f64,
     pub tool_rss_mib: f64,

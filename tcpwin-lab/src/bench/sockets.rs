@@ -157,52 +157,69 @@ fn exporter(env: &Env, ns: &str, runs: usize) -> Result<ExporterCost> {
     })
 }
 
-pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Result<()> {
-    let socks = open_sockets(&pair.a, n)?;
-    let mut tool = (Vec::new(), Vec::new());
-    let mut ss = (Vec::new(), Vec::new());
-    let mut snapshot = Vec::new();
+/// `tcpwin-trace ss` against `ss -tin` (both text, neither naming processes) in namespace `ns`
+/// holding at least `n` sockets,
+/// with the pinned iterator (`cached`) or without: medians of `runs` (wall ms, peak RSS MiB) of
+/// each, and one snapshot's time once loaded.
+fn ss_row(env: &Env, ns: &str, n: usize, runs: usize, cached: bool) -> Result<SsBenchRow> {
+    let cache = if cached { "on" } else { "off" };
+    let tool = |extra: &[&str]| {
+        let mut c = Command::new(&env.tracer);
+        c.args(["ss", "--netns", ns])
+            .args(extra)
+            .env("TCPWIN_TRACE_CACHE", cache);
+        c
+    };
+    // the first command pins the iterator: not counted
+    measured(&mut tool(&[]))?;
+    let (mut t, mut s, mut snapshot) = (
+        (Vec::new(), Vec::new()),
+        (Vec::new(), Vec::new()),
+        Vec::new(),
+    );
     for _ in 0..runs.max(1) {
         // one snapshot after the start, against six: the start (BTF, loading) drops out
-        let (one, _, _) = measured(
-            Command::new(&env.tracer)
-                .args(["ss", "--json", "--netns", &pair.a, "-i", "10", "-c", "1"]),
-        )?;
-        let (six, _, _) = measured(
-            Command::new(&env.tracer)
-                .args(["ss", "--json", "--netns", &pair.a, "-i", "10", "-c", "6"]),
-        )?;
+        let (one, _, _) = measured(&mut tool(&["-i", "10", "-c", "1"]))?;
+        let (six, _, _) = measured(&mut tool(&["-i", "10", "-c", "6"]))?;
         snapshot.push(((six - one) / 5.0).max(0.0));
-        let (ms, rss, lines) =
-            measured(Command::new(&env.tracer).args(["ss", "--json", "--netns", &pair.a]))?;
+        let (ms, rss, lines) = measured(&mut tool(&[]))?;
         if lines < n {
             bail!("tcpwin-trace ss listed {lines} sockets of {n}");
         }
-        tool.0.push(ms);
-        tool.1.push(rss as f64);
-        let (ms, rss, _) = measured(Command::new("ss").args(["-tin", "-N", &pair.a]))?;
-        ss.0.push(ms);
-        ss.1.push(rss as f64);
+        t.0.push(ms);
+        t.1.push(rss as f64 / 1024.0);
+        let (ms, rss, _) = measured(Command::new("ss").args(["-tin", "-N", ns]))?;
+        s.0.push(ms);
+        s.1.push(rss as f64 / 1024.0);
+    }
+    Ok(SsBenchRow {
+        sockets: n as u64,
+        cached,
+        tool_ms: median(t.0),
+        tool_rss_mib: median(t.1),
+        tool_snapshot_ms: median(snapshot),
+        ss_ms: median(s.0),
+        ss_rss_mib: median(s.1),
+        runs,
+    })
+}
+
+pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Result<()> {
+    // idle: the namespace's few sockets; then n more
+    let mut rows = Vec::new();
+    for cached in [true, false] {
+        rows.push(ss_row(env, &pair.a, 0, runs, cached)?);
+    }
+    let socks = open_sockets(&pair.a, n)?;
+    for cached in [true, false] {
+        rows.push(ss_row(env, &pair.a, n, runs, cached)?);
     }
     let exp = exporter(env, &pair.a, runs)?;
     drop(socks);
-    let (tms, trss, sms, srss, snap) = (
-        median(tool.0),
-        median(tool.1) / 1024.0,
-        median(ss.0),
-        median(ss.1) / 1024.0,
-        median(snapshot),
-    );
     if json_out {
-        print_row(&BenchRow::Ss(SsBenchRow {
-            sockets: n as u64,
-            tool_ms: tms,
-            tool_rss_mib: trss,
-            tool_snapshot_ms: snap,
-            ss_ms: sms,
-            ss_rss_mib: srss,
-            runs,
-        }));
+        for r in &rows {
+            print_row(&BenchRow::Ss(r.clone()));
+        }
         print_row(&BenchRow::Exporter(ExporterBenchRow {
             sockets: n as u64,
             idle_cpu_share: exp.idle_cpu,
@@ -214,8 +231,35 @@ pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Res
         }));
     } else {
         println!(
-            "\nss over {n} sockets (median of {runs}): tcpwin-trace ss {tms:.0} ms whole command ({snap:.0} ms per snapshot once loaded), {trss:.1} MiB peak RSS; ss -tin {sms:.0} ms, {srss:.1} MiB"
+            "\nss: tcpwin-trace ss against ss -tin, whole commands (median of {runs}), peak RSS"
         );
+        println!(
+            "{:>8} {:<10} {:>9} {:>9} {:>7} {:>10} {:>10} {:>7} {:>12}",
+            "sockets",
+            "iterator",
+            "tool ms",
+            "ss ms",
+            "ratio",
+            "tool MiB",
+            "ss MiB",
+            "ratio",
+            "snapshot ms"
+        );
+        for r in &rows {
+            println!(
+                "{:>8} {:<10} {:>9.1} {:>9.1} {:>7.2} {:>10.1} {:>10.1} {:>7.2} {:>12.1}",
+                r.sockets,
+                if r.cached { "pinned" } else { "loaded" },
+                r.tool_ms,
+                r.ss_ms,
+                r.tool_ms / r.ss_ms,
+                r.tool_rss_mib,
+                r.ss_rss_mib,
+                r.tool_rss_mib / r.ss_rss_mib,
+                r.tool_snapshot_ms
+            );
+        }
+        println!("(idle = the bench namespace's own sockets; pinned: the iterator a previous command left; loaded: TCPWIN_TRACE_CACHE=off, each run loads it)");
         println!(
             "exporter over {n} sockets: scrape {:.1} ms median ({:.1} max of {}; target <= 50), RSS {:.1} MiB after the scrapes (target <= 30; {:.1} MiB peak while scraping), idle CPU {:.3} % (5 s unscraped)",
             exp.scrape_ms, exp.scrape_ms_max, exp.scrapes, exp.rss_mib, exp.peak_rss_mib, exp.idle_cpu * 100.0

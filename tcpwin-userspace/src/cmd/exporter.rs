@@ -171,8 +171,9 @@ pub fn run(args: ExporterArgs) -> Result<()> {
             port: args.filter.port.unwrap_or(0),
         },
     )?;
-    // the kernel's BTF was parsed to load the programs (tens of MiB) and is freed: give those
+    // the kernel's BTF was parsed to load the programs (tens of MiB): free it and give those
     // pages back, an exporter stays resident for months
+    crate::kernel::btf::release();
     // SAFETY: malloc_trim only releases free heap memory to the kernel.
     unsafe { libc::malloc_trim(0) };
     install_stop_handler();

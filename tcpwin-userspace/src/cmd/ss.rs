@@ -47,11 +47,16 @@ pub fn run(args: SsArgs) -> Result<()> {
     install_stop_handler();
     let mut judge = Judge::new(args.target);
     let mut taken = 0u64;
-    let mut out = std::io::stdout().lock();
+    // one write per buffer, not per line (stdout is line-buffered): 10,000 lines are 10,000
+    // system calls otherwise
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     loop {
         let t0 = Instant::now();
         let mut seen = targets.read(&mut src, &args.filter, hz)?;
-        snapshot::add_owners(&mut seen);
+        // the owner (a scan of every process's fds) only where it is shown: JSON and -e
+        if args.json || args.extended {
+            snapshot::add_owners(&mut seen);
+        }
         let verdicts = judge.judge(seen.iter().map(|s| (&s.facts, &s.host)));
         let select = args.selection();
         let lines: Vec<SsLine> = seen

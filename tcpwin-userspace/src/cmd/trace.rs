@@ -355,7 +355,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     if let Some(o) = owner.as_mut() {
         o.sync(&mut tracer.bpf)?;
     }
-    announce(&tracer.attached, tracer.layout, &args);
+    announce(&tracer.attached, tracer.layout(), &args);
 
     let mut ring = Ring::take(&mut tracer.bpf)?;
     // verdicts need the socket iterator; without it the trace goes on and says so
@@ -363,7 +363,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         None
     } else {
         match tracer.prepare_iter() {
-            Ok(()) => Some(TracedVerdicts::new(kconfig::hz(), tracer.layout.offsets)),
+            Ok(()) => Some(TracedVerdicts::new(kconfig::hz(), tracer.layout().offsets)),
             Err(e) => {
                 eprintln!("tcpwin-trace: no verdicts: {e:#}");
                 None
@@ -493,7 +493,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
             + at(counter::EVENTS_SENT).saturating_sub(ring.received),
         decode_errors: ring.decode_errors,
         sockets: finals.sockets,
-        scaling_ratio_present: tracer.layout.has_scaling_ratio(),
+        scaling_ratio_present: tracer.layout().has_scaling_ratio(),
         histograms: Histograms {
             packet_ratio: packet_ratio
                 .iter()

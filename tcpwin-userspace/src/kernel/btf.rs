@@ -7,6 +7,8 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use std::sync::Arc;
+
 use btf_rs::{Btf, Struct, Type};
 use tcpwin_common::{Offsets, ABSENT};
 
@@ -20,30 +22,37 @@ pub struct KernelBtf {
     pub aya: aya::Btf,
 }
 
-/// The kernel BTF at `path`, parsed on first use and kept for the life of the process.
-pub fn kernel_btf(path: &Path) -> Result<&'static KernelBtf> {
-    use std::sync::Mutex;
-    static PARSED: Mutex<Vec<(std::path::PathBuf, &'static KernelBtf)>> = Mutex::new(Vec::new());
+type Parsed = std::sync::Mutex<Vec<(std::path::PathBuf, Arc<KernelBtf>)>>;
+static PARSED: Parsed = std::sync::Mutex::new(Vec::new());
+
+/// The kernel BTF at `path`, parsed on first use and kept until [`release`]; with `known`, the
+/// layout is not resolved again (`cache::kernel_btf` gives the one this build resolved before).
+/// The second value says whether the layout was resolved here.
+pub fn kernel_btf_with(
+    path: &Path,
+    known: impl FnOnce() -> Option<Layout>,
+) -> Result<(Arc<KernelBtf>, bool)> {
     let mut parsed = PARSED.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((_, k)) = parsed.iter().find(|(p, _)| p == path) {
-        return Ok(k);
+        return Ok((k.clone(), false));
     }
-    // the walk over the BTF's types is most of the cost: a layout this build resolved for this
-    // kernel before is used instead (see `cache`)
-    let layout = match super::cache::layout_for(path) {
-        Some(l) => l,
-        None => {
-            let l = Resolver::from_file(path)?.layout()?;
-            super::cache::keep_layout(path, &l);
-            l
-        }
+    // the walk over the BTF's types is most of the cost
+    let (layout, resolved) = match known() {
+        Some(l) => (l, false),
+        None => (Resolver::from_file(path)?.layout()?, true),
     };
     let aya = aya::Btf::parse_file(path, aya::Endianness::default())
         .with_context(|| format!("aya cannot parse BTF from {}", path.display()))?;
-    // one per file a process names (in practice one): leaked so that every user borrows it
-    let k: &'static KernelBtf = Box::leak(Box::new(KernelBtf { layout, aya }));
-    parsed.push((path.to_path_buf(), k));
-    Ok(k)
+    // one per file a process names (in practice one)
+    let k = Arc::new(KernelBtf { layout, aya });
+    parsed.push((path.to_path_buf(), k.clone()));
+    Ok((k, resolved))
+}
+
+/// Forgets the parsed BTF: once a long-lived process (the exporter) loaded what it needs, the
+/// tens of MiB go back (those still holding it keep it until they drop it).
+pub fn release() {
+    PARSED.lock().unwrap_or_else(|p| p.into_inner()).clear();
 }
 
 /// A resolved member: offset in bits from the start of the outer struct, width for bitfields.

@@ -17,7 +17,6 @@
 //! removes every entry (both directories are the tool's own, under /run and bpffs: a reboot
 //! clears them too).
 use std::{
-    hash::Hasher,
     io::Read,
     path::{Path, PathBuf},
 };
@@ -31,9 +30,9 @@ use aya::{
     Ebpf,
 };
 use serde::{Deserialize, Serialize};
-use tcpwin_common::{names, Offsets, SockRecord};
+use tcpwin_common::{names, Offsets};
 
-use super::btf::{Layout, VMLINUX};
+use super::btf::{kernel_btf_with, KernelBtf, Layout, VMLINUX};
 
 /// Where the pinned links live (bpffs).
 pub const PIN_DIR: &str = "/sys/fs/bpf/tcpwin-trace";
@@ -67,16 +66,16 @@ pub struct Cached {
 }
 
 impl Cached {
-    /// Every TCP socket (outside LISTEN) of the calling thread's network namespace: reading the
-    /// pinned link runs the iterator there.
-    pub fn read(&self) -> Result<Vec<SockRecord>> {
+    /// The iterator's records (`iter::parse_records`) for the calling thread's network
+    /// namespace: reading the pinned link runs the iterator there.
+    pub fn read(&self) -> Result<Vec<u8>> {
         let mut bytes = Vec::new();
         std::fs::File::open(&self.pin)
             .and_then(|mut f| f.read_to_end(&mut bytes))
             .with_context(|| {
                 format!("reading the pinned socket iterator {}", self.pin.display())
             })?;
-        super::iter::parse_records(&bytes)
+        Ok(bytes)
     }
 }
 
@@ -171,26 +170,60 @@ fn layout_of(e: &Entry) -> Layout {
     }
 }
 
+/// A fast 64-bit hash of bytes (FNV-1a over 8-byte words, then the tail): telling one build's
+/// object or one kernel's BTF from another, not resisting an adversary (the files are root's).
+#[derive(Clone, Copy)]
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let v = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            self.0 = (self.0 ^ v).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        for b in words.remainder() {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
 /// The entry's name: the tool, the object and the kernel's BTF it belongs to.
 fn key() -> Result<(String, String, String)> {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    h.write(&super::object::EMBEDDED.0);
-    let object = format!("{:016x}", h.finish());
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    // hashed at build time (build.rs): the embedded bytes are not even paged in
+    let object = env!("TCPWIN_EBPF_OBJ_FNV").to_string();
+    let mut h = Fnv::new();
     let mut f = std::fs::File::open(VMLINUX).with_context(|| format!("opening {VMLINUX}"))?;
+    // a multiple of 8: the words line up across reads
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        let n = f.read(&mut buf)?;
+        let n = read_full(&mut f, &mut buf)?;
         if n == 0 {
             break;
         }
         h.write(&buf[..n]);
     }
-    let btf = format!("{:016x}", h.finish());
+    let btf = format!("{:016x}", h.0);
     // bpffs refuses names with a dot
     let version = env!("CARGO_PKG_VERSION").replace('.', "_");
     let name = format!("v{FORMAT}-{version}-{object}-{btf}");
     Ok((name, object, btf))
+}
+
+/// Fills `buf` unless the file ends first: how many bytes were read.
+fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
 }
 
 fn paths(name: &str) -> (PathBuf, PathBuf) {
@@ -219,6 +252,17 @@ pub fn lookup() -> Result<Cached> {
     })
 }
 
+/// The kernel's BTF parsed for loading programs, with the layout this build resolved for this
+/// kernel before when there is one (the walk over its types is most of a load's time), else
+/// resolved and kept for the next command.
+pub fn kernel_btf(btf_path: &Path) -> Result<std::sync::Arc<KernelBtf>> {
+    let (k, resolved) = kernel_btf_with(btf_path, || layout_for(btf_path))?;
+    if resolved {
+        keep_layout(btf_path, &k.layout);
+    }
+    Ok(k)
+}
+
 /// Whether the kernel at `btf_path` has `tcp_sock.scaling_ratio` (6.6+): from this kernel's
 /// entry when there is one, else from its BTF.
 pub fn has_scaling_ratio(btf_path: &Path) -> Result<bool> {
@@ -227,7 +271,7 @@ pub fn has_scaling_ratio(btf_path: &Path) -> Result<bool> {
             return Ok(c.layout.has_scaling_ratio());
         }
     }
-    Ok(super::btf::kernel_btf(btf_path)?.layout.has_scaling_ratio())
+    Ok(kernel_btf(btf_path)?.layout.has_scaling_ratio())
 }
 
 /// The layout file belongs to this tool, object and kernel, in this format.
@@ -391,6 +435,23 @@ mod tests {
             offsets: vec![0; std::mem::size_of::<Offsets>()],
             absent: vec![],
         }
+    }
+
+    #[test]
+    fn the_hash_tells_contents_apart_wherever_they_differ() {
+        let h = |b: &[u8]| {
+            let mut f = Fnv::new();
+            f.write(b);
+            f.0
+        };
+        let a = vec![7u8; 1000];
+        for i in [0, 7, 8, 999] {
+            let mut b = a.clone();
+            b[i] ^= 1;
+            assert_ne!(h(&a), h(&b), "byte {i}");
+        }
+        assert_ne!(h(&a[..999]), h(&a));
+        assert_eq!(h(&a), h(&a.clone()));
     }
 
     #[test]

@@ -13,8 +13,7 @@ use tcpwin_model::metrics::Counts;
 
 use super::{
     attach::reason,
-    btf::kernel_btf,
-    cache,
+    cache::{self, kernel_btf},
     log::KernelLog,
     object::{self, LoadOpts},
 };
@@ -120,7 +119,7 @@ impl SocketIter {
     pub fn read(&mut self) -> Result<Vec<SockRecord>> {
         if let Some(p) = &self.pinned {
             match p.read() {
-                Ok(r) => return Ok(r),
+                Ok(bytes) => return parse_records(&bytes),
                 // removed under us (`cache --clear`, another build replacing it): load ours
                 Err(_) => {
                     self.pinned = None;

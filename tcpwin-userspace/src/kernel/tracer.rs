@@ -9,7 +9,8 @@ use tcpwin_common::{counter, hook, Config, SockRecord};
 
 use super::{
     attach::{self, Attached, Backend},
-    btf::{kernel_btf, Layout},
+    btf::{KernelBtf, Layout},
+    cache::kernel_btf,
     iter,
     log::{KernelLog, LogCount, LogLevel},
     maps,
@@ -20,8 +21,7 @@ use super::{
 pub struct Tracer {
     pub bpf: Ebpf,
     pub attached: Attached,
-    pub layout: &'static Layout,
-    aya_btf: &'static aya::Btf,
+    btf: std::sync::Arc<KernelBtf>,
     /// the programs' own lines (`--ebpf-log`)
     pub log: KernelLog,
 }
@@ -57,15 +57,19 @@ impl Tracer {
         Ok(Tracer {
             bpf,
             attached,
-            layout: &k.layout,
-            aya_btf: &k.aya,
+            btf: k,
             log,
         })
     }
 
+    /// The kernel's struct layout the programs were loaded with.
+    pub fn layout(&self) -> &Layout {
+        &self.btf.layout
+    }
+
     /// Loads the object's socket iterator, for reading the traced sockets.
     pub fn prepare_iter(&mut self) -> Result<()> {
-        iter::prepare(&mut self.bpf, self.aya_btf)
+        iter::prepare(&mut self.bpf, &self.btf.aya)
     }
 
     /// Every TCP socket of the calling thread's namespace (after [`Tracer::prepare_iter`]).
