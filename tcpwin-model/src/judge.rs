@@ -40,6 +40,8 @@ pub struct Judge {
     before: HashMap<u64, SockFacts>,
     /// per socket, the lowest receiver RTT estimate seen (a receiver's base RTT)
     min_rcv_rtt: HashMap<u64, u32>,
+    /// whether readings are kept for the next (false: one reading only, nothing kept)
+    keep: bool,
 }
 
 impl Judge {
@@ -48,6 +50,16 @@ impl Judge {
             target_bps,
             before: HashMap::new(),
             min_rcv_rtt: HashMap::new(),
+            keep: true,
+        }
+    }
+
+    /// A judge of one reading: it keeps nothing for a next one (a copy of every socket's facts
+    /// otherwise: `ss` without `-i` over many sockets).
+    pub fn one_shot(target_bps: Option<u64>) -> Judge {
+        Judge {
+            keep: false,
+            ..Judge::new(target_bps)
         }
     }
 
@@ -95,11 +107,13 @@ impl Judge {
                 })
             })
             .collect();
-        self.before = now
-            .iter()
-            .filter_map(|(f, _)| Some((f.id.cookie?, (*f).clone())))
-            .collect();
-        self.min_rcv_rtt = min_rcv_rtt;
+        if self.keep {
+            self.before = now
+                .iter()
+                .filter_map(|(f, _)| Some((f.id.cookie?, (*f).clone())))
+                .collect();
+            self.min_rcv_rtt = min_rcv_rtt;
+        }
         out
     }
 
@@ -229,6 +243,17 @@ mod tests {
         assert_eq!(v[0].basis, Basis::Interval);
         // 10 MB in a second
         assert_eq!(v[0].rate_bps, Some(80_000_000));
+    }
+
+    /// `ss` without `-i`: the same verdicts as a first reading, and nothing kept.
+    #[test]
+    fn a_one_shot_judge_keeps_nothing() {
+        let r = [rcv(1, 1.0, 10_000_000), rcv(2, 1.0, 0)];
+        let mut once = Judge::one_shot(None);
+        assert_eq!(once.judge(all(&r)), Judge::new(None).judge(all(&r)));
+        assert_eq!(once.remembered(), 0);
+        // a second reading is judged over each socket's life again
+        assert_eq!(once.judge(all(&r))[0].basis, Basis::Life);
     }
 
     #[test]

@@ -74,7 +74,7 @@ impl Scraper {
                 }
             }
         }
-        let verdicts = self.judge.judge(seen.iter().map(|x| (&x.facts, &x.host)));
+        let verdicts = self.judge.judge(seen.iter().map(|x| (&x.facts, &*x.host)));
         let mut top = Vec::new();
         for (x, v) in seen.iter().zip(&verdicts) {
             s.add(&x.facts, v);

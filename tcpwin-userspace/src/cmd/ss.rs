@@ -45,7 +45,10 @@ pub fn run(args: SsArgs) -> Result<()> {
         eprintln!("tcpwin-trace: the kernel's CONFIG_HZ is unknown (no /boot/config-* or /proc/config.gz): busy/rwnd-limited/sndbuf-limited times are null");
     }
     install_stop_handler();
-    let mut judge = Judge::new(args.target);
+    let mut judge = match args.interval {
+        Some(_) => Judge::new(args.target),
+        None => Judge::one_shot(args.target),
+    };
     let mut taken = 0u64;
     // one write per buffer, not per line (stdout is line-buffered): 10,000 lines are 10,000
     // system calls otherwise
@@ -57,34 +60,32 @@ pub fn run(args: SsArgs) -> Result<()> {
         if args.json || args.extended {
             snapshot::add_owners(&mut seen);
         }
-        let verdicts = judge.judge(seen.iter().map(|s| (&s.facts, &s.host)));
+        let verdicts = judge.judge(seen.iter().map(|s| (&s.facts, &*s.host)));
         let select = args.selection();
-        let lines: Vec<SsLine> = seen
-            .into_iter()
-            .zip(verdicts)
-            .map(|(s, v)| SsLine {
+        taken += 1;
+        // an interval's first snapshot has no rates yet: its verdicts are the static ones
+        let mut text = view::ss::Renderer::new(args.interval.is_some() && taken > 1, args.extended);
+        // each line printed as it is made: nothing but the sockets read is held at once
+        for (s, v) in seen.into_iter().zip(verdicts) {
+            let l = SsLine {
                 source: src.name().into(),
                 netns_name: s.line_ns,
                 state_name: state_name(s.facts.state).into(),
                 facts: s.facts,
                 verdict: v,
-            })
-            .filter(|l| select.keeps(l))
-            .collect();
-        taken += 1;
-        // an interval's first snapshot has no rates yet: its verdicts are the static ones
-        if args.json {
-            for l in &lines {
-                serde_json::to_writer(&mut out, l)?;
-                writeln!(out)?;
+            };
+            if !select.keeps(&l) {
+                continue;
             }
-        } else {
-            view::ss::render(
-                &lines,
-                args.interval.is_some() && taken > 1,
-                args.extended,
-                &mut out,
-            )?;
+            if args.json {
+                serde_json::to_writer(&mut out, &l)?;
+                writeln!(out)?;
+            } else {
+                text.line(&l, &mut out)?;
+            }
+        }
+        if !args.json {
+            text.finish(&mut out)?;
         }
         out.flush()?;
         let Some(ms) = args.interval else {

@@ -237,7 +237,7 @@ pub fn run(args: TopArgs) -> Result<()> {
                 Err(e) => break Err(e),
             };
             snapshot::add_owners(&mut seen);
-            let verdicts = judge.judge(seen.iter().map(|x| (&x.facts, &x.host)));
+            let verdicts = judge.judge(seen.iter().map(|x| (&x.facts, &*x.host)));
             let rows = seen
                 .into_iter()
                 .zip(verdicts)

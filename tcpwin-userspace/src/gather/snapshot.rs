@@ -107,7 +107,8 @@ pub struct Seen {
     /// the namespace's name
     pub line_ns: String,
     pub facts: SockFacts,
-    pub host: HostLimits,
+    /// shared by the namespace's sockets (one copy per namespace, not per socket)
+    pub host: std::sync::Arc<HostLimits>,
 }
 
 /// Reads every namespace asked once: the sockets that pass the filters.
@@ -203,6 +204,9 @@ pub fn read_with(
             (facts()?, sysctl::host_limits())
         };
         host.run_in = ns.exec_prefix();
+        let host = std::sync::Arc::new(host);
+        // room for all at once: grown by doubling, 10,000 sockets' worth would be held twice
+        out.reserve(all.len());
         for f in all
             .into_iter()
             .filter(|f| tcp_state::carries_data(f.state) && keep(f))

@@ -98,7 +98,7 @@ impl TracedVerdicts {
     /// every socket read (a recording's time series), and the facts read.
     pub fn tick(&mut self, tracer: &mut Tracer, live: &[(u64, u32)]) -> Result<Tick> {
         let seen = self.read(tracer, live)?;
-        let verdicts = self.judge.judge(seen.iter().map(|s| (&s.facts, &s.host)));
+        let verdicts = self.judge.judge(seen.iter().map(|s| (&s.facts, &*s.host)));
         let mut out = Vec::new();
         let mut samples = Vec::with_capacity(seen.len());
         for (s, v) in seen.iter().zip(verdicts) {

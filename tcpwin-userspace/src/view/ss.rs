@@ -109,25 +109,59 @@ pub fn render(
     extended: bool,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
-    if with_rates {
-        writeln!(out, "--- interval")?;
-    }
-    if lines.is_empty() {
-        writeln!(out, "(no TCP connection matches)")?;
-        return Ok(());
-    }
-    if !extended {
-        writeln!(out, "{HEADER}")?;
-    }
+    let mut r = Renderer::new(with_rates, extended);
     for l in lines {
-        if extended {
-            writeln!(out, "{}", facts_line(l))?;
-            writeln!(out, "{}", verdict_line(&l.verdict))?;
-        } else {
-            writeln!(out, "{}", short_line(l))?;
+        r.line(l, out)?;
+    }
+    r.finish(out)
+}
+
+/// The text a line at a time, as the sockets are judged (nothing kept).
+pub struct Renderer {
+    with_rates: bool,
+    extended: bool,
+    lines: u64,
+}
+
+impl Renderer {
+    pub fn new(with_rates: bool, extended: bool) -> Renderer {
+        Renderer {
+            with_rates,
+            extended,
+            lines: 0,
         }
     }
-    Ok(())
+
+    fn start(&self, out: &mut impl Write) -> std::io::Result<()> {
+        if self.with_rates {
+            writeln!(out, "--- interval")?;
+        }
+        Ok(())
+    }
+
+    pub fn line(&mut self, l: &SsLine, out: &mut impl Write) -> std::io::Result<()> {
+        if self.lines == 0 {
+            self.start(out)?;
+            if !self.extended {
+                writeln!(out, "{HEADER}")?;
+            }
+        }
+        self.lines += 1;
+        if self.extended {
+            writeln!(out, "{}", facts_line(l))?;
+            writeln!(out, "{}", verdict_line(&l.verdict))
+        } else {
+            writeln!(out, "{}", short_line(l))
+        }
+    }
+
+    pub fn finish(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        if self.lines == 0 {
+            self.start(out)?;
+            writeln!(out, "(no TCP connection matches)")?;
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

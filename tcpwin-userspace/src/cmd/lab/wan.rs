@@ -424,8 +424,8 @@ fn judge(
     target: Option<u64>,
 ) -> Option<(Judged, Option<Judged>)> {
     let mut judge = Judge::new(target);
-    judge.judge(before.iter().map(|s| (&s.facts, &s.host)));
-    let verdicts = judge.judge(after.iter().map(|s| (&s.facts, &s.host)));
+    judge.judge(before.iter().map(|s| (&s.facts, &*s.host)));
+    let verdicts = judge.judge(after.iter().map(|s| (&s.facts, &*s.host)));
     let acked = |i: usize| {
         let f = &after[i].facts;
         let b = before
