@@ -266,7 +266,10 @@ pub struct Config {
     pub target_tgid: u32,
     /// 1: only sockets owned by `target_tgid` (see the owner maps)
     pub filter_pid: u8,
-    pub _pad: u8,
+    /// 1: read a socket's cookie from the socket (`skc_cookie`: 0 until something asked for it)
+    /// instead of calling `bpf_get_socket_cookie`, which kernels before 5.12 refuse in tracing
+    /// programs (the loader sets it when the verifier says so)
+    pub cookie_by_read: u8,
     /// 0 = any; else either end's port must match
     pub port: u16,
 }
@@ -280,7 +283,7 @@ impl Config {
                 None => 0,
             },
             filter_pid: pid.is_some() as u8,
-            _pad: 0,
+            cookie_by_read: 0,
             port: match port {
                 Some(p) => p,
                 None => 0,

@@ -28,6 +28,9 @@ use track::{observe, Ctx, Pkt};
 
 #[inline(always)]
 fn cookie(sk: u64) -> u64 {
+    if track::cookie_by_read() {
+        return read::raw_cookie(sk);
+    }
     // SAFETY: the helper takes any socket pointer the hook was given.
     unsafe { bpf_get_socket_cookie(sk as *mut _) }
 }

@@ -22,15 +22,23 @@ use crate::{
 static CONFIG: Config = Config {
     target_tgid: 0,
     filter_pid: 0,
-    _pad: 0,
+    cookie_by_read: 0,
     port: 0,
 };
+
 
 macro_rules! setting {
     ($field:ident) => {
         // SAFETY: a read of our own .rodata global; volatile so the placeholder is not folded.
         unsafe { core::ptr::read_volatile(core::ptr::addr_of!(CONFIG.$field)) }
     };
+}
+
+/// Whether cookies are read from the socket, not asked of `bpf_get_socket_cookie` (a `.rodata`
+/// constant: the verifier of a kernel that refuses the helper never sees the call).
+#[inline(always)]
+pub fn cookie_by_read() -> bool {
+    setting!(cookie_by_read) != 0
 }
 
 /// What was last reported for a socket, plus the last data packet it received.

@@ -34,6 +34,10 @@ pub enum TransferCmd {
         /// read no faster than this many bits per second (an application that falls behind)
         #[arg(long)]
         read_bps: Option<u64>,
+        /// keep each connection open through the linger (after its report): its socket can be
+        /// read by other tools against the report
+        #[arg(long)]
+        keep_open: bool,
     },
     /// Connect and send bytes, then close
     Send {
@@ -49,6 +53,11 @@ pub enum TransferCmd {
         /// print the kernel's view of each connection (JSON) before closing it
         #[arg(long)]
         report: bool,
+        /// with --report: print it as soon as the last byte is sent and the write side shut
+        /// (nothing more arrives on a sender), not after the receiver closed (it may keep its
+        /// socket open)
+        #[arg(long, requires = "report")]
+        report_early: bool,
         /// send for this many seconds instead of --bytes
         #[arg(long)]
         secs: Option<f64>,
@@ -211,7 +220,9 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             linger_ms,
             window_clamp,
             read_bps,
+            keep_open,
         } => {
+            let mut kept = Vec::new();
             let l = TcpListener::bind(listen).with_context(|| format!("bind {listen}"))?;
             if let Some(b) = rcvbuf {
                 set_rcvbuf(l.as_raw_fd(), b)?;
@@ -255,8 +266,12 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
                 truth.bytes = Some(total);
                 println!("{}", serde_json::to_string(&truth)?);
                 std::io::stdout().flush()?;
+                if keep_open {
+                    kept.push(s);
+                }
             }
             std::thread::sleep(Duration::from_millis(linger_ms));
+            drop(kept);
             Ok(())
         }
         TransferCmd::Send {
@@ -265,6 +280,7 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             conns,
             delay_ms,
             report,
+            report_early,
             secs,
             cc,
         } => {
@@ -313,10 +329,16 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
                     None => (None, None),
                 };
                 s.shutdown(std::net::Shutdown::Write)?;
+                if report_early {
+                    let mut truth = ground_truth(&s)?;
+                    truth.throughput_bps = Some((sent as f64 * 8.0 / elapsed.max(1e-9)) as u64);
+                    println!("{}", serde_json::to_string(&truth)?);
+                    std::io::stdout().flush()?;
+                }
                 // wait for the receiver's close so the whole exchange is over
                 let mut sink = [0u8; 64];
                 let _ = s.read(&mut sink);
-                if report {
+                if report && !report_early {
                     // after the peer's FIN the socket is closed: TCP_INFO still answers
                     let mut truth = ground_truth(&s)?;
                     truth.snd_wnd_peak = Some(snd_wnd_peak);

@@ -54,7 +54,7 @@ enum Cmd {
     Dist,
     /// Boot Debian kernels under qemu and prove every backend there (function hooks included).
     VmTest {
-        /// Kernel series to boot (6.1 bookworm, 6.12 trixie, 7.2 sid)
+        /// Kernel series to boot (5.10 bullseye, 6.1 bookworm, 6.12 trixie, 7.2 sid)
         #[arg(long, default_value = vm::DEFAULT_KERNELS)]
         kernels: String,
     },

@@ -50,12 +50,22 @@ pub fn run(args: SsArgs) -> Result<()> {
         None => Judge::one_shot(args.target),
     };
     let mut taken = 0u64;
+    let mut said_rcv_wnd = false;
     // one write per buffer, not per line (stdout is line-buffered): 10,000 lines are 10,000
     // system calls otherwise
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     loop {
         let t0 = Instant::now();
         let mut seen = targets.read(&mut src, &args.filter, hz)?;
+        // sock_diag's tcp_info carries the advertised window from 6.2 only: say why it is null
+        if !said_rcv_wnd
+            && matches!(src, Source::SockDiag)
+            && !seen.is_empty()
+            && seen.iter().all(|s| s.facts.rcv_wnd.is_none())
+        {
+            eprintln!("tcpwin-trace: rcv_wnd is null: this kernel's tcp_info has no tcpi_rcv_wnd (Linux 6.2+)");
+            said_rcv_wnd = true;
+        }
         // the owner (a scan of every process's fds) only where it is shown: JSON and -e
         if args.json || args.extended {
             snapshot::add_owners(&mut seen);

@@ -63,6 +63,20 @@ impl SocketIter {
 
     /// Loads the iterator and attaches the exporter's counters asked for.
     pub fn load_with(btf_path: &Path, obj: Option<&Path>, c: &Counting) -> Result<SocketIter> {
+        match Self::load_config(btf_path, obj, c, false) {
+            Err(e) if object::refuses_cookie_helper(&e) => {
+                Self::load_config(btf_path, obj, c, true)
+            }
+            r => r,
+        }
+    }
+
+    fn load_config(
+        btf_path: &Path,
+        obj: Option<&Path>,
+        c: &Counting,
+        cookie_by_read: bool,
+    ) -> Result<SocketIter> {
         object::check_privileges()?;
         let k = kernel_btf(btf_path)?;
         let (layout, btf) = (&k.layout, &k.aya);
@@ -70,6 +84,7 @@ impl SocketIter {
             obj,
             config: Config {
                 port: c.port,
+                cookie_by_read: cookie_by_read as u8,
                 ..Config::default()
             },
             // the tracer's ring buffer is not used here: the smallest one

@@ -72,6 +72,15 @@ pub fn load(opts: &LoadOpts, layout: &Layout, btf: &aya::Btf) -> Result<Ebpf> {
         })
 }
 
+/// Whether a load failed because the kernel refuses `bpf_get_socket_cookie` in tracing programs
+/// (before 5.12): then the object is loaded again with `Config::cookie_by_read`.
+pub fn refuses_cookie_helper(e: &anyhow::Error) -> bool {
+    format!("{e:#}").contains("bpf_get_socket_cookie")
+}
+
+/// What a user is told when cookies are read from the socket.
+pub const COOKIE_BY_READ_NOTE: &str = "this kernel refuses bpf_get_socket_cookie in tracing programs (before 5.12): cookies are read from the socket, null until something asked for one (SO_COOKIE, ss, sock_diag)";
+
 /// Harmless where it fails (5.11+ charges BPF memory to the cgroup instead).
 fn raise_memlock() -> std::io::Result<()> {
     let lim = libc::rlimit {

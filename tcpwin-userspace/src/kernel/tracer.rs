@@ -35,6 +35,27 @@ impl Tracer {
         backend: Backend,
         ringbuf_kib: u32,
     ) -> Result<Tracer> {
+        match Self::load_config(btf_path, obj, config, backend, ringbuf_kib) {
+            Err(e) if object::refuses_cookie_helper(&e) => {
+                let config = Config {
+                    cookie_by_read: 1,
+                    ..config
+                };
+                let mut t = Self::load_config(btf_path, obj, config, backend, ringbuf_kib)?;
+                t.attached.notes.push(object::COOKIE_BY_READ_NOTE.into());
+                Ok(t)
+            }
+            r => r,
+        }
+    }
+
+    fn load_config(
+        btf_path: &Path,
+        obj: Option<&Path>,
+        config: Config,
+        backend: Backend,
+        ringbuf_kib: u32,
+    ) -> Result<Tracer> {
         object::check_privileges()?;
         let k = kernel_btf(btf_path)?;
         let opts = LoadOpts {
