@@ -115,7 +115,7 @@ pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
     // SAFETY: `meta` is the iterator context's `struct bpf_iter_meta *` (the verifier checks it).
     let meta = unsafe { &*(ctx.meta as *const IterMeta) };
     if log::on(log::Level::Info) && first_of_walk(meta.session_id) {
-        log::absent_members(hook::ITER, r.cookie);
+        read::absent_members(hook::ITER, r.cookie);
     }
     // SAFETY: `seq` is the iterator's seq_file (bpf_iter_meta.seq, offset 0); the helper copies
     // size_of::<SockRecord>() bytes from `r`, a local.

@@ -334,3 +334,42 @@ pub fn tuple_into<M: Mem>(sk: u64, ev: &mut tcpwin_common::Event) {
     (ev.family, ev.netns, ev.lport, ev.rport) =
         identity_into::<M>(sk, &mut ev.laddr, &mut ev.raddr);
 }
+
+/// Names the members of the kernel that this kernel's BTF does not have (resolved absent by
+/// userspace): they read as zero and are reported as absent. Called where a socket is first
+/// reported (its `init` or `seen` event) and on the iterator's first record.
+#[inline(always)]
+pub fn absent_members(hook: u8, cookie: u64) {
+    if off!(tp_scaling_ratio) == ABSENT {
+        klog!(
+            Info,
+            hook,
+            "{} tcp_sock.scaling_ratio is absent from this kernel's BTF (it came in 6.6): socket {:x} reports no ratio",
+            cookie
+        );
+    }
+    if off!(tp_window_clamp) == ABSENT {
+        klog!(
+            Info,
+            hook,
+            "{} tcp_sock.window_clamp is absent from this kernel's BTF: socket {:x} reports it as 0",
+            cookie
+        );
+    }
+    if off!(tp_rcv_ssthresh) == ABSENT {
+        klog!(
+            Info,
+            hook,
+            "{} tcp_sock.rcv_ssthresh is absent from this kernel's BTF: socket {:x} reports it as 0",
+            cookie
+        );
+    }
+    if off!(tp_rcvq_space) == ABSENT {
+        klog!(
+            Info,
+            hook,
+            "{} tcp_sock.rcvq_space is absent from this kernel's BTF: socket {:x} reports it as 0",
+            cookie
+        );
+    }
+}

@@ -26,7 +26,6 @@ static CONFIG: Config = Config {
     port: 0,
 };
 
-
 macro_rules! setting {
     ($field:ident) => {
         // SAFETY: a read of our own .rodata global; volatile so the placeholder is not folded.
@@ -447,7 +446,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         if SOCKS.insert(&key(sk), &st, 0).is_err() {
             state_full(hook, st.cookie);
         }
-        log::absent_members(hook, st.cookie);
+        read::absent_members(hook, st.cookie);
         report::<M>(sk, kind::SEEN, hook, st.cookie, &snap, None, None, None);
         return;
     };
@@ -558,7 +557,7 @@ pub fn established(sk: u64, hook: u8, cookie: u64) {
     if SOCKS.insert(&key(sk), &st, 0).is_err() {
         state_full(hook, cookie);
     }
-    log::absent_members(hook, cookie);
+    read::absent_members(hook, cookie);
     let mut init = None;
     if INIT_HOOKED.get(0).copied().unwrap_or(0) != 0 {
         let key = read::tuple::<Direct>(sk);
