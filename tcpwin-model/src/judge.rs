@@ -71,9 +71,24 @@ impl Judge {
         now: impl IntoIterator<Item = (&'a SockFacts, &'a HostLimits)>,
     ) -> Vec<Verdict> {
         let now: Vec<(&SockFacts, &HostLimits)> = now.into_iter().collect();
+        let mut out = Vec::with_capacity(now.len());
+        let _ = self.judge_each(&now, |_, v| {
+            out.push(v);
+            Ok::<(), std::convert::Infallible>(())
+        });
+        out
+    }
+
+    /// [`Judge::judge`], handing each verdict to `each` (with its socket's index in `now`) as it
+    /// is made: a caller that prints it at once never holds every verdict's text together.
+    pub fn judge_each<E>(
+        &mut self,
+        now: &[(&SockFacts, &HostLimits)],
+        mut each: impl FnMut(usize, Verdict) -> Result<(), E>,
+    ) -> Result<(), E> {
         // the lowest receiver RTT each socket has shown
         let mut min_rcv_rtt = HashMap::new();
-        for (f, _) in &now {
+        for (f, _) in now {
             if let (Some(c), Some(r)) = (f.id.cookie, f.rcv_rtt_us.filter(|r| *r > 0)) {
                 let m = self.min_rcv_rtt.get(&c).map_or(r, |m| (*m).min(r));
                 min_rcv_rtt.insert(c, m);
@@ -90,13 +105,13 @@ impl Judge {
             before: now[i].0.id.cookie.and_then(|c| self.before.get(&c)),
             host: now[i].1,
         };
-        let out = (0..now.len())
-            .map(|i| {
-                let (f, host) = now[i];
-                let peer = match by_tuple.get(&peer_tuple(&f.id)).map(Vec::as_slice) {
-                    Some([j]) if *j != i && by_tuple[&tuple(&f.id)].len() == 1 => Some(end(*j)),
-                    _ => None,
-                };
+        for (i, &(f, host)) in now.iter().enumerate() {
+            let peer = match by_tuple.get(&peer_tuple(&f.id)).map(Vec::as_slice) {
+                Some([j]) if *j != i && by_tuple[&tuple(&f.id)].len() == 1 => Some(end(*j)),
+                _ => None,
+            };
+            each(
+                i,
                 verdict(&Input {
                     now: f,
                     before: f.id.cookie.and_then(|c| self.before.get(&c)),
@@ -104,9 +119,9 @@ impl Judge {
                     target_bps: self.target_bps,
                     peer,
                     min_rcv_rtt_us: f.id.cookie.and_then(|c| min_rcv_rtt.get(&c).copied()),
-                })
-            })
-            .collect();
+                }),
+            )?;
+        }
         if self.keep {
             self.before = now
                 .iter()
@@ -114,7 +129,7 @@ impl Judge {
                 .collect();
             self.min_rcv_rtt = min_rcv_rtt;
         }
-        out
+        Ok(())
     }
 
     /// Sockets remembered for the next interval.

@@ -70,22 +70,25 @@ pub fn run(args: SsArgs) -> Result<()> {
         if args.json || args.extended {
             snapshot::add_owners(&mut seen);
         }
-        let verdicts = judge.judge(seen.iter().map(|s| (&s.facts, &*s.host)));
         let select = args.selection();
         taken += 1;
         // an interval's first snapshot has no rates yet: its verdicts are the static ones
         let mut text = view::ss::Renderer::new(args.interval.is_some() && taken > 1, args.extended);
-        // each line printed as it is made: nothing but the sockets read is held at once
-        for (s, v) in seen.into_iter().zip(verdicts) {
+        // each socket judged and printed in turn: nothing but the sockets read is held at once
+        // (not every verdict's text)
+        let now: Vec<_> = seen.iter().map(|s| (&s.facts, &*s.host)).collect();
+        let source = src.name();
+        judge.judge_each(&now, |i, v| -> Result<()> {
+            let s = &seen[i];
             let l = SsLine {
-                source: src.name().into(),
-                netns_name: s.line_ns,
+                source: source.into(),
+                netns_name: s.line_ns.clone(),
                 state_name: state_name(s.facts.state).into(),
-                facts: s.facts,
+                facts: s.facts.clone(),
                 verdict: v,
             };
             if !select.keeps(&l) {
-                continue;
+                return Ok(());
             }
             if args.json {
                 serde_json::to_writer(&mut out, &l)?;
@@ -93,7 +96,8 @@ pub fn run(args: SsArgs) -> Result<()> {
             } else {
                 text.line(&l, &mut out)?;
             }
-        }
+            Ok(())
+        })?;
         if !args.json {
             text.finish(&mut out)?;
         }
