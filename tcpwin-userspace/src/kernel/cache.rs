@@ -239,13 +239,7 @@ pub fn lookup() -> Result<Cached> {
     let (pin, file) = paths(&name);
     let e = read_entry(&file)?;
     check(&e, &object, &btf)?;
-    let prog_id = pinned_prog_id(&pin)?;
-    if prog_id != e.prog_id {
-        bail!(
-            "the pinned link runs program {prog_id}, the layout file recorded {}",
-            e.prog_id
-        );
-    }
+    pinned_as_recorded(&pin, &e)?;
     Ok(Cached {
         layout: layout_of(&e),
         pin,
@@ -290,6 +284,18 @@ pub fn check(e: &Entry, object: &str, btf: &str) -> Result<()> {
     }
     if e.offsets.len() != std::mem::size_of::<Offsets>() {
         bail!("its offsets are {} bytes", e.offsets.len());
+    }
+    Ok(())
+}
+
+/// The iterator link pinned at `pin` runs the program the entry recorded.
+fn pinned_as_recorded(pin: &Path, e: &Entry) -> Result<()> {
+    let prog_id = pinned_prog_id(pin)?;
+    if prog_id != e.prog_id {
+        bail!(
+            "the pinned link runs program {prog_id}, the layout file recorded {}",
+            e.prog_id
+        );
     }
     Ok(())
 }
@@ -383,28 +389,24 @@ pub fn status() -> Vec<String> {
     if let Ok(rd) = std::fs::read_dir(LAYOUT_DIR) {
         for e in rd.flatten() {
             let p = e.path();
-            let verdict = match (&current, std::fs::read_to_string(&p)) {
-                (Some((name, object, btf)), Ok(text)) => {
-                    match serde_json::from_str::<Entry>(&text) {
-                        Ok(entry) if entry.prog_id == 0 && check(&entry, object, btf).is_ok() => {
+            let text = std::fs::read_to_string(&p);
+            let verdict = match (&current, text.map(|t| serde_json::from_str::<Entry>(&t))) {
+                (Some((name, object, btf)), Ok(Ok(entry))) => {
+                    let (pin, file) = paths(name);
+                    // the same checks as `lookup`
+                    match check(&entry, object, btf) {
+                        Err(why) => format!("ignored: {why:#}"),
+                        Ok(()) if p != file => "not this build's".to_string(),
+                        Ok(()) if entry.prog_id == 0 => {
                             "in use: the layout (no iterator pinned yet)".to_string()
                         }
-                        Ok(entry) => match check(&entry, object, btf).and_then(|()| {
-                            let pin = paths(name).0;
-                            let id = pinned_prog_id(&pin)?;
-                            if id == entry.prog_id {
-                                Ok(())
-                            } else {
-                                bail!("its pin runs another program")
-                            }
-                        }) {
-                            Ok(()) if p == paths(name).1 => "in use".to_string(),
-                            Ok(()) => "not this build's".to_string(),
+                        Ok(()) => match pinned_as_recorded(&pin, &entry) {
+                            Ok(()) => "in use".to_string(),
                             Err(why) => format!("ignored: {why:#}"),
                         },
-                        Err(_) => "ignored: does not parse".to_string(),
                     }
                 }
+                (Some(_), Ok(Err(_))) => "ignored: does not parse".to_string(),
                 _ => "unreadable".to_string(),
             };
             lines.push(format!("{}: {verdict}", p.display()));
