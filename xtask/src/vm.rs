@@ -162,21 +162,10 @@ impl PrivateApt {
 /// Returns (kernel release, vmlinuz) for a series, from the cache or the archive.
 fn kernel(series: &str, apt: &mut Option<PrivateApt>) -> Result<(String, PathBuf)> {
     let dir = cache().join(format!("kernel-{series}"));
-    let find = |dir: &Path| -> Option<PathBuf> {
-        let out = Command::new("find")
-            .arg(dir)
-            .args(["-name", "vmlinuz*", "-type", "f"])
-            .output()
-            .ok()?;
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .next()
-            .map(PathBuf::from)
-    };
+    let find = |dir: &Path| find_file(dir, "vmlinuz*");
     if let Some(v) = find(&dir.join("x")) {
         if let Ok(rel) = fs::read_to_string(dir.join("release")) {
-            if !diag_modules(&dir).is_empty() || fs::read_to_string(dir.join("no-modules")).is_ok()
-            {
+            if !diag_modules(&dir).is_empty() || dir.join("no-modules").exists() {
                 return Ok((rel.trim().to_string(), v));
             }
         }
@@ -228,18 +217,21 @@ fn kernel(series: &str, apt: &mut Option<PrivateApt>) -> Result<(String, PathBuf
 fn diag_modules(dir: &Path) -> Vec<PathBuf> {
     ["inet_diag", "tcp_diag"]
         .iter()
-        .filter_map(|m| {
-            let out = Command::new("find")
-                .arg(dir.join("x"))
-                .args(["-name", &format!("{m}.ko*")])
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .next()
-                .map(PathBuf::from)
-        })
+        .filter_map(|m| find_file(&dir.join("x"), &format!("{m}.ko*")))
         .collect()
+}
+
+/// The first file under `dir` whose name matches the shell pattern `name`.
+fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    let out = Command::new("find")
+        .arg(dir)
+        .args(["-name", name, "-type", "f"])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .map(PathBuf::from)
 }
 
 /// The initramfs with this kernel's diag modules appended (as `/modules/NAME.ko`,
