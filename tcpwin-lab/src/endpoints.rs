@@ -68,7 +68,9 @@ pub enum TransferCmd {
     },
 }
 
-fn getsockopt<T: Copy>(fd: i32, level: i32, name: i32) -> Result<T> {
+/// `getsockopt(2)` of a plain C value (the tests read the kernel's view of their own sockets
+/// with it too).
+pub fn getsockopt<T: Copy>(fd: i32, level: i32, name: i32) -> Result<T> {
     // SAFETY: only used with plain C types for which all-zero is valid.
     let mut v: T = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<T>() as libc::socklen_t;

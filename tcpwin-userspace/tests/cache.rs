@@ -20,13 +20,8 @@ fn require_root() {
     tcpwin_lab::harness::tests_need_root("CACHE TESTS");
 }
 
-fn opt<T: Copy + Default>(fd: i32, level: i32, name: i32) -> T {
-    let mut v = T::default();
-    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: v is a valid T-sized buffer and len says so.
-    let rc = unsafe { libc::getsockopt(fd, level, name, &mut v as *mut T as *mut _, &mut len) };
-    assert_eq!(rc, 0);
-    v
+fn opt<T: Copy>(fd: i32, level: i32, name: i32) -> T {
+    tcpwin_lab::endpoints::getsockopt(fd, level, name).expect("getsockopt")
 }
 
 /// `ss --json --port P` (with extra environment), checked against the owner of `c`.

@@ -63,20 +63,8 @@ fn connection() -> (TcpStream, TcpStream, u16) {
 }
 
 fn cookie(s: &TcpStream) -> u64 {
-    let mut v = 0u64;
-    let mut len = 8 as libc::socklen_t;
-    // SAFETY: SO_COOKIE writes one u64 into v.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_COOKIE,
-            &mut v as *mut u64 as *mut _,
-            &mut len,
-        )
-    };
-    assert_eq!(rc, 0);
-    v
+    tcpwin_lab::endpoints::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_COOKIE)
+        .expect("SO_COOKIE")
 }
 
 /// The kernel side's lines on stderr.

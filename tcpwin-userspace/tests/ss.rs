@@ -38,13 +38,8 @@ fn ss(args: &[&str]) -> Vec<SsLine> {
 }
 
 fn opt<T: Copy>(fd: i32, level: i32, name: i32) -> T {
-    // SAFETY: plain C types for which all-zero is valid.
-    let mut v: T = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
-    // SAFETY: v is a valid T-sized buffer and len says so.
-    let rc = unsafe { libc::getsockopt(fd, level, name, &mut v as *mut T as *mut _, &mut len) };
-    assert_eq!(rc, 0, "getsockopt({level}, {name})");
-    v
+    tcpwin_lab::endpoints::getsockopt(fd, level, name)
+        .unwrap_or_else(|e| panic!("getsockopt({level}, {name}): {e:#}"))
 }
 
 fn set_int(fd: i32, level: i32, name: i32, v: i32) {
