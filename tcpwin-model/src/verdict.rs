@@ -7,8 +7,8 @@
 //! The order of the questions:
 //! 1. **Is an application not reading?** A zero window with unread data (at the receiver), or a
 //!    zero window seen by the sender, stalls the connection at any rate: `app-not-reading`, never
-//!    `idle`. A backlog that keeps the advertised window under half its size over the interval
-//!    is the same.
+//!    `idle`. So is a backlog that keeps the advertised window under three quarters of its size
+//!    over the interval (half, in one snapshot), and a reader caught between its bursts.
 //! 2. **Does the sender's own buffer bind?** Direct evidence first: data queued up to the send
 //!    buffer while the peer's window and the congestion window allow more; the kernel's
 //!    sndbuf-limited time supports it (it stays at 0 for some write patterns).
