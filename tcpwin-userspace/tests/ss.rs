@@ -291,6 +291,80 @@ fn ss_pid_finds_the_process_namespace() {
     assert!(lines.iter().all(|l| l.facts.id.rport == 5337), "{lines:?}");
 }
 
+/// A sender read without its receiver is judged from the window it is offered (`peer-window`:
+/// run the tool on the receiver); read together with the receiver (`--netns all`) the connection
+/// gets one verdict at both ends, the cap the test set up: the receiver's `SO_RCVBUF`, locked.
+#[test]
+fn a_sender_alone_names_the_peer_window_and_both_ends_name_the_locked_buffer() {
+    use std::sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    };
+    use tcpwin_model::verdict::Side;
+    require_root();
+    let pair = Pair::create(&format!("tcpwt-sspw-{}", std::process::id()), 1500).unwrap();
+    let port: u16 = 5343;
+    let ip_b = pair.ip_b;
+    // the receiver: a listener whose SO_RCVBUF locks autotuning off at 16 KiB (the accepted
+    // socket inherits it); it reads everything as fast as it arrives
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let receiver = tcpwin_lab::netns::in_netns(&pair.b, move || {
+        let l = TcpListener::bind((ip_b, port)).unwrap();
+        // before the connection: the accepted socket inherits the lock (as the lab's receiver)
+        set_int(l.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 16 << 10);
+        ready_tx.send(()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut got = 0u64;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break got,
+                Ok(n) => got += n as u64,
+            }
+        }
+    });
+    ready_rx.recv().unwrap();
+    // the sender: writes until told to stop (about 4 s)
+    let stop = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let stop = stop.clone();
+        tcpwin_lab::netns::in_netns(&pair.a, move || {
+            let mut c = TcpStream::connect((ip_b, port)).unwrap();
+            let data = vec![7u8; 1 << 16];
+            while !stop.load(Ordering::Relaxed) {
+                c.write_all(&data).unwrap();
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let p = port.to_string();
+    let alone = ss(&["--netns", &pair.a, "--port", &p, "-i", "1000", "-c", "2"]);
+    let both = ss(&["--netns", "all", "--port", &p, "-i", "1000", "-c", "2"]);
+    stop.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
+    assert!(receiver.join().unwrap() > 0);
+    // the last reading of each end (the first is over the connection's life)
+    let last = |lines: &[SsLine], ns: &str| -> SsLine {
+        lines
+            .iter()
+            .rev()
+            .find(|l| l.netns_name == ns && l.state_name == "ESTAB")
+            .unwrap_or_else(|| panic!("no socket in {ns}: {lines:?}"))
+            .clone()
+    };
+    let s = last(&alone, &pair.a);
+    assert_eq!(s.verdict.side, Side::Sending, "{s:?}");
+    assert!(s.verdict.peer.is_none(), "{s:?}");
+    assert_eq!(s.verdict.limit, Limit::PeerWindow, "{s:?}");
+    let (s, r) = (last(&both, &pair.a), last(&both, &pair.b));
+    assert_eq!(r.verdict.side, Side::Receiving, "{r:?}");
+    assert_eq!(r.facts.rcvbuf_locked, Some(true), "{r:?}");
+    for end in [&s, &r] {
+        assert!(end.verdict.peer.is_some(), "{end:?}");
+        assert_eq!(end.verdict.limit, Limit::RcvbufLocked, "{end:?}");
+    }
+}
+
 /// Without root, sock_diag still reads the own namespace's sockets (what iproute2's ss does) and
 /// says which facts are then missing.
 #[test]
