@@ -227,13 +227,15 @@ fn flood_losses_are_counted_exactly() {
     );
 }
 
-/// 10,000 short connections: kernel maps are bounded (LRU) and the tracer's memory stays flat.
+/// 10,000 short connections: kernel maps are bounded (LRU) and the tracer's memory stays flat;
+/// every socket is reported, except one whose ESTABLISHED run the kernel itself skipped (a
+/// softirq interrupting the same program on that CPU), which is then counted and said.
 #[test]
 fn ten_thousand_sockets_keep_memory_flat() {
     let port = 5322;
     let stop = Arc::new(AtomicBool::new(false));
     let srv = sink_server(port, stop.clone());
-    let t = start(&["--port", &port.to_string(), "-q"]);
+    let t = start(&["--port", &port.to_string(), "-q", "--json"]);
     let pid = t.child.id();
     connections(port, 1000, 0);
     std::thread::sleep(Duration::from_millis(300));
@@ -241,7 +243,7 @@ fn ten_thousand_sockets_keep_memory_flat() {
     connections(port, 9000, 0);
     std::thread::sleep(Duration::from_millis(300));
     let after = rss_kib(pid);
-    let (status, out, _) = t.stop(Duration::from_secs(30)).unwrap();
+    let (status, out, err) = t.stop(Duration::from_secs(30)).unwrap();
     stop.store(true, Ordering::SeqCst);
     srv.join().unwrap();
     assert!(status.success());
@@ -249,11 +251,24 @@ fn ten_thousand_sockets_keep_memory_flat() {
         after < warm + 4 * 1024,
         "RSS grew from {warm} KiB to {after} KiB over 9,000 connections"
     );
+    let (_, s) = summary_of(&out);
+    assert_eq!(s.counters.state_full, 0, "{s:?}");
+    // the state hook runs (past its closing-state return) three times per connection: the
+    // client's SYN_SENT and both ends' ESTABLISHED; the listener was made before the trace
+    let set_state = s.hook_hits["sock:inet_sock_set_state"];
+    assert!(set_state <= 30_000, "{s:?}");
+    let skipped = 30_000 - set_state;
     assert!(
-        out.contains("sockets reported: 20000"),
-        "both ends of 10,000 connections: {out}"
+        s.sockets <= 20_000 && 20_000 - s.sockets <= skipped,
+        "both ends of 10,000 connections, less at most the {skipped} state-hook runs the kernel skipped: {s:?}"
     );
-    assert!(out.contains("state_full=0"), "{out}");
+    if skipped > 0 {
+        assert!(s.counters.hook_runs_missed >= skipped, "{s:?}");
+        assert!(
+            err.iter().any(|l| l.contains("the kernel skipped")),
+            "a skipped run is never silent: {err:?}"
+        );
+    }
 }
 
 /// The tracepoint backend needs no tracefs: with tracefs and debugfs hidden it still runs.
