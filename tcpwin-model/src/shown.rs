@@ -1,11 +1,11 @@
 //! What the live trace shows: the kinds of lines asked for (`--events`), and by default the
 //! `rcv_ssthresh` steps folded into one line per socket (a transfer makes hundreds of them in its
 //! first second; they are each in `--json`). Pure view state: records in, what to print out.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tcpwin_common::flag;
 
-use crate::{kind::EventKind, record::Record};
+use crate::{kind::EventKind, record::Record, verdict::Side};
 
 /// The names `--events` accepts: the event kinds and `verdict`.
 pub const EVENT_NAMES: [&str; 6] = ["init", "ratio", "space", "seen", "close", "verdict"];
@@ -114,6 +114,48 @@ impl Folds {
     }
 }
 
+/// Which way data flows on each socket, for the text's arrow (`<-`, `->`, `<>` unknown). A verdict
+/// that says receiving or sending decides; before the first one, a socket whose scaling_ratio moved
+/// has received data (the ratio is measured from arriving packets); a later idle verdict keeps
+/// the way data last flowed, so a socket's lines do not switch from `<-` to `<>` when its transfer
+/// ends. Kept for live sockets: a `close` forgets it.
+#[derive(Debug, Default)]
+pub struct Directions {
+    known: HashMap<u64, Side>,
+}
+
+impl Directions {
+    /// Notes what the record and the socket's verdict (`judged`, its last one) tell, and the side
+    /// to draw for this record.
+    pub fn side(&mut self, r: &Record, judged: Option<Side>) -> Option<Side> {
+        let Some(c) = r.cookie() else {
+            return judged;
+        };
+        match judged {
+            Some(s @ (Side::Receiving | Side::Sending)) => {
+                self.known.insert(c, s);
+            }
+            _ if r.kind == EventKind::Ratio => {
+                self.known.entry(c).or_insert(Side::Receiving);
+            }
+            _ => {}
+        }
+        let side = self.of(Some(c), judged);
+        if r.kind == EventKind::Close {
+            self.known.remove(&c);
+        }
+        side
+    }
+
+    /// The side to draw for a socket's line that is not one record (its folded steps).
+    pub fn of(&self, cookie: Option<u64>, judged: Option<Side>) -> Option<Side> {
+        match judged {
+            Some(Side::Receiving | Side::Sending) => judged,
+            _ => cookie.and_then(|c| self.known.get(&c).copied()).or(judged),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +201,30 @@ mod tests {
         let fold = f.take(Some(7)).unwrap();
         assert_eq!((fold.steps, fold.range()), (2, (100, 900)));
         assert!(f.take_all().is_empty());
+    }
+
+    #[test]
+    fn a_socket_keeps_the_way_its_data_flowed() {
+        let mut d = Directions::default();
+        let mut ratio = space(1, (100, 200), (500, 800));
+        ratio.kind = EventKind::Ratio;
+        let step = space(2, (200, 300), (800, 800));
+        let mut close = space(3, (300, 300), (800, 800));
+        close.kind = EventKind::Close;
+        // not known yet, nor judged
+        assert_eq!(d.side(&step, None), None);
+        // a ratio change: data arrived; the socket's later lines say so before any verdict
+        assert_eq!(d.side(&ratio, None), Some(Side::Receiving));
+        assert_eq!(d.side(&step, None), Some(Side::Receiving));
+        assert_eq!(d.of(Some(7), None), Some(Side::Receiving));
+        // an idle verdict after the transfer keeps the way data flowed
+        assert_eq!(d.side(&step, Some(Side::Idle)), Some(Side::Receiving));
+        // a verdict that names a side decides, and is kept
+        assert_eq!(d.side(&step, Some(Side::Sending)), Some(Side::Sending));
+        assert_eq!(d.side(&ratio, Some(Side::Idle)), Some(Side::Sending));
+        // the close is drawn with it, then the socket is forgotten
+        assert_eq!(d.side(&close, None), Some(Side::Sending));
+        assert_eq!(d.of(Some(7), Some(Side::Idle)), Some(Side::Idle));
+        assert!(d.known.is_empty());
     }
 }

@@ -683,6 +683,32 @@ fn text_lines_are_compact_in_time_order_with_the_direction() {
         lines.iter().any(|l| l.contains(" steps from ")),
         "rcv_ssthresh steps folded:\n{out}"
     );
+    // once a socket is drawn with the way its data flows, its later lines (folded steps, an idle
+    // verdict's aftermath, the close) keep that arrow
+    for arrow in ["<-", "->"] {
+        let mut socks: Vec<&str> = lines
+            .iter()
+            .filter(|l| !l.contains(" verdict ") && l.contains(&format!(" {arrow} ")))
+            .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("sk=")))
+            .collect();
+        socks.dedup();
+        for sk in socks {
+            let mine: Vec<&&str> = lines
+                .iter()
+                .filter(|l| !l.contains(" verdict ") && l.split_whitespace().any(|w| w == sk))
+                .collect();
+            let first = mine
+                .iter()
+                .position(|l| l.contains(&format!(" {arrow} ")))
+                .unwrap();
+            for l in &mine[first..] {
+                assert!(
+                    l.contains(&format!(" {arrow} ")),
+                    "{sk} turned from {arrow}: {l}\n{out}"
+                );
+            }
+        }
+    }
     // naming `space` shows each step, and no verdicts
     let tracer = Tracer::start(
         &exe(),

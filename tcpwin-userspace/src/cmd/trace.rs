@@ -17,7 +17,7 @@ use tcpwin_model::{
         Counters, EbpfLogLines, HeaderLine, HeaderTag, Histograms, SummaryLine, SummaryTag,
         VerdictLine,
     },
-    shown::{Folds, Shown},
+    shown::{Directions, Folds, Shown},
     timeline::Sockets,
     verdict::Side,
 };
@@ -50,6 +50,8 @@ struct Out {
     /// which lines (`--events`), and the folded rcv_ssthresh steps waiting to be printed
     shown: Shown,
     folds: Folds,
+    /// the way data flows on each socket, for the text's arrows
+    directions: Directions,
     /// recording: a sample line per traced socket at each verdict tick
     samples: bool,
     pid: Option<u32>,
@@ -60,7 +62,16 @@ struct Out {
 /// One event, as asked: folded (text, an rcv_ssthresh-only step), or printed after the
 /// socket's folded steps. `side`: which way data flows on it, by its last verdict.
 fn emit(out: &mut Out, r: &Record, side: Option<Side>) -> Result<()> {
-    if out.quiet || !out.shown.event(r.kind) {
+    if out.quiet {
+        return Ok(());
+    }
+    // noted for every record, shown or not: the arrow of the socket's later lines
+    let side = if out.json {
+        side
+    } else {
+        out.directions.side(r, side)
+    };
+    if !out.shown.event(r.kind) {
         return Ok(());
     }
     if out.json {
@@ -86,11 +97,9 @@ fn emit(out: &mut Out, r: &Record, side: Option<Side>) -> Result<()> {
 /// Every socket's folded steps (once a second, and at the end).
 fn emit_folds(out: &mut Out, side: &dyn Fn(Option<u64>) -> Option<Side>) -> Result<()> {
     for f in out.folds.take_all() {
-        writeln!(
-            out.w,
-            "{}",
-            view::text::fold_line(&f, out.t0_ns, side(f.last.cookie()))
-        )?;
+        let c = f.last.cookie();
+        let side = out.directions.of(c, side(c));
+        writeln!(out.w, "{}", view::text::fold_line(&f, out.t0_ns, side))?;
     }
     Ok(())
 }
@@ -383,6 +392,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
             quiet: args.quiet,
             shown: Shown::new(args.events.as_deref(), args.json),
             folds: Folds::default(),
+            directions: Directions::default(),
             samples: record.is_some(),
             pid: args.filter.pid,
             t0_ns,

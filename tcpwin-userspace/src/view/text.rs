@@ -34,8 +34,9 @@ pub fn direction(side: Option<Side>) -> &'static str {
     }
 }
 
-/// One grep-friendly line with the JSON's field names: the socket, the direction data flows (by
-/// its last verdict), and the values the event is about (`prev->now` where one changed).
+/// One grep-friendly line with the JSON's field names: the socket, the direction data flows
+/// (`side`, from [`tcpwin_model::shown::Directions`]), and the values the event is about
+/// (`prev->now` where one changed).
 pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>, side: Option<Side>) -> String {
     let id = r.id();
     let who = match (r.pid().or(pid_override), &r.comm) {
@@ -44,8 +45,6 @@ pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>, side: Option
         _ => String::new(),
     };
     let cookie = r.cookie().map(|c| format!(" sk={c:x}")).unwrap_or_default();
-    // not judged yet: a ratio change means data arrived
-    let side = side.or((r.kind == EventKind::Ratio).then_some(Side::Receiving));
     format!(
         "{:>11.6} {:<7} {} {} {}{cookie}{who}{}",
         secs(r.ev.ts_ns, t0_ns),
@@ -145,8 +144,13 @@ fn event_fields(r: &Record) -> String {
 pub fn fold_line(f: &Fold, t0_ns: u64, side: Option<Side>) -> String {
     let id = f.last.id();
     let (from, to) = f.range();
+    let first = secs(f.first.ev.ts_ns, t0_ns);
+    let steps = match f.steps {
+        1 => format!("1 step at {first:.6} s"),
+        n => format!("{n} steps from {first:.6} s"),
+    };
     format!(
-        "{:>11.6} {:<7} {} {} {}{} rcv_ssthresh={from}->{to} ({} steps from {:.6} s; --events space shows each)",
+        "{:>11.6} {:<7} {} {} {}{} rcv_ssthresh={from}->{to} ({steps}; --events space shows each)",
         secs(f.last.ev.ts_ns, t0_ns),
         "space",
         id.local(),
@@ -156,8 +160,6 @@ pub fn fold_line(f: &Fold, t0_ns: u64, side: Option<Side>) -> String {
             .cookie()
             .map(|c| format!(" sk={c:x}"))
             .unwrap_or_default(),
-        f.steps,
-        secs(f.first.ev.ts_ns, t0_ns),
     )
 }
 
@@ -178,4 +180,57 @@ pub fn verdict_text(v: &VerdictLine, t0_ns: u64) -> String {
             .trim_start_matches("verdict: ")
             .replace("\n    ", "; ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwin_common::{kind, Event};
+
+    fn step(ts_ns: u64, from: u32, to: u32) -> Record {
+        Record {
+            ev: Event {
+                ts_ns,
+                kind: kind::SPACE,
+                cookie: 0x1f,
+                flags: flag::PREV | flag::COOKIE,
+                prev_rcv_ssthresh: from,
+                rcv_ssthresh: to,
+                lport: 5201,
+                rport: 40000,
+                ..Event::default()
+            },
+            kind: EventKind::Space,
+            laddr: "10.0.0.2".parse().unwrap(),
+            raddr: "10.0.0.1".parse().unwrap(),
+            comm: None,
+        }
+    }
+
+    /// Folded steps say how many and from when, in the singular for one; the arrow is the side given.
+    #[test]
+    fn folded_steps_read_as_a_sentence() {
+        let one = Fold {
+            first: step(2_000_000, 100, 200),
+            last: step(2_000_000, 100, 200),
+            steps: 1,
+        };
+        let l = fold_line(&one, 1_000_000, Some(Side::Receiving));
+        assert!(l.contains(" <- ") && l.contains("sk=1f"), "{l}");
+        assert!(
+            l.contains("rcv_ssthresh=100->200 (1 step at 0.001000 s;"),
+            "{l}"
+        );
+        let many = Fold {
+            first: step(2_000_000, 100, 200),
+            last: step(5_000_000, 300, 900),
+            steps: 7,
+        };
+        let l = fold_line(&many, 1_000_000, None);
+        assert!(l.contains(" <> "), "{l}");
+        assert!(
+            l.contains("rcv_ssthresh=100->900 (7 steps from 0.001000 s;"),
+            "{l}"
+        );
+    }
 }
