@@ -296,53 +296,38 @@ fn ss_pid_finds_the_process_namespace() {
 /// gets one verdict at both ends, the cap the test set up: the receiver's `SO_RCVBUF`, locked.
 #[test]
 fn a_sender_alone_names_the_peer_window_and_both_ends_name_the_locked_buffer() {
-    use std::sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
-    };
     use tcpwin_model::verdict::Side;
     require_root();
     let pair = Pair::create(&format!("tcpwt-sspw-{}", std::process::id()), 1500).unwrap();
     let port: u16 = 5343;
-    let ip_b = pair.ip_b;
-    // the receiver: a listener whose SO_RCVBUF locks autotuning off at 16 KiB (the accepted
-    // socket inherits it); it reads everything as fast as it arrives
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let receiver = tcpwin_lab::netns::in_netns(&pair.b, move || {
-        let l = TcpListener::bind((ip_b, port)).unwrap();
-        // before the connection: the accepted socket inherits the lock (as the lab's receiver)
-        set_int(l.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 16 << 10);
-        ready_tx.send(()).unwrap();
-        let (mut s, _) = l.accept().unwrap();
-        let mut buf = vec![0u8; 1 << 16];
-        let mut got = 0u64;
-        loop {
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => break got,
-                Ok(n) => got += n as u64,
-            }
-        }
-    });
-    ready_rx.recv().unwrap();
-    // the sender: writes until told to stop (about 4 s)
-    let stop = Arc::new(AtomicBool::new(false));
-    let sender = {
-        let stop = stop.clone();
-        tcpwin_lab::netns::in_netns(&pair.a, move || {
-            let mut c = TcpStream::connect((ip_b, port)).unwrap();
-            let data = vec![7u8; 1 << 16];
-            while !stop.load(Ordering::Relaxed) {
-                c.write_all(&data).unwrap();
-            }
-        })
+    // the lab's endpoints: the receiver's listener locks autotuning off at 16 KiB (SO_RCVBUF,
+    // inherited by the accepted socket) and reads as fast as data arrives; the sender sends 3.5 s
+    let transfer = tcpwin_lab::harness::Transfer {
+        exe: EXE.into(),
+        pair: &pair,
+        port,
+        bytes: 1 << 30,
+        conns: 1,
+        ipv6: false,
+        rcvbuf: Some(16 << 10),
+        timeout: Duration::from_secs(60),
+        send: tcpwin_lab::harness::SendOpts {
+            secs: Some(3.5),
+            ..Default::default()
+        },
     };
-    std::thread::sleep(Duration::from_millis(500));
     let p = port.to_string();
-    let alone = ss(&["--netns", &pair.a, "--port", &p, "-i", "1000", "-c", "2"]);
-    let both = ss(&["--netns", "all", "--port", &p, "-i", "1000", "-c", "2"]);
-    stop.store(true, Ordering::Relaxed);
-    sender.join().unwrap();
-    assert!(receiver.join().unwrap() > 0);
+    let (truth, _, (alone, both)) = transfer
+        .run_watched(false, || {
+            std::thread::sleep(Duration::from_millis(500));
+            (
+                ss(&["--netns", &pair.a, "--port", &p, "-i", "1000", "-c", "2"]),
+                ss(&["--netns", "all", "--port", &p, "-i", "1000", "-c", "2"]),
+            )
+        })
+        .expect("transfer");
+    // the lock as the receiver's own getsockopt reads it: the kernel doubles the request
+    assert_eq!(truth[0].so_rcvbuf, 2 * (16 << 10), "{truth:?}");
     // the last reading of each end (the first is over the connection's life)
     let last = |lines: &[SsLine], ns: &str| -> SsLine {
         lines
