@@ -102,21 +102,8 @@ pub fn short_line(l: &SsLine) -> String {
     )
 }
 
-/// A snapshot: its sockets, or a sentence saying there are none.
-pub fn render(
-    lines: &[SsLine],
-    with_rates: bool,
-    extended: bool,
-    out: &mut impl Write,
-) -> std::io::Result<()> {
-    let mut r = Renderer::new(with_rates, extended);
-    for l in lines {
-        r.line(l, out)?;
-    }
-    r.finish(out)
-}
-
-/// The text a line at a time, as the sockets are judged (nothing kept).
+/// A snapshot's text a line at a time, as the sockets are judged (nothing kept); a snapshot
+/// without sockets is a sentence saying there are none.
 pub struct Renderer {
     with_rates: bool,
     extended: bool,
@@ -211,13 +198,16 @@ mod tests {
         ] {
             assert!(t.contains(w), "{w}: {t}");
         }
-        let mut out = Vec::new();
-        render(std::slice::from_ref(&l), false, false, &mut out).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert_eq!(text.lines().count(), 2, "header and one line: {text}");
-        let mut out = Vec::new();
-        render(&[l], false, true, &mut out).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("verdict: rcvbuf-locked (receiving"), "{text}");
+        let text = |extended| {
+            let mut out = Vec::new();
+            let mut r = Renderer::new(false, extended);
+            r.line(&l, &mut out).unwrap();
+            r.finish(&mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let t = text(false);
+        assert_eq!(t.lines().count(), 2, "header and one line: {t}");
+        let t = text(true);
+        assert!(t.contains("verdict: rcvbuf-locked (receiving"), "{t}");
     }
 }
