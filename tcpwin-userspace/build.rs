@@ -2,6 +2,10 @@
 //! stops here and says so.
 use std::path::PathBuf;
 
+/// The cache's hash, the same code (kernel/cache.rs names the object by it).
+#[path = "src/kernel/fnv.rs"]
+mod fnv;
+
 fn main() {
     println!("cargo:rerun-if-env-changed=TCPWIN_EBPF_OBJ");
     let default = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -24,19 +28,8 @@ fn main() {
     // the object's identity for the pinned iterator's cache (kernel/cache.rs), hashed here so
     // that a command never reads the 5 MB it embeds only to name it
     let bytes = std::fs::read(&obj).expect("the eBPF object is readable");
-    println!("cargo:rustc-env=TCPWIN_EBPF_OBJ_FNV={:016x}", fnv(&bytes));
-}
-
-/// The same hash as `kernel::cache::Fnv` (FNV-1a over 8-byte words, then the tail).
-fn fnv(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut words = bytes.chunks_exact(8);
-    for w in &mut words {
-        h = (h ^ u64::from_le_bytes(w.try_into().expect("8 bytes")))
-            .wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    for b in words.remainder() {
-        h = (h ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    println!(
+        "cargo:rustc-env=TCPWIN_EBPF_OBJ_FNV={:016x}",
+        fnv::hash(&bytes)
+    );
 }

@@ -32,7 +32,10 @@ use aya::{
 use serde::{Deserialize, Serialize};
 use tcpwin_common::{names, Offsets};
 
-use super::btf::{kernel_btf_with, KernelBtf, Layout, VMLINUX};
+use super::{
+    btf::{kernel_btf_with, KernelBtf, Layout, VMLINUX},
+    fnv::Fnv,
+};
 
 /// Where the pinned links live (bpffs).
 pub const PIN_DIR: &str = "/sys/fs/bpf/tcpwin-trace";
@@ -170,33 +173,11 @@ fn layout_of(e: &Entry) -> Layout {
     }
 }
 
-/// A fast 64-bit hash of bytes (FNV-1a over 8-byte words, then the tail): telling one build's
-/// object or one kernel's BTF from another, not resisting an adversary (the files are root's).
-#[derive(Clone, Copy)]
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            let v = u64::from_le_bytes(w.try_into().expect("8 bytes"));
-            self.0 = (self.0 ^ v).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        for b in words.remainder() {
-            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-}
-
 /// The entry's name: the tool, the object and the kernel's BTF it belongs to.
 fn key() -> Result<(String, String, String)> {
     // hashed at build time (build.rs): the embedded bytes are not even paged in
     let object = env!("TCPWIN_EBPF_OBJ_FNV").to_string();
-    let mut h = Fnv::new();
+    let mut h = Fnv::default();
     let mut f = std::fs::File::open(VMLINUX).with_context(|| format!("opening {VMLINUX}"))?;
     // a multiple of 8: the words line up across reads
     let mut buf = vec![0u8; 1 << 16];
@@ -437,23 +418,6 @@ mod tests {
             offsets: vec![0; std::mem::size_of::<Offsets>()],
             absent: vec![],
         }
-    }
-
-    #[test]
-    fn the_hash_tells_contents_apart_wherever_they_differ() {
-        let h = |b: &[u8]| {
-            let mut f = Fnv::new();
-            f.write(b);
-            f.0
-        };
-        let a = vec![7u8; 1000];
-        for i in [0, 7, 8, 999] {
-            let mut b = a.clone();
-            b[i] ^= 1;
-            assert_ne!(h(&a), h(&b), "byte {i}");
-        }
-        assert_ne!(h(&a[..999]), h(&a));
-        assert_eq!(h(&a), h(&a.clone()));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod attach;
 pub mod btf;
 pub mod cache;
+pub mod fnv;
 pub mod iter;
 pub mod log;
 pub mod maps;
