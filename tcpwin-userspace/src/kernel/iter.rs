@@ -63,12 +63,8 @@ impl SocketIter {
 
     /// Loads the iterator and attaches the exporter's counters asked for.
     pub fn load_with(btf_path: &Path, obj: Option<&Path>, c: &Counting) -> Result<SocketIter> {
-        match Self::load_config(btf_path, obj, c, false) {
-            Err(e) if object::refuses_cookie_helper(&e) => {
-                Self::load_config(btf_path, obj, c, true)
-            }
-            r => r,
-        }
+        object::load_reading_cookies(|by_read| Self::load_config(btf_path, obj, c, by_read))
+            .map(|(it, _)| it)
     }
 
     fn load_config(

@@ -73,9 +73,19 @@ pub fn load(opts: &LoadOpts, layout: &Layout, btf: &aya::Btf) -> Result<Ebpf> {
 }
 
 /// Whether a load failed because the kernel refuses `bpf_get_socket_cookie` in tracing programs
-/// (before 5.12): then the object is loaded again with `Config::cookie_by_read`.
-pub fn refuses_cookie_helper(e: &anyhow::Error) -> bool {
+/// (before 5.12).
+fn refuses_cookie_helper(e: &anyhow::Error) -> bool {
     format!("{e:#}").contains("bpf_get_socket_cookie")
+}
+
+/// Runs `load(false)` (load and attach, cookies from the helper); where the kernel refuses the
+/// cookie helper in tracing programs (before 5.12), again as `load(true)`, with
+/// `Config::cookie_by_read`. The second value: whether cookies are read from the socket.
+pub fn load_reading_cookies<T>(mut load: impl FnMut(bool) -> Result<T>) -> Result<(T, bool)> {
+    match load(false) {
+        Err(e) if refuses_cookie_helper(&e) => load(true).map(|t| (t, true)),
+        r => r.map(|t| (t, false)),
+    }
 }
 
 /// What a user is told when cookies are read from the socket.

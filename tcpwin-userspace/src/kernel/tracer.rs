@@ -35,18 +35,17 @@ impl Tracer {
         backend: Backend,
         ringbuf_kib: u32,
     ) -> Result<Tracer> {
-        match Self::load_config(btf_path, obj, config, backend, ringbuf_kib) {
-            Err(e) if object::refuses_cookie_helper(&e) => {
-                let config = Config {
-                    cookie_by_read: 1,
-                    ..config
-                };
-                let mut t = Self::load_config(btf_path, obj, config, backend, ringbuf_kib)?;
-                t.attached.notes.push(object::COOKIE_BY_READ_NOTE.into());
-                Ok(t)
-            }
-            r => r,
+        let (mut t, by_read) = object::load_reading_cookies(|by_read| {
+            let config = Config {
+                cookie_by_read: by_read as u8,
+                ..config
+            };
+            Self::load_config(btf_path, obj, config, backend, ringbuf_kib)
+        })?;
+        if by_read {
+            t.attached.notes.push(object::COOKIE_BY_READ_NOTE.into());
         }
+        Ok(t)
     }
 
     fn load_config(
