@@ -53,9 +53,9 @@ pub enum TransferCmd {
         /// print the kernel's view of each connection (JSON) before closing it
         #[arg(long)]
         report: bool,
-        /// with --report: print it as soon as the last byte is sent and the write side shut
-        /// (nothing more arrives on a sender), not after the receiver closed (it may keep its
-        /// socket open)
+        /// with --report: print it (the same report) as soon as the last byte is sent and the
+        /// write side shut (nothing more arrives on a sender), not after the receiver closed (it
+        /// may keep its socket open)
         #[arg(long, requires = "report")]
         report_early: bool,
         /// send for this many seconds instead of --bytes
@@ -330,25 +330,27 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
                     }
                     None => (None, None),
                 };
-                s.shutdown(std::net::Shutdown::Write)?;
-                if report_early {
-                    let mut truth = ground_truth(&s)?;
-                    truth.throughput_bps = Some((sent as f64 * 8.0 / elapsed.max(1e-9)) as u64);
-                    println!("{}", serde_json::to_string(&truth)?);
-                    std::io::stdout().flush()?;
-                }
-                // wait for the receiver's close so the whole exchange is over
-                let mut sink = [0u8; 64];
-                let _ = s.read(&mut sink);
-                if report && !report_early {
-                    // after the peer's FIN the socket is closed: TCP_INFO still answers
-                    let mut truth = ground_truth(&s)?;
+                // the kernel's view of the connection with the sender's own measurements
+                let say = |s: &TcpStream| -> Result<()> {
+                    let mut truth = ground_truth(s)?;
                     truth.snd_wnd_peak = Some(snd_wnd_peak);
                     truth.throughput_bps = Some((sent as f64 * 8.0 / elapsed.max(1e-9)) as u64);
                     truth.steady_bps = steady;
                     truth.steady_snd_wnd = steady_wnd;
                     println!("{}", serde_json::to_string(&truth)?);
                     std::io::stdout().flush()?;
+                    Ok(())
+                };
+                s.shutdown(std::net::Shutdown::Write)?;
+                if report_early {
+                    say(&s)?;
+                }
+                // wait for the receiver's close so the whole exchange is over
+                let mut sink = [0u8; 64];
+                let _ = s.read(&mut sink);
+                if report && !report_early {
+                    // after the peer's FIN the socket is closed: TCP_INFO still answers
+                    say(&s)?;
                 }
             }
             Ok(())
