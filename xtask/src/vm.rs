@@ -563,7 +563,7 @@ fn check_run(backend: &str, run: &Run, series: &str, problems: &mut Vec<String>)
             problems.push(p(format!("{k} {mine} but getsockopt says {t}")));
         }
     }
-    let legacy = matches!(series, "5.10" | "6.1");
+    let legacy = before_6_6(series);
     if legacy {
         if mine.iter().any(|e| e.scaling_ratio.is_some()) {
             problems.push(p(format!("scaling_ratio should be null on {series}")));
@@ -635,21 +635,31 @@ fn sections(out: &str) -> BTreeMap<String, String> {
     m
 }
 
+/// Series whose kernels predate 6.6: no `tcp_sock.scaling_ratio`, no tcpi_rcv_wnd (6.2), and
+/// `auto` falls back to the older hooks.
+fn before_6_6(series: &str) -> bool {
+    matches!(series, "5.10" | "6.1")
+}
+
+/// A section's lines that parse as `T` (JSON, one per line).
+fn json_lines<T: serde::de::DeserializeOwned>(s: &BTreeMap<String, String>, name: &str) -> Vec<T> {
+    s.get(name)
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Checks `ss --json` (iterator and sock_diag), `check --json` and one exporter scrape in the
 /// guest against the ground truth of the connection the guest kept open (both ends' getsockopt).
 fn check_commands(series: &str, out: &str, problems: &mut Vec<String>) {
     use tcpwin_model::{check::CheckReport, schema::SsLine};
     let s = sections(out);
     let p = |m: String| format!("commands: {m}");
-    let legacy = matches!(series, "5.10" | "6.1");
-    let truths: Vec<EndpointReport> = s
-        .get("RX")
-        .map(|t| {
-            t.lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect()
-        })
-        .unwrap_or_default();
+    let legacy = before_6_6(series);
+    let truths: Vec<EndpointReport> = json_lines(&s, "RX");
     // the receiver's line first, then the sender's
     let [rx, tx] = truths.as_slice() else {
         problems.push(p(format!(
@@ -657,15 +667,6 @@ fn check_commands(series: &str, out: &str, problems: &mut Vec<String>) {
             truths.len()
         )));
         return;
-    };
-    let lines = |name: &str| -> Vec<SsLine> {
-        s.get(name)
-            .map(|t| {
-                t.lines()
-                    .filter_map(|l| serde_json::from_str(l).ok())
-                    .collect()
-            })
-            .unwrap_or_default()
     };
     for (name, exit, err, source) in [
         ("SS", "SSEXIT", "SSERR", "iterator"),
@@ -676,7 +677,7 @@ fn check_commands(series: &str, out: &str, problems: &mut Vec<String>) {
             problems.push(p(format!("ss ({source}) failed: {}", err.trim())));
             continue;
         }
-        let ls = lines(name);
+        let ls: Vec<SsLine> = json_lines(&s, name);
         let Some(l) = ls.iter().find(|l| l.facts.id.cookie == Some(rx.cookie)) else {
             problems.push(p(format!(
                 "ss ({source}) does not list the receiver {:x}",
@@ -716,8 +717,8 @@ fn check_commands(series: &str, out: &str, problems: &mut Vec<String>) {
             }
             _ => {
                 // tcp_info's tcpi_rcv_wnd came in 6.2: null before, and said
-                let old = legacy;
-                if old != l.facts.rcv_wnd.is_none() || (old && !err.contains("tcpi_rcv_wnd")) {
+                if legacy != l.facts.rcv_wnd.is_none() || (legacy && !err.contains("tcpi_rcv_wnd"))
+                {
                     problems.push(p(format!(
                         "sock_diag rcv_wnd {:?} on {series} (stderr: {})",
                         l.facts.rcv_wnd,
@@ -825,7 +826,7 @@ pub fn vm_test(kernels: &str) -> Result<()> {
         check_commands(series, &out, &mut problems);
         let auto = runs.get("auto");
         let (chosen, hooks) = auto.map(|r| backend_line(&r.err)).unwrap_or_default();
-        if !matches!(series, "5.10" | "6.1") {
+        if !before_6_6(series) {
             for want in [
                 "tcp_measure_rcv_mss:fexit",
                 "tcp_rcv_space_adjust:fentry",
@@ -839,7 +840,7 @@ pub fn vm_test(kernels: &str) -> Result<()> {
             problems.push(format!("auto: {series} should report its fallback hooks"));
         }
         let events = auto.map(|r| r.trace.len()).unwrap_or(0);
-        let ratio = if matches!(series, "5.10" | "6.1") {
+        let ratio = if before_6_6(series) {
             "absent"
         } else {
             "present"
