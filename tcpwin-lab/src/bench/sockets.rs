@@ -158,9 +158,8 @@ fn exporter(env: &Env, ns: &str, runs: usize) -> Result<ExporterCost> {
 }
 
 /// `tcpwin-trace ss` against `ss -tin` (both text, neither naming processes) in namespace `ns`
-/// holding at least `n` sockets,
-/// with the pinned iterator (`cached`) or without: medians of `runs` (wall ms, peak RSS MiB) of
-/// each, and one snapshot's time once loaded.
+/// holding at least `n` sockets, with the pinned iterator (`cached`) or without: medians of
+/// `runs` (wall ms, peak RSS MiB) of each, and one snapshot's time once loaded.
 fn ss_row(env: &Env, ns: &str, n: usize, runs: usize, cached: bool) -> Result<SsBenchRow> {
     let cache = if cached { "on" } else { "off" };
     let tool = |extra: &[&str]| {
@@ -217,8 +216,8 @@ pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Res
     let exp = exporter(env, &pair.a, runs)?;
     drop(socks);
     if json_out {
-        for r in &rows {
-            print_row(&BenchRow::Ss(r.clone()));
+        for r in rows {
+            print_row(&BenchRow::Ss(r));
         }
         print_row(&BenchRow::Exporter(ExporterBenchRow {
             sockets: n as u64,
