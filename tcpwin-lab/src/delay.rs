@@ -218,6 +218,13 @@ pub struct DirStats {
     /// frames that left more than 1 ms after their due time
     pub late: AtomicU64,
     pub max_late_us: AtomicU64,
+    /// frames that waited more than 1 ms in the receive socket before the line read them
+    /// (their due time is that much late too)
+    pub rx_late: AtomicU64,
+    pub max_rx_wait_us: AtomicU64,
+    /// what the line added to the asked delay, summed over the frames: waiting to be read plus
+    /// leaving after the due time, µs
+    pub added_us: AtomicU64,
     /// the receive socket's own drops (PACKET_STATISTICS), read at the end
     pub socket_drops: AtomicU64,
 }
@@ -232,12 +239,43 @@ pub struct Totals {
     pub socket_drops: u64,
     pub late: u64,
     pub max_late_us: u64,
+    pub rx_late: u64,
+    pub max_rx_wait_us: u64,
+    /// the mean the line added to a round trip (one frame each way) beyond the asked delay, µs
+    pub added_rtt_us: u64,
 }
+
+/// A path keeps its delay when the line added, on average, at most this share of the RTT to a
+/// round trip (waiting to be read plus leaving late, both ways): the judge calls an RTT queued
+/// from an eighth of the base RTT over it, so a late line must stay well under that...
+pub const ADDED_RTT_SHARE_MAX: f64 = 1.0 / 20.0;
+/// ...or under this, on short paths (µs).
+pub const ADDED_RTT_FLOOR_US: u64 = 500;
 
 impl Totals {
     /// Frames the delay line itself lost or could not hand over.
     pub fn own_drops(&self) -> u64 {
         self.queue_drops + self.socket_drops
+    }
+
+    /// The share of forwarded frames more than 1 ms late on either side of the line.
+    pub fn late_share(&self) -> f64 {
+        (self.late + self.rx_late) as f64 / self.forwarded.max(1) as f64
+    }
+
+    /// The most the line held a frame beyond its due time, µs (leaving and waiting to be read,
+    /// each side's worst added: an upper bound).
+    pub fn worst_late_us(&self) -> u64 {
+        self.max_late_us + self.max_rx_wait_us
+    }
+
+    /// Whether the line kept the delay of a path of `rtt` within the stated bound
+    /// ([`ADDED_RTT_SHARE_MAX`], [`ADDED_RTT_FLOOR_US`]); a row measured on a late path is not
+    /// judged. Single late frames (a stall) do not count against it: they move a smoothed RTT
+    /// by an eighth of their lateness, once.
+    pub fn on_time(&self, rtt: Duration) -> bool {
+        let bound = ((rtt.as_micros() as f64 * ADDED_RTT_SHARE_MAX) as u64).max(ADDED_RTT_FLOOR_US);
+        self.added_rtt_us <= bound
     }
 }
 
@@ -312,6 +350,8 @@ fn open(from: &str, to: &str, mtu: u32) -> Result<(OwnedFd, TxRing)> {
         .context("PACKET_IGNORE_OUTGOING (Linux 4.20+)")?;
     // room for bursts while the thread sends; SO_RCVBUFFORCE passes rmem_max
     let _ = setopt(&rx, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 32 << 20);
+    // each frame's arrival time, to count how long it waited before the line read it
+    let _ = setopt(&rx, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1);
     let frame_size = (mtu as usize + 14 + 4 + TX_DATA_OFFSET)
         .next_power_of_two()
         .max(2048);
@@ -344,6 +384,139 @@ fn socket_drops(rx: &OwnedFd) -> u64 {
     }
 }
 
+/// A frame later than this (µs) on either side of the line is counted late.
+const LATE_US: u64 = 1000;
+
+fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// µs between the kernel's arrival stamp and now (both CLOCK_REALTIME); None for a stamp that
+/// cannot be this frame's arrival (in the future, or older than a second: another clock).
+fn waited_us(kernel_ns: u64, now_ns: u64) -> Option<u64> {
+    let w = now_ns.checked_sub(kernel_ns)?;
+    (w < 1_000_000_000).then_some(w / 1000)
+}
+
+/// One frame from the receive socket, without waiting, with the kernel's arrival stamp
+/// (SO_TIMESTAMPNS, CLOCK_REALTIME) when it gave one; None when nothing is waiting.
+fn recv_stamped(rx: &OwnedFd, buf: &mut [u8]) -> Option<(usize, Option<u64>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut _,
+        iov_len: buf.len(),
+    };
+    // room for one SCM_TIMESTAMPNS (a timespec), aligned for cmsghdr
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data, valid all-zero.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr() as *mut _;
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: msg points at a valid iovec and control buffer for the call's duration.
+    let len = unsafe { libc::recvmsg(rx.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+    if len <= 0 {
+        return None;
+    }
+    let mut stamp = None;
+    // SAFETY: walking the control messages the kernel wrote into `control`, with the libc
+    // macros that bound each to msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                stamp = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Some((len as usize, stamp))
+}
+
+/// Reads one frame into the buffer: its length and the kernel's arrival stamp (CLOCK_REALTIME
+/// ns, when given); None when nothing waits.
+type Recv<'a> = dyn FnMut(&mut [u8]) -> Option<(usize, Option<u64>)> + 'a;
+
+/// One direction's frames waiting for their due time.
+struct Inbox {
+    /// (due, frame), in due order
+    queue: VecDeque<(Instant, Vec<u8>)>,
+    /// bytes held, and the most allowed
+    queued: usize,
+    queue_limit: usize,
+    delay: Duration,
+    bottleneck: Option<Bottleneck>,
+    /// when the bottleneck link is free again
+    link_free: Instant,
+    /// buffers to reuse
+    free: Vec<Vec<u8>>,
+}
+
+impl Inbox {
+    /// Takes every frame waiting in `recv` (a frame's length and the kernel's arrival stamp;
+    /// None when nothing waits), each stamped by `now()` right after it was read: never before
+    /// it was there. (One stamp taken before a whole drain made the frames that arrived during
+    /// the drain early by up to its length: a path of 18 ms measured 14 ms by TCP.)
+    fn take(
+        &mut self,
+        recv: &mut Recv,
+        now: &mut dyn FnMut() -> Instant,
+        st: &DirStats,
+    ) {
+        loop {
+            let mut buf = self.free.pop().unwrap_or_else(|| vec![0u8; FRAME_MAX]);
+            buf.resize(FRAME_MAX, 0);
+            let Some((len, kernel_ns)) = recv(&mut buf) else {
+                self.free.push(buf);
+                break;
+            };
+            let arrived = now();
+            buf.truncate(len);
+            // how long the frame waited in the receive socket before the line read it (the
+            // kernel's arrival stamp): lateness the line adds on this side
+            if let Some(waited) = kernel_ns.and_then(|k| waited_us(k, realtime_ns())) {
+                if waited > LATE_US {
+                    st.rx_late.fetch_add(1, Ordering::Relaxed);
+                }
+                st.max_rx_wait_us.fetch_max(waited, Ordering::Relaxed);
+                st.added_us.fetch_add(waited, Ordering::Relaxed);
+            }
+            let due = match self.bottleneck {
+                None => arrived + self.delay,
+                Some(b) => {
+                    // the frame waits for the frames ahead of it on the link
+                    let start = self.link_free.max(arrived);
+                    let backlog = start.saturating_duration_since(arrived).as_secs_f64()
+                        * b.rate_bps as f64
+                        / 8.0;
+                    if backlog > b.queue_bytes as f64 {
+                        st.bottleneck_drops.fetch_add(1, Ordering::Relaxed);
+                        self.free.push(buf);
+                        continue;
+                    }
+                    self.link_free =
+                        start + Duration::from_secs_f64(buf.len() as f64 * 8.0 / b.rate_bps as f64);
+                    self.link_free + self.delay
+                }
+            };
+            if self.queued + buf.len() > self.queue_limit {
+                st.queue_drops.fetch_add(1, Ordering::Relaxed);
+                self.free.push(buf);
+                continue;
+            }
+            self.queued += buf.len();
+            self.queue.push_back((due, buf));
+        }
+    }
+}
+
 /// One direction: receive on `from`, hold `delay`, send on `to`.
 fn forward(
     rx: OwnedFd,
@@ -354,16 +527,20 @@ fn forward(
     stop: Arc<AtomicBool>,
     st: Arc<DirStats>,
 ) -> Result<()> {
-    let mut queue: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
-    // when the bottleneck link is free again
-    let mut link_free = Instant::now();
-    let mut free: Vec<Vec<u8>> = Vec::new();
-    let mut queued = 0usize;
+    let mut inbox = Inbox {
+        queue: VecDeque::new(),
+        queued: 0,
+        queue_limit,
+        delay,
+        bottleneck,
+        link_free: Instant::now(),
+        free: Vec::new(),
+    };
     let mut stats_read = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
         let mut put = 0;
-        while let Some((due, frame)) = queue.front() {
+        while let Some((due, frame)) = inbox.queue.front() {
             if *due > now {
                 break;
             }
@@ -373,13 +550,14 @@ fn forward(
             }
             put += 1;
             let late = now.saturating_duration_since(*due).as_micros() as u64;
-            if late > 1000 {
+            st.added_us.fetch_add(late, Ordering::Relaxed);
+            if late > LATE_US {
                 st.late.fetch_add(1, Ordering::Relaxed);
             }
             st.max_late_us.fetch_max(late, Ordering::Relaxed);
-            let (_, frame) = queue.pop_front().expect("front exists");
-            queued -= frame.len();
-            free.push(frame);
+            let (_, frame) = inbox.queue.pop_front().expect("front exists");
+            inbox.queued -= frame.len();
+            inbox.free.push(frame);
         }
         if put > 0 {
             // a refused send is counted; the kernel keeps the frame and retries it next time
@@ -390,12 +568,17 @@ fn forward(
             st.send_retries.fetch_add(refused as u64, Ordering::Relaxed);
             st.forwarded.fetch_add(put as u64, Ordering::Relaxed);
         }
-        if queue.front().is_some_and(|(due, _)| *due <= Instant::now()) && put == 0 {
+        if inbox
+            .queue
+            .front()
+            .is_some_and(|(due, _)| *due <= Instant::now())
+            && put == 0
+        {
             // the ring is full: give the receiver a moment
             std::thread::sleep(Duration::from_micros(100));
             continue;
         }
-        let wait = match queue.front() {
+        let wait = match inbox.queue.front() {
             Some((due, _)) => due.saturating_duration_since(Instant::now()),
             None => Duration::from_millis(50),
         }
@@ -414,51 +597,7 @@ fn forward(
         if n <= 0 {
             continue;
         }
-        // take everything that arrived, stamped with its due time
-        let arrived = Instant::now();
-        loop {
-            let mut buf = free.pop().unwrap_or_else(|| vec![0u8; FRAME_MAX]);
-            buf.resize(FRAME_MAX, 0);
-            // SAFETY: buf is writable for its length.
-            let len = unsafe {
-                libc::recv(
-                    rx.as_raw_fd(),
-                    buf.as_mut_ptr() as *mut _,
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if len <= 0 {
-                free.push(buf);
-                break;
-            }
-            buf.truncate(len as usize);
-            let due = match bottleneck {
-                None => arrived + delay,
-                Some(b) => {
-                    // the frame waits for the frames ahead of it on the link
-                    let start = link_free.max(arrived);
-                    let backlog = start.saturating_duration_since(arrived).as_secs_f64()
-                        * b.rate_bps as f64
-                        / 8.0;
-                    if backlog > b.queue_bytes as f64 {
-                        st.bottleneck_drops.fetch_add(1, Ordering::Relaxed);
-                        free.push(buf);
-                        continue;
-                    }
-                    link_free =
-                        start + Duration::from_secs_f64(buf.len() as f64 * 8.0 / b.rate_bps as f64);
-                    link_free + delay
-                }
-            };
-            if queued + buf.len() > queue_limit {
-                st.queue_drops.fetch_add(1, Ordering::Relaxed);
-                free.push(buf);
-                continue;
-            }
-            queued += buf.len();
-            queue.push_back((due, buf));
-        }
+        inbox.take(&mut |buf| recv_stamped(&rx, buf), &mut Instant::now, &st);
         // reading the kernel's statistics resets them: add them up, ten times a second
         if stats_read.elapsed() > Duration::from_millis(100) {
             st.socket_drops
@@ -552,6 +691,17 @@ impl DelayLine {
             t.socket_drops += s.socket_drops.load(Ordering::Relaxed);
             t.late += s.late.load(Ordering::Relaxed);
             t.max_late_us = t.max_late_us.max(s.max_late_us.load(Ordering::Relaxed));
+            t.rx_late += s.rx_late.load(Ordering::Relaxed);
+            t.max_rx_wait_us = t
+                .max_rx_wait_us
+                .max(s.max_rx_wait_us.load(Ordering::Relaxed));
+            // a round trip is a frame each way: the directions' means add up
+            let n = s.forwarded.load(Ordering::Relaxed);
+            t.added_rtt_us += s
+                .added_us
+                .load(Ordering::Relaxed)
+                .checked_div(n)
+                .unwrap_or(0);
         }
         t
     }
@@ -566,6 +716,9 @@ impl DelayLine {
                 &s.send_retries,
                 &s.late,
                 &s.max_late_us,
+                &s.rx_late,
+                &s.max_rx_wait_us,
+                &s.added_us,
                 &s.socket_drops,
             ] {
                 c.store(0, Ordering::Relaxed);
@@ -579,6 +732,60 @@ impl Drop for DelayLine {
         self.stop.store(true, Ordering::SeqCst);
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inbox(bottleneck: Option<Bottleneck>) -> Inbox {
+        Inbox {
+            queue: VecDeque::new(),
+            queued: 0,
+            queue_limit: 1 << 20,
+            delay: Duration::from_millis(9),
+            bottleneck,
+            link_free: Instant::now(),
+            free: Vec::new(),
+        }
+    }
+
+    /// Frames read one after the other while the clock moves (a long drain): each is due
+    /// `delay` after its own reading, never after the drain's start.
+    #[test]
+    fn each_frame_is_due_a_delay_after_it_was_read() {
+        for neck in [
+            None,
+            Some(Bottleneck {
+                rate_bps: 1_000_000_000,
+                queue_bytes: 1 << 20,
+            }),
+        ] {
+            let mut b = inbox(neck);
+            // frames arrive 4 ms apart while the line reads them: the clock moves with each
+            // reading, and each frame's reading time is kept
+            let clock = std::cell::Cell::new(Instant::now());
+            let mut read_at = Vec::new();
+            let mut recv = |buf: &mut [u8]| {
+                if read_at.len() == 3 {
+                    return None;
+                }
+                clock.set(clock.get() + Duration::from_millis(4));
+                read_at.push(clock.get());
+                buf[0] = read_at.len() as u8;
+                Some((100, None))
+            };
+            let mut now = || clock.get();
+            b.take(&mut recv, &mut now, &DirStats::default());
+            assert_eq!((b.queue.len(), read_at.len()), (3, 3));
+            for ((due, _), read) in b.queue.iter().zip(&read_at) {
+                assert!(
+                    *due >= *read + b.delay,
+                    "{neck:?}: due {due:?} read {read:?}"
+                );
+            }
         }
     }
 }
