@@ -448,6 +448,31 @@ pub struct WanRow {
     pub path_late: u64,
     pub path_max_late_us: u64,
     pub path_drops: u64,
+    /// frames that waited more than 1 ms in the line's receive socket, the longest wait (µs),
+    /// and every frame it forwarded
+    #[serde(default)]
+    pub path_rx_late: u64,
+    #[serde(default)]
+    pub path_max_rx_wait_us: u64,
+    #[serde(default)]
+    pub path_forwarded: u64,
+    /// what the delay line added to a round trip on average beyond the asked RTT, µs
+    #[serde(default)]
+    pub path_added_rtt_us: u64,
+    /// the path kept its delay (late frames within the lab's bound): only such a row is judged
+    #[serde(default = "yes")]
+    pub path_on_time: bool,
+    /// which attempt at this row this is (a row whose path was late is run again)
+    #[serde(default = "one")]
+    pub attempt: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl WanRow {

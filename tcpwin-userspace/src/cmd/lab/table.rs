@@ -210,10 +210,22 @@ pub fn wan_row(r: &WanRow) {
 /// After the rows: the delay line's troubles and each row's setting and fix.
 pub fn wan_notes(rows: &[WanRow]) {
     println!("(both ends read together and judged as one connection; measured = the sender's own rate over the last 4 of 6 s, or the program's own report; (!) marks a verdict other than the scenario's)");
-    for r in rows.iter().filter(|r| r.path_drops > 0 || r.path_late > 0) {
+    for r in rows
+        .iter()
+        .filter(|r| r.path_drops > 0 || r.path_late + r.path_rx_late > 0)
+    {
         println!(
-            "path {} {}: {} frames left more than 1 ms late (latest {} us), {} lost by the delay line",
-            r.scenario, r.condition, r.path_late, r.path_max_late_us, r.path_drops
+            "path {} {} (attempt {}): {} us added to a round trip on average; {} of {} frames more than 1 ms late (leaving: latest {} us; waiting to be read: longest {} us), {} lost by the delay line{}",
+            r.scenario,
+            r.condition,
+            r.attempt,
+            r.path_added_rtt_us,
+            r.path_late + r.path_rx_late,
+            r.path_forwarded,
+            r.path_max_late_us,
+            r.path_max_rx_wait_us,
+            r.path_drops,
+            if r.path_on_time { "" } else { ": not judged" }
         );
     }
     for r in rows.iter().filter(|r| r.suggested.is_some() && r.run == 1) {
@@ -228,16 +240,26 @@ pub fn wan_notes(rows: &[WanRow]) {
     }
 }
 
-/// The accuracy table: scenario x congestion control x end, expected vs got over the runs.
+/// The accuracy table: scenario x congestion control x end, expected vs got over the runs; the
+/// measured / predicted throughput as a spread (median, worst); rows not judged (late path).
 pub fn print_accuracy(t: &super::wan::Accuracy) {
     println!(
-        "\n{:<18} {:<58} {:<5} {:<9} {:<37} {:>8}  got",
-        "scenario", "setup", "cc", "end", "expected", "accuracy"
+        "\n{:<18} {:<58} {:<5} {:<9} {:<37} {:>8}  {:<17} got",
+        "scenario", "setup", "cc", "end", "expected", "accuracy", "measured/predicted"
     );
-    for (k, (ok, n, got)) in t {
-        let got: Vec<String> = got.iter().map(|(l, c)| format!("{l} x{c}")).collect();
+    for (k, x) in t {
+        let got: Vec<String> = x.got.iter().map(|(l, c)| format!("{l} x{c}")).collect();
+        let spread = x
+            .spread()
+            .map(|(m, w)| format!("{m:.2} (worst {w:.2})"))
+            .unwrap_or_else(|| "-".into());
+        let unjudged = if x.unjudged > 0 {
+            format!("; {} not judged: path late", x.unjudged)
+        } else {
+            String::new()
+        };
         println!(
-            "{:<18} {:<58} {:<5} {:<9} {:<37} {:>3}/{:<3} {:>3.0}%  {}",
+            "{:<18} {:<58} {:<5} {:<9} {:<37} {:>3}/{:<3} {:>3.0}%  {:<17} {}{unjudged}",
             k.scenario,
             k.setup,
             k.cc,
@@ -246,9 +268,10 @@ pub fn print_accuracy(t: &super::wan::Accuracy) {
                 Some(a) => format!("{}|{}", k.expected.id(), a.id()),
                 None => k.expected.id().to_string(),
             },
-            ok,
-            n,
-            *ok as f64 * 100.0 / (*n).max(1) as f64,
+            x.ok,
+            x.n,
+            x.ok as f64 * 100.0 / x.n.max(1) as f64,
+            spread,
             got.join(", ")
         );
     }
