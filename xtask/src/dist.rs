@@ -9,9 +9,8 @@ use crate::{root, run_cmd};
 
 const TARGET: &str = "x86_64-unknown-linux-gnu";
 
-/// Builds the package; returns the .deb's path.
-pub fn dist(obj: &Path) -> Result<PathBuf> {
-    let bin = static_binary(obj)?;
+/// Builds the package from the static binary; returns the .deb's path.
+pub fn dist(bin: &Path) -> Result<PathBuf> {
     let version = env!("CARGO_PKG_VERSION");
     let out = root().join("target/dist");
     let stage = out.join("stage");
@@ -27,7 +26,7 @@ pub fn dist(obj: &Path) -> Result<PathBuf> {
         std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode))?;
         Ok(())
     };
-    put(&bin, "usr/bin/tcpwin-trace", 0o755)?;
+    put(bin, "usr/bin/tcpwin-trace", 0o755)?;
     put(
         &root().join("dist/tcpwin-exporter.service"),
         "lib/systemd/system/tcpwin-exporter.service",
@@ -64,7 +63,7 @@ pub fn dist(obj: &Path) -> Result<PathBuf> {
     )?;
     // man pages, from the binary's own clap definitions
     let man = stage.join("usr/share/man/man1");
-    run_cmd(Command::new(&bin).arg("manpages").arg(&man))?;
+    run_cmd(Command::new(bin).arg("manpages").arg(&man))?;
     for page in std::fs::read_dir(&man)? {
         run_cmd(Command::new("gzip").args(["-9n"]).arg(page?.path()))?;
     }
@@ -99,8 +98,9 @@ pub fn dist(obj: &Path) -> Result<PathBuf> {
 }
 
 /// `tcpwin-trace` with glibc linked in (`+crt-static`, a static PIE), checked to need no
-/// dynamic loader. Its own target directory keeps the flag off the ordinary build.
-fn static_binary(obj: &Path) -> Result<PathBuf> {
+/// dynamic loader: what the package holds and the qemu guests run. Built for an explicit
+/// `--target`, so the flag stays off the ordinary build (and off build scripts).
+pub fn static_binary(obj: &Path) -> Result<PathBuf> {
     run_cmd(
         Command::new(env!("CARGO"))
             .current_dir(root())

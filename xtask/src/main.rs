@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 mod dist;
+mod suite;
 mod toolchain;
 mod vm;
 
@@ -72,14 +73,7 @@ fn run() -> Result<()> {
         Cmd::Setup => toolchain::setup(),
         Cmd::BuildEbpf { debug } => build_ebpf(!debug).map(|_| ()),
         Cmd::Build => build().map(|_| ()),
-        Cmd::Test { args, no_vm } => {
-            test(&args)?;
-            if no_vm {
-                println!("xtask: vm-test skipped (--no-vm)");
-                return Ok(());
-            }
-            vm::vm_test(vm::DEFAULT_KERNELS)
-        }
+        Cmd::Test { args, no_vm } => test(&args, no_vm),
         Cmd::Demo => demo(),
         Cmd::Bench { args } => {
             let obj = build()?;
@@ -97,11 +91,9 @@ fn run() -> Result<()> {
                     .args(&args),
             )
         }
-        Cmd::Dist => dist::dist(&build_ebpf(true)?).map(|deb| println!("{}", deb.display())),
-        Cmd::VmTest { kernels } => {
-            build_ebpf(true)?;
-            vm::vm_test(&kernels)
-        }
+        Cmd::Dist => dist::dist(&dist::static_binary(&build_ebpf(true)?)?)
+            .map(|deb| println!("{}", deb.display())),
+        Cmd::VmTest { kernels } => vm::vm_test(&kernels, &dist::static_binary(&build_ebpf(true)?)?),
     }
 }
 
@@ -165,52 +157,46 @@ fn build_ebpf_variant(release: bool, feature: Option<&str>) -> Result<PathBuf> {
     Ok(out)
 }
 
+/// A host cargo command at the workspace root, embedding `obj`. Every build, clippy and test
+/// run sets the same `TCPWIN_EBPF_OBJ`: the build script reruns when it changes, and with it the
+/// whole product crate.
+fn cargo(obj: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO"));
+    c.current_dir(root()).env("TCPWIN_EBPF_OBJ", obj);
+    c
+}
+
 /// Builds the eBPF object, then the product (`tcpwin-trace`, which embeds it) and the benchmark
 /// (`tcpwin-bench`, which loads its calibration program from it); returns the object's path.
 fn build() -> Result<PathBuf> {
     let obj = build_ebpf(true)?;
-    run_cmd(
-        Command::new(env!("CARGO"))
-            .current_dir(root())
-            .env("TCPWIN_EBPF_OBJ", &obj)
-            .args([
-                "build",
-                "--release",
-                "-p",
-                "tcpwin-userspace",
-                "-p",
-                "tcpwin-lab",
-            ]),
-    )?;
+    run_cmd(cargo(&obj).args([
+        "build",
+        "--release",
+        "-p",
+        "tcpwin-userspace",
+        "-p",
+        "tcpwin-lab",
+    ]))?;
     Ok(obj)
 }
 
-fn test(extra: &[String]) -> Result<()> {
+/// Everything CI checks. The whole suite runs even when a test binary fails (`--no-fail-fast`),
+/// and the qemu matrix after it; one summary at the end names what failed.
+fn test(extra: &[String], no_vm: bool) -> Result<()> {
+    let t0 = std::time::Instant::now();
     let obj = build()?;
-    // the package the dist test installs
-    let deb = dist::dist(&obj)?;
+    // one static build: the package the dist test installs, and the binary the guests run
+    let static_bin = dist::static_binary(&obj)?;
+    let deb = dist::dist(&static_bin)?;
     // what the tests call besides the tracer (installed by `setup` too; checked here for machines
     // that got the toolchain earlier)
     // prometheus: promtool checks the exporter's format and the rules, a real Prometheus scrapes
     // it; iperf3, nginx-light, curl: the lab's real-program scenarios; util-linux: setpriv
-    toolchain::apt_install(&[
-        "bpftool",
-        "ethtool",
-        "iproute2",
-        "prometheus",
-        "iperf3",
-        "nginx-light",
-        "curl",
-        "util-linux",
-    ])?;
-    let cargo = env!("CARGO");
-    run_cmd(
-        Command::new(cargo)
-            .current_dir(root())
-            .args(["fmt", "--all", "--", "--check"]),
-    )
-    .context("cargo fmt found unformatted code: run `cargo fmt --all`")?;
-    run_cmd(Command::new(cargo).current_dir(root()).args([
+    toolchain::apt_install(toolchain::TEST_PACKAGES)?;
+    run_cmd(cargo(&obj).args(["fmt", "--all", "--", "--check"]))
+        .context("cargo fmt found unformatted code: run `cargo fmt --all`")?;
+    run_cmd(cargo(&obj).args([
         "fmt",
         "--manifest-path",
         "tcpwin-ebpf/Cargo.toml",
@@ -220,7 +206,7 @@ fn test(extra: &[String]) -> Result<()> {
     .context(
         "the eBPF crate is unformatted: run `cargo fmt --manifest-path tcpwin-ebpf/Cargo.toml`",
     )?;
-    run_cmd(Command::new(cargo).current_dir(root()).args([
+    run_cmd(cargo(&obj).args([
         "clippy",
         "--release",
         "--workspace",
@@ -230,13 +216,37 @@ fn test(extra: &[String]) -> Result<()> {
         "warnings",
     ]))?;
     // End-to-end tests create namespaces with fixed prefixes and load BPF programs: one at a time.
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root())
-        .env("TCPWIN_REQUIRE_EBPF", "1")
+    let mut cmd = cargo(&obj);
+    cmd.env("TCPWIN_REQUIRE_EBPF", "1")
         .env("TCPWIN_DEB", &deb)
-        .args(["test", "--release", "--workspace", "--", "--test-threads=1"])
+        .args(["test", "--release", "--workspace", "--no-fail-fast"])
+        .args(["--", "--test-threads=1"])
         .args(extra);
-    run_cmd(&mut cmd)
+    let mut failed = suite::run(&mut cmd)?;
+    if no_vm {
+        println!("xtask: vm-test skipped (--no-vm)");
+    } else if let Err(e) = vm::vm_test(vm::DEFAULT_KERNELS, &static_bin) {
+        failed.push(format!("vm-test: {e:#}"));
+    }
+    let took = t0.elapsed().as_secs();
+    if failed.is_empty() {
+        println!(
+            "xtask test: all passed in {} min {} s",
+            took / 60,
+            took % 60
+        );
+        return Ok(());
+    }
+    println!(
+        "xtask test: {} failed (after {} min {} s):",
+        failed.len(),
+        took / 60,
+        took % 60
+    );
+    for f in &failed {
+        println!("  {f}");
+    }
+    bail!("{} failed", failed.len())
 }
 
 fn demo() -> Result<()> {

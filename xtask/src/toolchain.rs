@@ -24,6 +24,20 @@ const APT_PACKAGES: [&str; 6] = [
     "bpftool",
 ];
 
+/// What the tests call besides the tracer: promtool and a real Prometheus (the exporter's
+/// format, the rules), the lab's real programs (iperf3, nginx, curl), setpriv (util-linux: the
+/// unprivileged runs), bpftool (the kernel's own listing of programs).
+pub const TEST_PACKAGES: &[&str] = &[
+    "bpftool",
+    "ethtool",
+    "iproute2",
+    "prometheus",
+    "iperf3",
+    "nginx-light",
+    "curl",
+    "util-linux",
+];
+
 pub enum Toolchain {
     Debian { cargo_bin: PathBuf },
     Nightly { cargo_bin: PathBuf },

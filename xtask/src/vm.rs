@@ -362,25 +362,6 @@ echo "@@DONE"
 poweroff -f
 "#;
 
-fn build_static_tracer() -> Result<PathBuf> {
-    let target = "x86_64-unknown-linux-gnu";
-    run_cmd(
-        Command::new(env!("CARGO"))
-            .current_dir(root())
-            .env("RUSTFLAGS", "-C target-feature=+crt-static")
-            .args([
-                "build",
-                "--release",
-                "-p",
-                "tcpwin-userspace",
-                "--target",
-                target,
-            ])
-            .args(["--target-dir", "target/static"]),
-    )?;
-    Ok(root().join(format!("target/static/{target}/release/tcpwin-trace")))
-}
-
 fn initramfs(tracer: &Path) -> Result<PathBuf> {
     let dir = cache().join("initramfs");
     let _ = fs::remove_dir_all(&dir);
@@ -786,10 +767,11 @@ fn backend_line(err: &str) -> (String, String) {
     (String::new(), String::new())
 }
 
-pub fn vm_test(kernels: &str) -> Result<()> {
+/// Boots each kernel with `tracer` (the static binary `cargo xtask dist` builds: one static
+/// build serves the package and the guests).
+pub fn vm_test(kernels: &str, tracer: &Path) -> Result<()> {
     toolchain::apt_install(&["qemu-system-x86", "busybox-static", "cpio"])?;
-    let tracer = build_static_tracer()?;
-    let initrd = initramfs(&tracer)?;
+    let initrd = initramfs(tracer)?;
     let mut apt = None;
     let (mut passed, mut failed_n) = (0, 0);
     for series in kernels.split(',').map(str::trim).filter(|s| !s.is_empty()) {
