@@ -119,14 +119,33 @@ pub fn check(
     interfaces: Vec<Iface>,
     bdp: Option<Bdp>,
 ) -> CheckReport {
-    let mut notes: Vec<String> = crate::kernel_notes::Version::parse(&kernel)
+    let notes = host_notes(&kernel, era, &limits, &interfaces);
+    let need = bdp.map(|b| b.bytes());
+    let fits = need.map(|n| fits(n, ratio, &limits)).unwrap_or_default();
+    CheckReport {
+        kernel,
+        era,
+        ratio,
+        ratio_source,
+        limits,
+        interfaces,
+        notes,
+        bdp,
+        bdp_bytes: need,
+        fits,
+    }
+}
+
+/// What the kernel, the namespace's settings and the interfaces mean for windows here.
+fn host_notes(kernel: &str, era: Era, limits: &HostLimits, interfaces: &[Iface]) -> Vec<String> {
+    let mut notes: Vec<String> = crate::kernel_notes::Version::parse(kernel)
         .map(crate::kernel_notes::notes)
         .unwrap_or_default()
         .into_iter()
         .map(|n| {
             format!(
                 "kernel {}: {}",
-                kernel.split(['-', '+']).next().unwrap_or(&kernel),
+                kernel.split(['-', '+']).next().unwrap_or(kernel),
                 n.text
             )
         })
@@ -160,7 +179,7 @@ pub fn check(
             2 * m
         ));
     }
-    for i in &interfaces {
+    for i in interfaces {
         if i.xdp == Some(true) {
             notes.push(format!(
                 "{}: an XDP program is attached: packets arrive page-sized, the ratio drops (85-89 measured at MTU 1500)",
@@ -174,9 +193,14 @@ pub fn check(
             ));
         }
     }
-    let need = bdp.map(|b| b.bytes());
+    notes
+}
+
+/// Whether a window of `need` bytes fits an autotuned and an SO_RCVBUF socket here, and the
+/// commands that would make it fit.
+fn fits(need: u64, ratio: u8, limits: &HostLimits) -> Vec<Fit> {
     let mut fits = Vec::new();
-    if let Some(need) = need {
+    {
         let scaled_cap = if limits.tcp_window_scaling == Some(false) {
             max_scaled_window(0)
         } else {
@@ -241,18 +265,7 @@ pub fn check(
             fix,
         });
     }
-    CheckReport {
-        kernel,
-        era,
-        ratio,
-        ratio_source,
-        limits,
-        interfaces,
-        notes,
-        bdp,
-        bdp_bytes: need,
-        fits,
-    }
+    fits
 }
 
 /// `1gbit:18ms`

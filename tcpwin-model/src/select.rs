@@ -36,7 +36,7 @@ impl Selection {
         let state_ok = self.state.as_deref().is_none_or(|s| {
             state_name(f.state).eq_ignore_ascii_case(if s == "established" { "estab" } else { s })
         });
-        let limited_ok = !self.limited || v.limit.is_window() || v.limit == Limit::AppNotReading;
+        let limited_ok = !self.limited || v.limit.window_bound();
         let active_ok = !self.active || !matches!(v.limit, Limit::Idle | Limit::Unknown);
         state_ok
             && limited_ok

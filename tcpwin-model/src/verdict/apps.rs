@@ -1,0 +1,112 @@
+//! The applications: a receiver that does not read (a zero window with data unread, a backlog
+//! that keeps the advertised window small, a reader caught between its bursts).
+use super::{end::End, sizing::ceiling_bps, Limit, Verdict, WINDOW_LIMITED_SHARE};
+use crate::facts::SockFacts;
+
+/// Unread data at this share of the window, with the advertised window under half of it, at both
+/// ends of an interval: the application's backlog, not the buffer, sets the window.
+const BACKLOG_SHARE: f64 = 0.25;
+
+/// An application not reading stalls the connection at any rate (either end may show it: the
+/// receiver its unread data, the sender the zero window it is offered): the verdict into `v`,
+/// true when it is that.
+pub(super) fn zero_window(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) -> bool {
+    let ends = [sender, receiver];
+    if let Some(r) = ends.iter().flatten().find(|e| e.zero_window_with_unread()) {
+        let unread = r.now.unread.unwrap_or(0) as u64;
+        v.limit = Limit::AppNotReading;
+        v.unread = Some(unread);
+        v.window = Some(0);
+        v.setting = Some(format!(
+            "zero window: {unread} bytes received and not read by the receiving application"
+        ));
+        v.suggested = Some(
+            "the receiving application must read (or read faster): a larger buffer only delays the stall"
+                .into(),
+        );
+        return true;
+    }
+    if let Some(s) = ends.iter().flatten().find(|e| e.peer_zero_window()) {
+        v.limit = Limit::AppNotReading;
+        v.window = Some(s.now.snd_wnd.unwrap_or(0) as u64);
+        v.setting = Some(format!(
+            "the peer advertises a zero window with {} bytes queued to send: its application is not reading",
+            s.now.wmem_queued.unwrap_or(0)
+        ));
+        v.suggested = Some(
+            "the receiving application must read (run `tcpwin-trace ss` on the receiving host): nothing to change on the sending end"
+                .into(),
+        );
+        return true;
+    }
+    false
+}
+
+/// A backlog the application does not drain keeps the advertised window small, and the flow
+/// runs at what that window allows: the verdict into `v`, true when it is that.
+pub(super) fn backlog_binds(
+    v: &mut Verdict,
+    r: End,
+    window: u64,
+    rate: Option<u64>,
+    (base, rtt): (u32, u32),
+) -> bool {
+    if !backlog(r, window, rate, (base, rtt), v.rwnd_limited_share) {
+        return false;
+    }
+    let unread = r.now.unread.unwrap_or(0);
+    v.limit = Limit::AppNotReading;
+    v.setting = Some(format!(
+        "{unread} bytes received and not read by the application keep the advertised window at {} of {window} B",
+        r.now.rcv_wnd.unwrap_or(0)
+    ));
+    v.suggested =
+        Some("the application must read faster: a larger buffer only delays the stall".into());
+    true
+}
+
+/// The application's backlog sets the window that binds, the flow not at what the full window
+/// allows over the base RTT (then the cap binds, and a backlog is the reader catching up), and
+/// either: unread data at a quarter of the window or more at both ends of the interval with the
+/// advertised window shrunk under three quarters of it; or the sender held by the advertised
+/// window most of its busy time, yet far under what the window allows even over the RTT it sees
+/// (the advertised window spent much of the time well under the window: closed by the reader),
+/// while data waits unread (a reader that reads in bursts, as `curl --limit-rate` does, is caught
+/// between bursts too). One snapshot: half the window unread and under half advertised.
+fn backlog(
+    r: End,
+    window: u64,
+    rate: Option<u64>,
+    (base, rtt): (u32, u32),
+    rwnd_share: Option<f64>,
+) -> bool {
+    let unread = |f: &SockFacts| f.unread.unwrap_or(0) as f64;
+    let Some(adv) = r.now.rcv_wnd.map(u64::from) else {
+        return false;
+    };
+    if window == 0 {
+        return false;
+    }
+    let w = window as f64;
+    let below_cap =
+        rate.is_none_or(|x| (x as f64) < WINDOW_LIMITED_SHARE * ceiling_bps(window, base) as f64);
+    let mss = r.now.rcv_mss.unwrap_or(1).max(1) as f64;
+    match r.before {
+        Some(b) => {
+            let persistent = unread(r.now) >= BACKLOG_SHARE * w
+                && unread(b) >= BACKLOG_SHARE * w
+                && (adv as f64) < 0.75 * w;
+            let under_window = rate.is_some_and(|x| {
+                (x as f64) < WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64
+            });
+            // at RTTs of µs "far under window / RTT" says nothing (the ACK clock and srtt's
+            // granularity): only on paths whose base RTT is a millisecond or more
+            let held = base >= super::path::QUEUE_MIN_US
+                && rwnd_share.is_some_and(|x| x >= 0.5)
+                && under_window
+                && (unread(r.now) >= mss || unread(b) >= mss);
+            below_cap && (persistent || held)
+        }
+        None => unread(r.now) >= 0.5 * w && (adv as f64) < 0.5 * w,
+    }
+}

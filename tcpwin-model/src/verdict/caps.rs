@@ -1,0 +1,93 @@
+//! The receiver's caps: which of its settings makes the window what it is. Each family decides
+//! its own (`scale`: scaling and clamps; `buffer`: the receive buffer and autotuning; `ratio`:
+//! the scaling ratio); here they are asked in order, the primary chosen, the others kept as
+//! factors with the gain each change would give.
+use super::{
+    buffer, ratio,
+    receiver::{Ctx, Found},
+    scale::{self, receiver_window},
+    sizing::Sizing,
+    Factor, Limit, Verdict,
+};
+
+/// The receiver's caps: the primary limit into `v`, the others as factors. `window`: the
+/// window judged (None: one snapshot, the cap it would meet).
+pub(super) fn caps(v: &mut Verdict, r: super::End, window: Option<u64>, target: Option<u64>) {
+    let f = r.now;
+    let Some(w) = window.or_else(|| receiver_window(r)) else {
+        v.setting = Some("window_clamp or wscale_ok not read by this source".into());
+        return;
+    };
+    v.window.get_or_insert(w);
+    let wscale_ok = f.wscale_ok.unwrap_or(true);
+    let base = v.base_rtt_us.or_else(|| f.receiver_rtt_us());
+    let sizing = base.map(|b| Sizing { base_us: b, target });
+    let c = Ctx {
+        f,
+        h: r.host,
+        w,
+        clamp: f.window_clamp.unwrap_or(0),
+        wscale_ok,
+        shift: if wscale_ok {
+            f.rcv_wscale.unwrap_or(0)
+        } else {
+            0
+        },
+        base,
+        need: sizing.as_ref().map(|s| s.window()),
+        words: sizing
+            .as_ref()
+            .map(|s| s.words())
+            .unwrap_or_else(|| "once an RTT sample exists".into()),
+        ratio: f.scaling_ratio,
+        rcvbuf: f.sk_rcvbuf.map(u64::from),
+        target,
+    };
+    let mut found: Vec<Found> = Vec::new();
+    found.extend(scale::wscale_off(&c));
+    found.extend(buffer::memory_pressure(&c));
+    found.extend(scale::window_clamp(&c));
+    found.extend(buffer::receive_buffer(&c));
+    found.extend(ratio::low_ratio(&c));
+    found.extend(buffer::kernel_notes(&c));
+    // the primary: the first found, except that a low ratio leads when fixing it alone reaches
+    // the target (the cheapest fix: no memory), and a buffer setting (the operator's choice and
+    // the bigger lever) otherwise
+    let ratio_alone = found
+        .iter()
+        .position(|x| x.limit == Limit::LowRatio)
+        .filter(|_| ratio::alone_reaches(&c));
+    let primary = match (ratio_alone, found.first()) {
+        (Some(i), _)
+            if !matches!(
+                found[0].limit,
+                Limit::WscaleOff | Limit::MemoryPressure | Limit::WindowClamp
+            ) =>
+        {
+            i
+        }
+        (_, Some(_)) => 0,
+        (_, None) => {
+            // autotuning still has room: the window grows with the transfer
+            v.limit = Limit::NotWindowLimited;
+            v.setting = Some(format!(
+                "autotuning can still grow the buffer (sk_rcvbuf {} of tcp_rmem max {})",
+                c.rcvbuf.unwrap_or(0),
+                c.h.tcp_rmem
+                    .map(|t| t[2].to_string())
+                    .unwrap_or_else(|| "?".into())
+            ));
+            return;
+        }
+    };
+    let p = found.remove(primary);
+    v.limit = p.limit;
+    v.setting = Some(p.setting);
+    v.suggested = Some(p.fix);
+    v.factors.extend(found.into_iter().map(|x| Factor {
+        limit: x.limit,
+        setting: x.setting,
+        suggested: x.fix,
+        window_gain: x.gain,
+    }));
+}

@@ -1,0 +1,83 @@
+//! One end of a connection, read now and (maybe) one interval earlier, with its namespace's
+//! limits: what it moved, its rates, its chrono shares, the zero windows it shows.
+use crate::{
+    facts::{HostLimits, SockFacts},
+    id::SocketId,
+};
+
+#[derive(Clone, Copy)]
+pub struct End<'a> {
+    pub now: &'a SockFacts,
+    pub before: Option<&'a SockFacts>,
+    pub host: &'a HostLimits,
+}
+
+fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
+    Some(now?.saturating_sub(before?))
+}
+
+impl End<'_> {
+    /// Seconds since the earlier reading.
+    pub(super) fn dt_s(&self) -> Option<f64> {
+        self.before
+            .map(|b| self.now.ts_ns.saturating_sub(b.ts_ns) as f64 / 1e9)
+            .filter(|d| *d > 0.0)
+    }
+
+    /// Bytes received and acknowledged: over the interval, or over the life.
+    pub(super) fn moved(&self) -> (u64, u64) {
+        let (n, b) = (self.now, self.before);
+        let (rx, tx) = match b {
+            Some(b) => (
+                delta(n.bytes_received, b.bytes_received),
+                delta(n.bytes_acked, b.bytes_acked),
+            ),
+            None => (n.bytes_received, n.bytes_acked),
+        };
+        (rx.unwrap_or(0), tx.unwrap_or(0))
+    }
+
+    /// The sending rate: over the interval, or bytes over busy time (the chrono: time with data
+    /// in flight) for one snapshot.
+    pub(super) fn send_rate(&self) -> Option<u64> {
+        let (_, tx) = self.moved();
+        match self.dt_s() {
+            Some(dt) => Some((tx as f64 * 8.0 / dt) as u64),
+            None => {
+                let busy = self.now.busy_us.filter(|b| *b > 0)?;
+                Some((tx as f64 * 8.0 * 1e6 / busy as f64) as u64)
+            }
+        }
+    }
+
+    pub(super) fn recv_rate(&self) -> Option<u64> {
+        let (rx, _) = self.moved();
+        Some((rx as f64 * 8.0 / self.dt_s()?) as u64)
+    }
+
+    pub(super) fn chrono_share(&self, f: impl Fn(&SockFacts) -> Option<u64>) -> Option<f64> {
+        let (busy, part) = match self.before {
+            Some(b) => (delta(self.now.busy_us, b.busy_us), delta(f(self.now), f(b))),
+            None => (self.now.busy_us, f(self.now)),
+        };
+        let busy = busy.filter(|b| *b > 0)?;
+        Some(part? as f64 / busy as f64)
+    }
+
+    /// A zero window with data waiting: this end's application does not read.
+    pub(super) fn zero_window_with_unread(&self) -> bool {
+        self.now.rcv_wnd == Some(0) && self.now.unread.unwrap_or(0) > 0
+    }
+
+    /// The peer advertises (almost) nothing while this end has data to send.
+    pub(super) fn peer_zero_window(&self) -> bool {
+        let mss = self.now.mss_cache.unwrap_or(1).max(1);
+        self.now.snd_wnd.is_some_and(|w| w < mss)
+            && self.now.wmem_queued.unwrap_or(0) > 0
+            && self.now.state == crate::facts::ESTABLISHED
+    }
+
+    pub(super) fn tuple(&self) -> SocketId {
+        self.now.id.clone()
+    }
+}

@@ -1,0 +1,381 @@
+//! Which limit binds a connection's window: pure functions over [`SockFacts`] and [`HostLimits`].
+//!
+//! One connection, one truth: when both ends are visible (same host, or any namespaces asked),
+//! they are judged together — the sender's RTTs and delivered rate, the receiver's window and
+//! caps — and both get the same verdict.
+//!
+//! The order of the questions:
+//! 1. **Is an application not reading?** A zero window with unread data (at the receiver), or a
+//!    zero window seen by the sender, stalls the connection at any rate: `app-not-reading`, never
+//!    `idle`. So is a backlog that keeps the advertised window under three quarters of its size
+//!    over the interval (half, in one snapshot), and a reader caught between its bursts.
+//! 2. **Does the sender's own buffer bind?** Direct evidence first: data queued up to the send
+//!    buffer while the peer's window and the congestion window allow more; the kernel's
+//!    sndbuf-limited time supports it (it stays at 0 for some write patterns).
+//! 3. **Does the window bind?** Little's law makes rate ≈ window / RTT true of every flow whose
+//!    in-flight data fills its window, window-limited or not: behind a bottleneck queue the RTT
+//!    grows until it holds. So when the RTT is well above the base RTT (the path's minimum,
+//!    `min_rtt`), the window binds only if the rate is near window / **base** RTT; a flow at
+//!    window / RTT but far under window / base RTT is held by the path's queue (`path-queue`):
+//!    a larger window only lengthens the queue. Without a queue, rate ≥ 70 % of window / RTT is
+//!    window-limited. The rate decides, for every congestion control alike (BBR paces and shows
+//!    ~40 % rwnd-limited time where cubic shows ~99 % for the same window).
+//! 4. **Which cap makes the window what it is** (receiver's side): scaling not negotiated,
+//!    memory pressure, a clamp, a locked buffer, autotuning at its maximum (or off), the scaling
+//!    ratio — a primary limit and the others as contributing factors, each with its fix and the
+//!    window it would give.
+//!
+//! Fixes are sized from the base RTT and `--target` (or per 100 Mbit/s when no target is
+//! given; per 1, 10 or 100 Gbit/s on short paths), never lower a setting, say which settings are global (`net.core.rmem_max`) and which
+//! belong to the socket's namespace, and run in that namespace (`ip netns exec NAME`).
+//!
+//! One file per family of limits, each holding its decision, its fix and its sizing: `scale`
+//! (scaling, clamps), `buffer` (the receive buffer, autotuning, memory pressure), `ratio`,
+//! `apps` (a receiver that does not read), `sender` (its buffer, its congestion window, the
+//! peer's window), `path` (the RTT judged against, a queue, the window not binding); `caps`
+//! asks the receiver's families in order; `limit` is the table of every limit.
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    facts::{HostLimits, SockFacts},
+    id::SocketId,
+};
+
+mod apps;
+mod buffer;
+mod caps;
+mod end;
+mod limit;
+mod path;
+mod ratio;
+mod receiver;
+mod scale;
+mod sender;
+mod sizing;
+
+pub use end::End;
+pub use limit::{Class, Limit};
+pub use ratio::{GRO_RATIO, LOW_RATIO};
+pub use sizing::{fmt_rate, fmt_rtt};
+
+use sizing::{ceiling_bps, Sizing};
+
+/// A flow at this share of its window / RTT ceiling or more is window-limited.
+pub const WINDOW_LIMITED_SHARE: f64 = 0.7;
+/// Without a queue on the path, a sender rwnd-limited this share of its busy time or more is
+/// window-bound (the kernel's chrono as support, never alone behind a queue).
+const RWND_SUPPORT_SHARE: f64 = 0.3;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Receiving,
+    Sending,
+    Idle,
+}
+
+impl Side {
+    /// The one direction rule every view draws: which way data flows from the local end,
+    /// `local <- remote` receiving, `local -> remote` sending, `<>` idle or not known.
+    pub fn arrow(side: Option<Side>) -> &'static str {
+        match side {
+            Some(Side::Receiving) => "<-",
+            Some(Side::Sending) => "->",
+            _ => "<>",
+        }
+    }
+
+    /// As serialized.
+    pub fn id(self) -> &'static str {
+        match self {
+            Side::Receiving => "receiving",
+            Side::Sending => "sending",
+            Side::Idle => "idle",
+        }
+    }
+}
+
+/// What a verdict was judged over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Basis {
+    /// the interval since the socket was last read (rates from the deltas)
+    Interval,
+    /// one reading: what the socket's counters hold over its life
+    Life,
+}
+
+/// A limit that also holds the window down, besides the primary one: its setting, the change
+/// and what that change would give.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Factor {
+    pub limit: Limit,
+    pub setting: String,
+    pub suggested: String,
+    /// the window after the change / the window now (e.g. 1.43 for GRO at ratio 160)
+    pub window_gain: Option<f64>,
+}
+
+/// One connection's verdict as one end sees it (over an interval, or over its life).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub limit: Limit,
+    /// this socket's side of the data
+    pub side: Side,
+    pub basis: Basis,
+    /// the connection's other end, when it was read and judged with this one (same verdict)
+    pub peer: Option<SocketId>,
+    /// rate >= 70 % of the window's ceiling at the RTT that holds (the base RTT when the path
+    /// queues); null when the rate is unknown
+    pub window_limited: Option<bool>,
+    /// achieved rate, bit/s (over the interval; over its life: bytes / busy time)
+    pub rate_bps: Option<u64>,
+    /// the RTT now (the sender's srtt, or a receiver's own estimate)
+    pub rtt_us: Option<u32>,
+    /// the path's base RTT (minimum RTT), and where it came from
+    pub base_rtt_us: Option<u32>,
+    pub rtt_source: Option<String>,
+    /// RTT above the base: the bottleneck's queue, µs
+    pub queue_us: Option<u32>,
+    /// the largest window the receiver can advertise now (or the peer's, seen by a sender)
+    pub window: Option<u64>,
+    /// window / RTT, bit/s (null for a zero window)
+    pub ceiling_bps: Option<u64>,
+    /// window / base RTT, bit/s: what the window allows without the queue
+    pub base_ceiling_bps: Option<u64>,
+    /// the rate the fix is sized for (`--target`), and its BDP at the base RTT
+    pub target_bps: Option<u64>,
+    pub bdp_bytes: Option<u64>,
+    /// share of busy time the kernel counted rwnd-limited (sending end)
+    pub rwnd_limited_share: Option<f64>,
+    /// received and not read by the application (receiving end), bytes
+    pub unread: Option<u64>,
+    /// the setting (or state) that makes the limit what it is
+    pub setting: Option<String>,
+    /// the change that lifts it
+    pub suggested: Option<String>,
+    /// other limits holding the window down, each with its fix and gain
+    pub factors: Vec<Factor>,
+}
+
+impl Verdict {
+    /// A verdict with nothing known yet.
+    pub fn unknown(side: Side) -> Verdict {
+        Verdict {
+            limit: Limit::Unknown,
+            side,
+            basis: Basis::Life,
+            peer: None,
+            window_limited: None,
+            rate_bps: None,
+            rtt_us: None,
+            base_rtt_us: None,
+            rtt_source: None,
+            queue_us: None,
+            window: None,
+            ceiling_bps: None,
+            base_ceiling_bps: None,
+            target_bps: None,
+            bdp_bytes: None,
+            rwnd_limited_share: None,
+            unread: None,
+            setting: None,
+            suggested: None,
+            factors: Vec::new(),
+        }
+    }
+}
+
+/// What a verdict is computed from.
+pub struct Input<'a> {
+    pub now: &'a SockFacts,
+    /// the same socket one interval earlier (rates from deltas); None: one snapshot
+    pub before: Option<&'a SockFacts>,
+    pub host: &'a HostLimits,
+    /// the rate a suggestion is sized for (e.g. the path's bottleneck); None: per 100 Mbit/s (more
+    /// on short paths, see `per_rate`)
+    pub target_bps: Option<u64>,
+    /// the connection's other end, read in the same reading
+    pub peer: Option<End<'a>>,
+    /// the lowest receiver RTT estimate seen on this socket so far, µs
+    pub min_rcv_rtt_us: Option<u32>,
+}
+
+/// Decides one socket's verdict: with its peer, the connection's.
+pub fn verdict(i: &Input) -> Verdict {
+    let me = End {
+        now: i.now,
+        before: i.before,
+        host: i.host,
+    };
+    let basis = if me.dt_s().is_some() {
+        Basis::Interval
+    } else {
+        Basis::Life
+    };
+    let peer = i.peer;
+    let (rx, tx) = me.moved();
+    // which end sends: with the peer visible both ends decide alike (the end whose acknowledged
+    // bytes grew more; on a tie the lower address:port)
+    let side = match &peer {
+        Some(p) => {
+            let (_, ptx) = p.moved();
+            match (tx, ptx) {
+                (0, 0) => Side::Idle,
+                (a, b) if a > b => Side::Sending,
+                (a, b) if a < b => Side::Receiving,
+                _ if me.tuple().tuple() < p.tuple().tuple() => Side::Sending,
+                _ => Side::Receiving,
+            }
+        }
+        None => match (rx, tx) {
+            (0, 0) => Side::Idle,
+            (r, t) if r >= t => Side::Receiving,
+            _ => Side::Sending,
+        },
+    };
+    let (sender, receiver) = match side {
+        Side::Sending => (Some(me), peer),
+        Side::Receiving => (peer, Some(me)),
+        Side::Idle => {
+            // which end would receive: the one holding unread data, else this one
+            if me.now.unread.unwrap_or(0) > 0 || peer.is_none() {
+                (peer, Some(me))
+            } else {
+                (Some(me), peer)
+            }
+        }
+    };
+    let mut v = Verdict {
+        side,
+        basis,
+        peer: peer.map(|p| p.tuple()),
+        ..Verdict::unknown(side)
+    };
+    judge_connection(&mut v, sender, receiver, i);
+    v
+}
+
+/// The connection's judgement, into `v` (whose side, basis and peer are set): an application
+/// not reading, the sender's buffer, whether the window binds, and which cap makes it what it is.
+fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>, i: &Input) {
+    let rate = match (sender, receiver) {
+        (Some(s), _) => s.send_rate(),
+        (None, Some(r)) => r.recv_rate(),
+        _ => None,
+    };
+    v.rate_bps = rate;
+    // 1. an application not reading stalls the connection at any rate
+    if apps::zero_window(v, sender, receiver) {
+        return;
+    }
+    if v.side == Side::Idle {
+        if v.basis == Basis::Interval {
+            v.limit = Limit::Idle;
+            v.setting = Some("no data moved in the interval and none waits".into());
+            return;
+        }
+        // no interval and no data yet: the cap the window would meet
+        if let Some(r) = receiver {
+            caps::caps(v, r, None, i.target_bps);
+        }
+        return;
+    }
+    // the RTTs: the sender's (from ACKs) when it is visible, else the receiver's own estimate,
+    // against the best base RTT it has
+    let Some((rtt, base)) = path::rtts(v, sender, receiver, i.min_rcv_rtt_us) else {
+        return;
+    };
+    let queued = path::queued(rtt, base);
+    if let Some(s) = sender {
+        v.rwnd_limited_share = s.chrono_share(|f| f.rwnd_limited_us);
+    }
+    if let Some(r) = receiver {
+        v.unread = r.now.unread.map(u64::from);
+    }
+    // the window that could bind: the receiver's largest, or the one the sender sees
+    let cap_window = receiver.and_then(scale::receiver_window);
+    let window = match (cap_window, sender) {
+        (Some(w), _) => w,
+        (None, Some(s)) => match s.now.snd_wnd {
+            Some(w) => w as u64,
+            None => {
+                v.setting = Some("snd_wnd not read by this source".into());
+                return;
+            }
+        },
+        (None, None) => {
+            v.setting = Some("window_clamp or wscale_ok not read by this source".into());
+            return;
+        }
+    };
+    v.window = Some(window);
+    v.ceiling_bps = (window > 0).then(|| ceiling_bps(window, rtt));
+    v.base_ceiling_bps = (window > 0).then(|| ceiling_bps(window, base));
+    let sizing = Sizing {
+        base_us: base,
+        target: i.target_bps,
+    };
+    v.target_bps = i.target_bps;
+    v.bdp_bytes = Some(sizing.window());
+    // 1b. a backlog the application does not drain keeps the advertised window small
+    if receiver.is_some_and(|r| apps::backlog_binds(v, r, window, rate, (base, rtt))) {
+        return;
+    }
+    // 2. the sender's own buffer
+    if sender.is_some_and(|s| sender::sndbuf_binds(v, s, rate, rtt, &sizing)) {
+        return;
+    }
+    let Some(rate) = rate else {
+        // one snapshot of a receiver alone: no rate to hold against the window; the cap it meets
+        if let Some(r) = receiver {
+            caps::caps(v, r, None, i.target_bps);
+            if v.limit == Limit::Unknown {
+                v.setting = Some(
+                    "one snapshot has no rate to hold against the window: repeat with -i MS".into(),
+                );
+            }
+        }
+        return;
+    };
+    // 3. does the window bind?
+    let binds_at = if queued { base } else { rtt };
+    // on a path without a queue, a sender the kernel saw stopped by the peer's window a good
+    // part of its busy time is window-bound even when it uses less of window / RTT (at RTTs of
+    // µs the ACK clock leaves the window partly unused: iperf3 -w 8K on veth)
+    let rwnd_stopped = !queued
+        && v.rwnd_limited_share
+            .is_some_and(|x| x >= RWND_SUPPORT_SHARE)
+        && sender.is_some_and(|s| sender::cwnd_bound(s).is_none());
+    let binds = window > 0
+        && (rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, binds_at) as f64
+            || rwnd_stopped);
+    v.window_limited = Some(binds);
+    if !binds {
+        path::window_unbound(
+            v,
+            path::Unbound {
+                sender,
+                receiver,
+                rate,
+                window,
+                rtt,
+                base,
+                binds_at,
+                target: i.target_bps,
+            },
+        );
+        return;
+    }
+    // 4. the window binds: which cap makes it what it is
+    match receiver {
+        Some(r) if cap_window.is_some() => caps::caps(v, r, Some(window), i.target_bps),
+        _ => {
+            let s = sender.expect("a window without a receiver comes from the sender");
+            sender::peer_window(v, s, window, binds_at, &sizing);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

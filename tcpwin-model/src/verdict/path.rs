@@ -1,0 +1,130 @@
+//! The path: which RTT a connection is judged against (the sender's from ACKs, or a receiver's
+//! own estimate, each against the best base RTT known), whether the path holds a queue, and the
+//! verdicts where the window does not bind (`path-queue`, `not-window-limited`).
+use super::{
+    caps,
+    end::End,
+    sender::cwnd_bound,
+    sizing::{ceiling_bps, fmt_rate, fmt_rtt},
+    Factor, Limit, Verdict,
+};
+
+/// A queue at the bottleneck: the RTT above the base RTT by this much (µs) at least, and by this
+/// share of the base (an eighth: 5 ms on a 40 ms path; RTT noise here is well under 1 ms).
+pub(super) const QUEUE_MIN_US: u32 = 1000;
+const QUEUE_MIN_SHARE: u32 = 8;
+
+/// The RTT now and the path's base RTT the connection is judged against, with their source into
+/// `v`; None (and why, into `v`) without an RTT sample.
+pub(super) fn rtts(
+    v: &mut Verdict,
+    sender: Option<End>,
+    receiver: Option<End>,
+    min_rcv_rtt_us: Option<u32>,
+) -> Option<(u32, u32)> {
+    let (rtt, base, source) = match (sender, receiver) {
+        (Some(s), _) if s.now.srtt_us.is_some_and(|r| r > 0) => {
+            let rtt = s.now.srtt_us.unwrap_or(0);
+            let base = s.now.min_rtt_us.filter(|m| *m > 0).unwrap_or(rtt).min(rtt);
+            (rtt, base, "the sender's srtt and min_rtt")
+        }
+        (_, Some(r)) => {
+            let Some(rtt) = r.now.receiver_rtt_us() else {
+                v.setting = Some("no RTT sample yet".into());
+                return None;
+            };
+            let handshake = r.now.min_rtt_us.filter(|m| *m > 0);
+            let seen = min_rcv_rtt_us.filter(|m| *m > 0);
+            let (base, source) = match (handshake, seen) {
+                (Some(h), Some(s)) if s < h => {
+                    (s, "the receiver's rcv_rtt, base: its lowest rcv_rtt")
+                }
+                (Some(h), _) => (h, "the receiver's rcv_rtt, base: the handshake's min_rtt"),
+                (None, Some(s)) => (s, "the receiver's rcv_rtt, base: its lowest rcv_rtt"),
+                (None, None) => (rtt, "the receiver's rcv_rtt (no base RTT yet)"),
+            };
+            (rtt, base.min(rtt), source)
+        }
+        _ => {
+            v.setting = Some("no RTT sample yet".into());
+            return None;
+        }
+    };
+    v.rtt_us = Some(rtt);
+    v.base_rtt_us = Some(base);
+    v.rtt_source = Some(source.into());
+    v.queue_us = Some(rtt.saturating_sub(base));
+    Some((rtt, base))
+}
+
+/// The RTT is well above the base: a queue at the bottleneck.
+pub(super) fn queued(rtt: u32, base: u32) -> bool {
+    rtt.saturating_sub(base) >= QUEUE_MIN_US.max(base / QUEUE_MIN_SHARE)
+}
+
+/// What the window-does-not-bind verdict is computed from.
+pub(super) struct Unbound<'a> {
+    pub sender: Option<End<'a>>,
+    pub receiver: Option<End<'a>>,
+    pub rate: u64,
+    pub window: u64,
+    pub rtt: u32,
+    pub base: u32,
+    /// the RTT the window's ceiling is taken at (the base when the path queues)
+    pub binds_at: u32,
+    pub target: Option<u64>,
+}
+
+/// The window does not bind: the path's queue holds the flow (`path-queue`), or nothing the
+/// window does (`not-window-limited`, with the congestion window named when it holds); the
+/// receiver's caps that would bind once the path allows more as factors.
+pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
+    let (rate, window, rtt, base) = (u.rate, u.window, u.rtt, u.base);
+    let fills_window =
+        window > 0 && rate as f64 >= super::WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64;
+    if queued(rtt, base) {
+        let queue = rtt.saturating_sub(base);
+        v.limit = Limit::PathQueue;
+        v.setting = Some(format!(
+            "the path's bottleneck holds the flow at {} with a queue of {} (RTT {} over a base of {}): the window of {window} B {}, and would allow {} without the queue",
+            fmt_rate(rate),
+            fmt_rtt(queue),
+            fmt_rtt(rtt),
+            fmt_rtt(base),
+            if fills_window { "fills the queue" } else { "is not what holds it" },
+            fmt_rate(ceiling_bps(window, base)),
+        ));
+        v.suggested = Some(
+            "no window change: a larger window only lengthens the queue. The bottleneck's rate is what the flow gets; an AQM there (fq_codel, cake) or a pacing sender (bbr) shortens the queue"
+                .into(),
+        );
+    } else {
+        v.limit = Limit::NotWindowLimited;
+        let allows = fmt_rate(ceiling_bps(window, u.binds_at));
+        v.setting = Some(match u.sender.and_then(cwnd_bound) {
+            Some(c) => format!(
+                "the transfer used {} of the {allows} its window allows: the sender's congestion window ({c} B in flight) holds it",
+                fmt_rate(rate),
+            ),
+            None => format!(
+                "the transfer used {} of the {allows} its window allows",
+                fmt_rate(rate),
+            ),
+        });
+        v.suggested =
+            Some("look elsewhere: the sending application, congestion or loss on the path".into());
+    }
+    // the window caps as contributing facts (a window too small *and* irrelevant)
+    if let Some(r) = u.receiver {
+        let mut probe = v.clone();
+        caps::caps(&mut probe, r, Some(window), u.target);
+        if probe.limit.is_receiver_cap() {
+            v.factors.push(Factor {
+                limit: probe.limit,
+                setting: probe.setting.unwrap_or_default(),
+                suggested: "not the limit now: it binds only once the path allows more".into(),
+                window_gain: None,
+            });
+        }
+    }
+}

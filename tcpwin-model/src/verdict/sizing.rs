@@ -1,0 +1,94 @@
+//! How fixes are sized and said: the window a rate needs at the base RTT, the unit sized per
+//! without `--target`, rates and RTTs in words, a sysctl as a command in the socket's namespace.
+use crate::facts::HostLimits;
+
+/// The rate the fixes are sized per, without `--target`: 100 Mbit/s, or on short paths the
+/// first power of ten whose window at the base RTT is at least `PER_RATE_MIN_WINDOW` (a window
+/// of 38 B "per 100 Mbit/s" on a 3 µs path says nothing), at most 100 Gbit/s.
+const PER_RATE_BPS: u64 = 100_000_000;
+const PER_RATE_MIN_WINDOW: u64 = 16 << 10;
+const PER_RATE_MAX_BPS: u64 = 100_000_000_000;
+
+/// The unit the fixes are sized per on a path of base RTT `base_us`.
+pub(super) fn per_rate(base_us: u32) -> u64 {
+    let mut r = PER_RATE_BPS;
+    while r < PER_RATE_MAX_BPS && bdp(r, base_us) < PER_RATE_MIN_WINDOW {
+        r *= 10;
+    }
+    r
+}
+
+/// window / RTT, bit/s.
+pub(super) fn ceiling_bps(window: u64, rtt_us: u32) -> u64 {
+    (window as f64 * 8.0 * 1e6 / rtt_us.max(1) as f64) as u64
+}
+
+/// The bandwidth-delay product, bytes.
+pub(super) fn bdp(rate_bps: u64, rtt_us: u32) -> u64 {
+    (rate_bps as f64 * rtt_us as f64 / 8e6).ceil() as u64
+}
+
+/// Human rates: 1 Gbit/s, 26.2 Mbit/s.
+pub fn fmt_rate(bps: u64) -> String {
+    let b = bps as f64;
+    if b >= 1e9 {
+        format!("{:.2} Gbit/s", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} Mbit/s", b / 1e6)
+    } else {
+        format!("{:.0} kbit/s", b / 1e3)
+    }
+}
+
+/// Durations as people read them: 48 us, 18.2 ms.
+pub fn fmt_rtt(us: u32) -> String {
+    if us < 1000 {
+        format!("{us} us")
+    } else {
+        format!("{:.1} ms", us as f64 / 1000.0)
+    }
+}
+
+/// A sysctl change as a command, run in the socket's namespace (global settings say so). The
+/// callers only ask for values above the current one: a fix never lowers a setting.
+pub(super) fn sysctl_fix(host: &HostLimits, key: &str, value: String, global: bool) -> String {
+    let cmd = format!("sysctl -w {key}={value}");
+    match (&host.run_in, global) {
+        (_, true) => format!("{cmd} (global: every namespace)"),
+        (Some(prefix), false) => format!("{prefix} {cmd}"),
+        (None, false) => cmd,
+    }
+}
+
+/// The window a rate needs at the base RTT, and how it is said.
+pub(super) struct Sizing {
+    pub base_us: u32,
+    pub target: Option<u64>,
+}
+
+impl Sizing {
+    /// The rate sized for: the target, or 100 Mbit/s as a unit.
+    pub fn rate(&self) -> u64 {
+        self.target.unwrap_or_else(|| per_rate(self.base_us))
+    }
+    pub fn window(&self) -> u64 {
+        bdp(self.rate(), self.base_us)
+    }
+    /// "for 1.00 Gbit/s x 18.0 ms base RTT" or "per 100 Mbit/s at 18.0 ms base RTT"
+    pub fn words(&self) -> String {
+        match self.target {
+            Some(t) => format!(
+                "for {} at {} base RTT (window {} B)",
+                fmt_rate(t),
+                fmt_rtt(self.base_us),
+                self.window()
+            ),
+            None => format!(
+                "per {} at {} base RTT (window {} B; --target RATE sizes it for your rate)",
+                fmt_rate(self.rate()),
+                fmt_rtt(self.base_us),
+                self.window()
+            ),
+        }
+    }
+}

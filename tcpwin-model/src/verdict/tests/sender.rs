@@ -1,0 +1,102 @@
+//! The sending end: its buffer, its chrono, the peer's window, one snapshot over its life.
+use super::*;
+
+/// nginx `listen ... sndbuf=32k` at 20 ms with reno: 46 Mbit/s, the kernel's sndbuf-limited
+/// chrono at 0 for this sendfile pattern; the full, locked send buffer is the evidence.
+#[test]
+fn a_small_send_buffer_is_found_without_the_chrono() {
+    let s = |ts: f64, acked: u64| {
+        let mut f = snd(ts, acked, 1_000_000 * ts as u64, 0);
+        f.sk_sndbuf = Some(65_536);
+        f.sndbuf_locked = Some(true);
+        f.wmem_queued = Some(60_000);
+        f.snd_wnd = Some(3_000_000);
+        f.snd_cwnd = Some(100);
+        f.packets_out = Some(40);
+        f.srtt_us = Some(20 * MS);
+        f.min_rtt_us = Some(20 * MS);
+        f
+    };
+    let v = judge(&s(1.0, 0), &s(2.0, 46_000_000 / 8), &host(), None);
+    assert_eq!(v.limit, Limit::Sndbuf, "{v:?}");
+    assert!(v.setting.as_ref().unwrap().contains("SO_SNDBUF"));
+    assert!(v.suggested.unwrap().contains("SO_SNDBUF request"));
+    // the same sender held by its congestion window instead: not the buffer
+    let mut c = s(2.0, 46_000_000 / 8);
+    c.packets_out = Some(99);
+    assert_ne!(judge(&s(1.0, 0), &c, &host(), None).limit, Limit::Sndbuf);
+}
+
+/// A bbr sender behind a 200 Mbit/s bottleneck with an 8 MB window and a full 4 MB send buffer:
+/// pacing holds most of the buffer unsent; the buffer is not the limit.
+#[test]
+fn a_full_buffer_waiting_to_be_sent_is_not_the_buffer() {
+    let s = |ts: f64, acked: u64| {
+        let mut f = snd(ts, acked, (ts * 1e6) as u64, 0);
+        f.sk_sndbuf = Some(4 << 20);
+        f.wmem_queued = Some(4 << 20);
+        f.snd_wnd = Some(12 << 20);
+        f.snd_cwnd = Some(1400);
+        f.packets_out = Some(690);
+        f.srtt_us = Some(42 * MS);
+        f.min_rtt_us = Some(40 * MS);
+        f
+    };
+    let v = judge(&s(1.0, 0), &s(2.0, 191_000_000 / 8), &host(), None);
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+}
+
+#[test]
+fn the_sndbuf_chrono_supports_it_too() {
+    let mut n = snd(2.0, 10_000_000, 1_000_000, 0);
+    n.sndbuf_limited_us = Some(900_000);
+    assert_eq!(
+        judge(&snd(1.0, 0, 0, 0), &n, &host(), None).limit,
+        Limit::Sndbuf
+    );
+}
+
+/// The peer's window judged by rates: cubic shows ~99 % rwnd-limited, bbr ~40 % for the same
+/// window; the verdict is the same.
+#[test]
+fn peer_window_alike_for_every_congestion_control() {
+    for rwnd_share in [990_000, 420_000] {
+        // 524280 B / 18 ms = 233 Mbit/s; 205 Mbit/s measured
+        let v = judge(
+            &snd(1.0, 0, 0, 0),
+            &snd(2.0, 205_000_000 / 8, 1_000_000, rwnd_share),
+            &host(),
+            None,
+        );
+        assert_eq!(
+            (v.limit, v.side),
+            (Limit::PeerWindow, Side::Sending),
+            "{v:?}"
+        );
+    }
+    let v = judge(
+        &snd(1.0, 0, 0, 0),
+        &snd(2.0, 40_000_000 / 8, 1_000_000, 0),
+        &host(),
+        None,
+    );
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+}
+
+/// One snapshot of a sender answers (as `ss -ti` does): bytes over busy time.
+#[test]
+fn one_snapshot_judges_the_sender_over_its_life() {
+    // 2 GB acknowledged over 80 s busy: 200 Mbit/s at a 233 Mbit/s ceiling
+    let n = snd(100.0, 2_000_000_000, 80_000_000, 78_400_000);
+    let v = verdict(&Input {
+        now: &n,
+        before: None,
+        host: &host(),
+        target_bps: None,
+        peer: None,
+        min_rcv_rtt_us: None,
+    });
+    assert_eq!(v.basis, Basis::Life);
+    assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
+    assert_eq!(v.rate_bps, Some(200_000_000));
+}
