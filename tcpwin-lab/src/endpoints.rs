@@ -10,7 +10,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use tcpwin_model::{schema::EndpointReport, tcp_info::TcpInfo};
+use tcpwin_model::{rows::EndpointReport, tcp_info::TcpInfo};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TransferCmd {

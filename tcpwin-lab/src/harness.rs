@@ -12,7 +12,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use tcpwin_model::schema::EndpointReport;
+use tcpwin_model::rows::EndpointReport;
 
 use crate::netns::Pair;
 

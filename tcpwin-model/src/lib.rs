@@ -32,6 +32,7 @@ pub mod kind;
 pub mod metrics;
 pub mod record;
 pub mod recording;
+pub mod rows;
 pub mod schema;
 pub mod select;
 pub mod shown;

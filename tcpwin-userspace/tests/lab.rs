@@ -6,7 +6,7 @@ use std::{
 };
 
 use tcpwin_common::formula::{self, win_from_space};
-use tcpwin_model::schema::{LabLine, MatrixRow};
+use tcpwin_model::rows::{LabLine, MatrixRow};
 
 fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_tcpwin-trace")
@@ -274,7 +274,7 @@ fn wait(child: &mut std::process::Child, secs: u64, what: &str) -> std::process:
 /// rmem_max is restored.
 #[test]
 fn wan_scenarios_show_their_verdicts() {
-    use tcpwin_model::{schema::WanRow, verdict::Limit};
+    use tcpwin_model::{rows::WanRow, verdict::Limit};
     require_root();
     let before = rmem_max();
     let mut child = Command::new(exe())

@@ -1,6 +1,6 @@
 //! Lab results as text tables or JSON lines.
 use tcpwin_model::{
-    schema::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow},
+    rows::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow},
     verdict::{fmt_rate, Limit},
 };
 

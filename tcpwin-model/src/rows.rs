@@ -1,0 +1,349 @@
+//! What the lab, its endpoints and the benchmark write (JSON lines), as typed structs, apart
+//! from what the product writes (`schema`): the endpoints' ground truth, the lab's tables, the
+//! benchmark's rows.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::nullable;
+
+/// What the built-in endpoints report about a connection from its owning process: getsockopt
+/// `TCP_INFO`, `TCP_WINDOW_CLAMP`, `SO_COOKIE`, `SO_RCVBUF`. The ground truth tests and the lab
+/// compare the tracer with.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointReport {
+    pub cookie: u64,
+    pub window_clamp: u32,
+    pub rcv_ssthresh: u32,
+    pub rcv_space: u32,
+    pub rcv_mss: u32,
+    pub advmss: u32,
+    pub rcv_wscale: u8,
+    pub snd_wscale: u8,
+    /// `getsockopt(SO_RCVBUF)`: the kernel's `sk_rcvbuf`
+    pub so_rcvbuf: u32,
+    /// `tcpi_min_rtt`, µs
+    pub min_rtt_us: u32,
+    /// `tcpi_rwnd_limited` and `tcpi_busy_time`, µs (Linux 4.10+; null where `tcp_info` is
+    /// shorter)
+    pub rwnd_limited_us: Option<u64>,
+    pub busy_us: Option<u64>,
+    /// `tcpi_snd_wnd` (5.4+)
+    pub snd_wnd: Option<u32>,
+    pub local: Option<String>,
+    pub peer: Option<String>,
+    /// receiver: bytes read
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// sender: the largest window the peer advertised during the transfer
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snd_wnd_peak: Option<u32>,
+    /// sender: bytes * 8 / time spent writing and waiting for the peer's close
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_bps: Option<u64>,
+    /// sender with a time limit: bytes acknowledged over the last two thirds of it (its own
+    /// TCP_INFO), slow start left out
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_bps: Option<u64>,
+    /// sender with a time limit: the peer's window when it stopped writing
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady_snd_wnd: Option<u32>,
+}
+
+/// One row of `tcpwin-trace lab --scenario`: a transfer over the WAN path, what the tool
+/// predicted and judged, and what the sender measured itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WanRow {
+    pub scenario: String,
+    /// the receiver's setting of this row, in words
+    pub condition: String,
+    /// the traffic: the lab's own endpoints, or a real program (`iperf3 -w 8K`, `nginx
+    /// sndbuf=32k -> curl`)
+    pub app: String,
+    /// the run's number with `--repeat`
+    pub run: u32,
+    /// the bottleneck's queue inside the path, ms at its rate (null: the sender's own tbf,
+    /// which TCP small queues keep short; or no bottleneck)
+    pub queue_ms: Option<u32>,
+    /// the RTT asked of the path, and the one TCP saw (the sender's `tcpi_min_rtt`)
+    pub rtt_ms: f64,
+    pub min_rtt_ms: Option<f64>,
+    /// the path's bottleneck (tbf)
+    pub rate_limit_bps: Option<u64>,
+    pub mtu: u32,
+    /// receiver GRO
+    pub gro: bool,
+    /// the sender's congestion control
+    pub cc: String,
+    /// the receiving end's verdict: the largest window, window / RTT, and min(ceiling, rate)
+    pub window: Option<u64>,
+    pub ceiling_bps: Option<u64>,
+    pub predicted_bps: Option<u64>,
+    /// the sender's own steady rate (bytes acknowledged over the last two thirds; with a real
+    /// program, the rate it reports itself)
+    pub throughput_bps: Option<u64>,
+    /// the sender's rwnd-limited share of busy time (its TCP_INFO)
+    pub rwnd_limited_share: Option<f64>,
+    /// the window the sender saw advertised when it stopped writing (its `tcpi_snd_wnd`)
+    pub snd_wnd: Option<u32>,
+    /// the receiving end's and the sending end's verdicts (both ends read and judged together)
+    pub verdict: Option<crate::verdict::Limit>,
+    pub sender_verdict: Option<crate::verdict::Limit>,
+    /// the limit this scenario is built to show, and a second verdict that says the same where
+    /// the path decides between them (`not-window-limited` or `path-queue`)
+    pub expected: crate::verdict::Limit,
+    pub also_expected: Option<crate::verdict::Limit>,
+    /// the verdict's numbers: RTT, base RTT, the queue
+    pub rtt_us: Option<u32>,
+    pub base_rtt_us: Option<u32>,
+    pub queue_us: Option<u32>,
+    pub setting: Option<String>,
+    pub suggested: Option<String>,
+    pub scaling_ratio: Option<u8>,
+    pub window_clamp: Option<u32>,
+    pub sk_rcvbuf: Option<u32>,
+    /// the delay line: frames that left more than 1 ms late, the latest, frames it lost
+    pub path_late: u64,
+    pub path_max_late_us: u64,
+    pub path_drops: u64,
+    /// frames that waited more than 1 ms in the line's receive socket, the longest wait (µs),
+    /// and every frame it forwarded
+    #[serde(default)]
+    pub path_rx_late: u64,
+    #[serde(default)]
+    pub path_max_rx_wait_us: u64,
+    #[serde(default)]
+    pub path_forwarded: u64,
+    /// what the delay line added to a round trip on average beyond the asked RTT, µs
+    #[serde(default)]
+    pub path_added_rtt_us: u64,
+    /// the path kept its delay (late frames within the lab's bound): only such a row is judged
+    #[serde(default = "yes")]
+    pub path_on_time: bool,
+    /// which attempt at this row this is (a row whose path was late is run again)
+    #[serde(default = "one")]
+    pub attempt: u32,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl WanRow {
+    /// The verdict is one the scenario is built to show.
+    pub fn accepts(&self, got: Option<crate::verdict::Limit>) -> bool {
+        got.is_some_and(|g| g == self.expected || Some(g) == self.also_expected)
+    }
+}
+
+/// One line of `tcpwin-trace lab --json`, tagged by its table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "table", rename_all = "snake_case")]
+pub enum LabLine {
+    /// the GRO / MTU / buffer matrix
+    Matrix(MatrixRow),
+    /// the SYN-ACK window for a small buffer
+    Handshake(HandshakeRow),
+    /// the `tcp_adv_win_scale` sweep
+    #[serde(rename = "tcp_adv_win_scale")]
+    AdvWinScale(AdvWinScaleRow),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatrixRow {
+    pub mtu: u32,
+    /// receiver GRO
+    pub gro: bool,
+    /// sender TSO/GSO
+    pub tso: bool,
+    /// `pinned-1m`, `auto` or `so_rcvbuf-64k`
+    pub buffer: String,
+    pub scaling_ratio: Option<u64>,
+    /// the packet that set the settled ratio
+    pub first_skb_len: Option<u64>,
+    pub first_skb_truesize: Option<u64>,
+    pub window_clamp: Option<u64>,
+    pub sk_rcvbuf: Option<u64>,
+    /// window_clamp / sk_rcvbuf
+    pub window_share: Option<f64>,
+    pub snd_wnd_peak: Option<u64>,
+    pub throughput_bps: Option<u64>,
+    pub init_rcv_wnd: Option<u64>,
+    /// the receiver's own TCP_WINDOW_CLAMP, for cross-checking
+    pub getsockopt_window_clamp: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandshakeRow {
+    pub mtu: u32,
+    pub rcvbuf: u64,
+    pub advmss: Option<u64>,
+    pub syn_ack_window: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdvWinScaleRow {
+    pub tcp_adv_win_scale: i32,
+    pub syn_ack_window: Option<u64>,
+    pub window_clamp: Option<u64>,
+}
+
+/// One row of `cargo xtask bench --json`, tagged by its workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "workload", rename_all = "snake_case")]
+pub enum BenchRow {
+    /// paired bulk transfers, traced against untraced
+    Bulk(BulkRow),
+    /// short connections, one after the other
+    Churn(ChurnRow),
+    /// `tcpwin-trace ss` against `ss -tin` over many sockets
+    Ss(SsBenchRow),
+    /// the exporter over the same sockets
+    Exporter(ExporterBenchRow),
+    /// two observers attached together on the same hooks, one hook's cost of each
+    SamePackets(SamePacketsRow),
+}
+
+/// One pair of observers on one hook over the same packets (attached together, both attach
+/// orders).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SamePacketsRow {
+    pub a: String,
+    pub b: String,
+    pub hook: String,
+    /// median over runs of a's and b's ns per hit, per attach order (a first, b first)
+    pub a_ns_per_hit: [f64; 2],
+    pub b_ns_per_hit: [f64; 2],
+    /// median of b / a per run, per order; over both orders their geometric mean (the first
+    /// program attached pays for a colder cache: the two orders' biases cancel)
+    pub ratio: [f64; 2],
+    pub ratio_both: f64,
+    /// what b costs more than a per hit: the median per-run difference, per order, averaged
+    /// over both orders
+    pub b_minus_a_ns: f64,
+    /// hits of a and b per run (median): the same packets give the same hits
+    pub a_hits: u64,
+    pub b_hits: u64,
+    /// the program as the kernel runs it (`bytes_xlated`: after the verifier removed what the
+    /// load-time constants make unreachable, e.g. the log code of a level off)
+    pub a_xlated_bytes: u64,
+    pub b_xlated_bytes: u64,
+}
+
+/// One BPF program's cost in a bench mode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgramCost {
+    pub hits: u64,
+    /// median over runs
+    pub ns_per_hit: f64,
+    /// median over runs of the same run's floor subtracted (with `--floor-alongside`)
+    pub ns_above_floor: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// Every figure's key is present in every mode (null where a mode has none).
+pub struct BulkRow {
+    /// `untraced`, `empty-tp`, `default`, `bpftrace`, ... or `raw` (a mode that does not exist:
+    /// every figure null, `note` says why)
+    pub mode: String,
+    #[serde(deserialize_with = "nullable")]
+    pub bpf_ns_per_hit: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub bpf_ms_per_gb: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub bpf_cpu_share: Option<f64>,
+    /// median (min, max) of traced / untraced over the paired runs
+    #[serde(deserialize_with = "nullable")]
+    pub throughput_ratio: Option<f64>,
+    #[serde(default)]
+    pub throughput_ratio_min: Option<f64>,
+    #[serde(default)]
+    pub throughput_ratio_max: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub cpu_per_gb_ratio: Option<f64>,
+    #[serde(default)]
+    pub cpu_per_gb_ratio_min: Option<f64>,
+    #[serde(default)]
+    pub cpu_per_gb_ratio_max: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub drops: Option<u64>,
+    #[serde(deserialize_with = "nullable")]
+    pub events_per_sec: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub changes_seen: Option<u64>,
+    #[serde(deserialize_with = "nullable")]
+    pub tracer_cpu_share: Option<f64>,
+    #[serde(deserialize_with = "nullable")]
+    pub tracer_rss_bytes: Option<u64>,
+    #[serde(default)]
+    pub runs: Option<usize>,
+    #[serde(default)]
+    pub bpf_programs: BTreeMap<String, ProgramCost>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChurnRow {
+    pub mode: String,
+    pub conns: u32,
+    pub conns_per_sec_ratio: f64,
+    pub cpu_per_conn_ratio: f64,
+    pub bpf_us_per_conn: Option<f64>,
+    pub bpf_cpu_share: Option<f64>,
+    pub drops: Option<u64>,
+    pub events_per_conn: Option<f64>,
+    pub tracer_cpu_share: Option<f64>,
+    pub runs: usize,
+    pub bpf_programs: BTreeMap<String, ProgramCost>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SsBenchRow {
+    pub sockets: u64,
+    /// with the socket iterator a previous command pinned (false: `TCPWIN_TRACE_CACHE=off`,
+    /// what every run costs without one)
+    #[serde(default)]
+    pub cached: bool,
+    /// whole command, median
+    pub tool_ms: f64,
+    pub tool_rss_mib: f64,
+    /// one snapshot once loaded
+    pub tool_snapshot_ms: f64,
+    pub ss_ms: f64,
+    pub ss_rss_mib: f64,
+    pub runs: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExporterBenchRow {
+    pub sockets: u64,
+    pub idle_cpu_share: f64,
+    pub scrape_ms: f64,
+    pub scrape_ms_max: f64,
+    pub rss_mib: f64,
+    pub peak_rss_mib: f64,
+    pub scrapes: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lab_lines_are_tagged_by_table() {
+        let l = LabLine::AdvWinScale(AdvWinScaleRow {
+            tcp_adv_win_scale: -2,
+            syn_ack_window: Some(31856),
+            window_clamp: None,
+        });
+        let v = serde_json::to_value(&l).unwrap();
+        assert_eq!(v["table"], "tcp_adv_win_scale");
+        assert!(v["window_clamp"].is_null());
+        assert_eq!(serde_json::from_value::<LabLine>(v).unwrap(), l);
+    }
+}
