@@ -272,11 +272,15 @@ pub struct Config {
     pub cookie_by_read: u8,
     /// 0 = any; else either end's port must match
     pub port: u16,
+    /// 0 = any; else the inode of the one network namespace traced (`--netns NAME`, the
+    /// caller's by default, a `--pid`'s own)
+    pub netns: u32,
 }
 
 impl Config {
-    /// The filters a session asks: sockets of a process (`--pid`), of a port (`--port`).
-    pub const fn filter(pid: Option<u32>, port: Option<u16>) -> Config {
+    /// The filters a session asks: sockets of a process (`--pid`), of a port (`--port`), of a
+    /// network namespace (its inode; None: every namespace).
+    pub const fn filter(pid: Option<u32>, port: Option<u16>, netns: Option<u32>) -> Config {
         Config {
             target_tgid: match pid {
                 Some(p) => p,
@@ -286,6 +290,10 @@ impl Config {
             cookie_by_read: 0,
             port: match port {
                 Some(p) => p,
+                None => 0,
+            },
+            netns: match netns {
+                Some(n) => n,
                 None => 0,
             },
         }
@@ -653,7 +661,7 @@ pub mod names {
 const _: () = {
     use core::mem::size_of;
     assert!(size_of::<Offsets>() == 224);
-    assert!(size_of::<Config>() == 8);
+    assert!(size_of::<Config>() == 12);
     assert!(size_of::<Checked>() == 16);
     assert!(size_of::<Event>() == 160);
     assert!(size_of::<SockRecord>() == 184);

@@ -24,6 +24,7 @@ static CONFIG: Config = Config {
     filter_pid: 0,
     cookie_by_read: 0,
     port: 0,
+    netns: 0,
 };
 
 macro_rules! setting {
@@ -192,6 +193,10 @@ pub fn port_ok(lport: u16, rport: u16) -> bool {
 fn wanted<M: Mem>(sk: u64, state: Option<&SockState>, hook: u8) -> bool {
     let (lport, rport) = read::ports::<M>(sk);
     if !port_ok(lport, rport) {
+        return false;
+    }
+    let netns = setting!(netns);
+    if netns != 0 && read::netns::<M>(sk) != netns {
         return false;
     }
     if setting!(filter_pid) == 0 {

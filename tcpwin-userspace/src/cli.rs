@@ -11,7 +11,10 @@ use tcpwin_model::{
     units::{parse_path, parse_rate, PathSpec},
 };
 
-use crate::kernel::{attach::Backend, btf::VMLINUX, log::LogLevel};
+use crate::{
+    gather::{scope::Scope, snapshot::SourceKind},
+    kernel::{attach::Backend, btf::VMLINUX, log::LogLevel},
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -27,52 +30,137 @@ pub struct Cli {
     pub cmd: Option<Cmd>,
 }
 
-/// Which sockets: the filters every command shares.
+/// Which sockets: a process, a port, network namespaces. Declared here once and flattened
+/// into every command that reads sockets; `scope()` resolves it into the domain type all of
+/// them use (`gather::scope::Scope`).
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct SocketFilter {
-    /// Only sockets owned by this process (its fds, and children of its listeners)
+pub struct SocketArgs {
+    /// Only sockets owned by this process (its fds, and children of its listeners), read in its
+    /// own network namespace unless --netns names another
     #[arg(short, long, value_name = "PID")]
     pub pid: Option<u32>,
     /// Only connections with this local or remote port
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
+    /// Network namespace: a name from `ip netns list`, or `all` (every named one and every one
+    /// a process lives in, looked up again as they come and go: containers live in their own);
+    /// default: the caller's, or with --pid the process's
+    #[arg(long, value_name = "NAME|all")]
+    pub netns: Option<String>,
 }
 
-impl SocketFilter {
-    /// A --pid must name a running process.
+impl SocketArgs {
+    /// The sockets asked for, checked (a running --pid, an existing namespace).
+    pub fn scope(&self) -> Result<Scope> {
+        Scope::new(self.pid, self.port, self.netns.as_deref())
+    }
+}
+
+/// The kernel side: where its struct layouts come from, which object to load, and whether it
+/// explains itself. Flattened into every command that loads programs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct KernelArgs {
+    /// Kernel BTF to resolve struct layouts from
+    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
+    pub btf: PathBuf,
+    /// Load this eBPF object instead of the one built into the binary
+    #[arg(long, value_name = "PATH")]
+    pub obj: Option<PathBuf>,
+    /// Let the kernel side explain what it loses or skips (aya-log lines on stderr, never in
+    /// the --json output): warn = losses (ring buffer or maps full, faulted reads, skipped
+    /// runs), info = and members this kernel lacks, debug = and sockets filtered or passed over.
+    /// Off costs nothing: the verifier removes the log code
+    #[arg(long, value_enum, default_value_t = LogArg::Off, value_name = "LEVEL")]
+    pub ebpf_log: LogArg,
+}
+
+impl Default for KernelArgs {
+    fn default() -> Self {
+        KernelArgs {
+            btf: PathBuf::from(VMLINUX),
+            obj: None,
+            ebpf_log: LogArg::Off,
+        }
+    }
+}
+
+impl KernelArgs {
+    /// An --obj must exist.
     pub fn validate(&self) -> Result<()> {
-        if let Some(pid) = self.pid {
-            if pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                bail!("--pid {pid}: no such process (check `ps -p {pid}`)");
+        if let Some(obj) = &self.obj {
+            if !obj.exists() {
+                bail!(
+                    "--obj {}: no such file (build it with `cargo xtask build-ebpf`)",
+                    obj.display()
+                );
             }
         }
         Ok(())
     }
 
-    /// Either end's port matches (or no port was asked).
-    pub fn port_matches(&self, lport: u16, rport: u16) -> bool {
-        self.port.is_none_or(|p| lport == p || rport == p)
+    pub fn log_level(&self) -> LogLevel {
+        self.ebpf_log.into()
     }
 }
 
-/// `--ebpf-log`, on every command that loads programs.
+/// The rate a printed fix is sized for: every command that prints verdicts takes it.
 #[derive(clap::Args, Debug, Clone, Copy, Default)]
-pub struct EbpfLog {
-    /// Let the kernel side explain what it loses or skips (aya-log lines on stderr, never in
-    /// the --json output): warn = losses (ring buffer or maps full, faulted reads, skipped
-    /// runs), info = and members this kernel lacks, debug = and sockets filtered or passed over.
-    /// Off costs nothing: the verifier removes the log code
-    #[arg(long, value_enum, default_value_t = LogLevel::Off, value_name = "LEVEL")]
-    pub ebpf_log: LogLevel,
+pub struct TargetArgs {
+    /// The rate fixes are sized for, e.g. the path's bottleneck (1gbit, 250mbit), at the base
+    /// RTT; without it a fix says what each 100 Mbit/s needs
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub target: Option<u64>,
+}
+
+/// `--ebpf-log`
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogArg {
+    #[default]
+    Off,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl From<LogArg> for LogLevel {
+    fn from(a: LogArg) -> LogLevel {
+        match a {
+            LogArg::Off => LogLevel::Off,
+            LogArg::Warn => LogLevel::Warn,
+            LogArg::Info => LogLevel::Info,
+            LogArg::Debug => LogLevel::Debug,
+        }
+    }
+}
+
+/// `--backend`
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendArg {
+    /// fentry/fexit, then kprobes, then tracepoints: the first the kernel accepts
+    Auto,
+    Fentry,
+    Kprobe,
+    Tracepoint,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(a: BackendArg) -> Backend {
+        match a {
+            BackendArg::Auto => Backend::Auto,
+            BackendArg::Fentry => Backend::Fentry,
+            BackendArg::Kprobe => Backend::Kprobe,
+            BackendArg::Tracepoint => Backend::Tracepoint,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TraceArgs {
     #[command(flatten)]
-    pub filter: SocketFilter,
+    pub sockets: SocketArgs,
     /// Which kernel hooks to use; auto tries fentry, then kprobe, then tracepoint
-    #[arg(long, value_enum, default_value_t = Backend::Auto)]
-    pub backend: Backend,
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
     /// Stop after this many seconds (default: until Ctrl-C / SIGTERM)
     #[arg(short, long, value_name = "SECS", value_parser = parse_duration)]
     pub duration: Option<f64>,
@@ -82,6 +170,10 @@ pub struct TraceArgs {
     /// No live lines, only the summary
     #[arg(short, long)]
     pub quiet: bool,
+    /// Verdicts in full: every number, why, the fix, the factors beside (default: one short
+    /// line each: the limit, rate, window, RTT and the fix)
+    #[arg(short, long)]
+    pub extended: bool,
     /// Which lines to show, comma-separated: init, ratio, space, seen, close, verdict (default:
     /// init, ratio, space, close, verdict, with the rcv_ssthresh-only steps of each socket folded
     /// into one line a second in the text; naming `space` shows each)
@@ -94,13 +186,9 @@ pub struct TraceArgs {
     #[arg(long, default_value_t = 1024, value_name = "KIB")]
     pub ringbuf_kib: u32,
     #[command(flatten)]
-    pub log: EbpfLog,
-    /// Kernel BTF to resolve struct layouts from
-    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
-    pub btf: PathBuf,
-    /// Load this eBPF object instead of the one built into the binary
-    #[arg(long, value_name = "PATH")]
-    pub obj: Option<PathBuf>,
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -213,14 +301,20 @@ pub enum SourceArg {
     SockDiag,
 }
 
+impl From<SourceArg> for SourceKind {
+    fn from(a: SourceArg) -> SourceKind {
+        match a {
+            SourceArg::Auto => SourceKind::Auto,
+            SourceArg::Iterator => SourceKind::Iterator,
+            SourceArg::SockDiag => SourceKind::SockDiag,
+        }
+    }
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct SsArgs {
     #[command(flatten)]
-    pub filter: SocketFilter,
-    /// Network namespace: a name from `ip netns list`, or `all` (named ones and those processes
-    /// live in); default the caller's
-    #[arg(long, value_name = "NAME|all")]
-    pub netns: Option<String>,
+    pub sockets: SocketArgs,
     /// One JSON object per socket
     #[arg(long)]
     pub json: bool,
@@ -250,23 +344,15 @@ pub struct SsArgs {
     /// Snapshots to take with --interval (default: until Ctrl-C)
     #[arg(short = 'c', long, value_name = "N", requires = "interval")]
     pub count: Option<u64>,
-    /// The rate fixes are sized for, e.g. the path's bottleneck (1gbit, 250mbit), at the base
-    /// RTT; without it a fix says what each 100 Mbit/s needs
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
-    pub target: Option<u64>,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Where to read sockets: the BPF socket iterator, or sock_diag (what `ss` reads: no
     /// scaling_ratio, window_clamp or SO_RCVBUF lock); auto falls back to sock_diag when the
     /// kernel refuses the iterator, and says so
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     pub source: SourceArg,
     #[command(flatten)]
-    pub log: EbpfLog,
-    /// Kernel BTF to resolve struct layouts from
-    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
-    pub btf: PathBuf,
-    /// Load this eBPF object instead of the one built into the binary
-    #[arg(long, value_name = "PATH")]
-    pub obj: Option<PathBuf>,
+    pub kernel: KernelArgs,
 }
 
 impl SsArgs {
@@ -287,13 +373,14 @@ pub struct CheckArgs {
     /// Bandwidth and RTT to size windows for, as iperf3 / tc write them: 1gbit:18ms
     #[arg(long, value_name = "RATE:RTT", value_parser = parse_bdp)]
     pub bdp: Option<Bdp>,
-    /// The scaling ratio to size buffers with (default: the median measured on this namespace's
-    /// sockets that received data, else a fresh socket's 128)
+    /// The scaling ratio to size buffers with (default: the median measured on the sockets
+    /// asked for (--pid, --port) that received data, else a fresh socket's 128)
     #[arg(long, value_name = "1-255", value_parser = clap::value_parser!(u8).range(1..))]
     pub ratio: Option<u8>,
-    /// A network namespace from `ip netns list` (default: the caller's)
-    #[arg(long, value_name = "NAME")]
-    pub netns: Option<String>,
+    /// The namespace audited and the sockets the ratio is measured on (--netns all is refused:
+    /// a host's namespaces each have their own settings, audit them one at a time)
+    #[command(flatten)]
+    pub sockets: SocketArgs,
     /// The report as one JSON object
     #[arg(long)]
     pub json: bool,
@@ -302,10 +389,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "RELEASE", hide = true)]
     pub assume_kernel: Option<String>,
     #[command(flatten)]
-    pub log: EbpfLog,
-    /// Kernel BTF to learn the kernel's era from
-    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
-    pub btf: PathBuf,
+    pub kernel: KernelArgs,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -313,14 +397,10 @@ pub struct ExporterArgs {
     /// Address and port to serve /metrics on (only there: bind a public address yourself)
     #[arg(long, default_value = "127.0.0.1:9943", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
-    /// Network namespace: a name from `ip netns list`, or `all` (looked up again at every
-    /// scrape, so namespaces may come and go); default the exporter's own. On a container host
-    /// (pods, containers, `ip netns` namespaces) use `all`: a container's sockets live in its
-    /// own namespace, not the host's
-    #[arg(long, value_name = "NAME|all")]
-    pub netns: Option<String>,
+    /// (On a container host, --netns all: a container's sockets live in its own namespace,
+    /// looked up again at every scrape)
     #[command(flatten)]
-    pub filter: SocketFilter,
+    pub sockets: SocketArgs,
     /// Also export the ratio (len * 256 / truesize) of every data packet received, by
     /// interface, as a histogram. This attaches a per-packet hook (tcp:tcp_probe, one map update
     /// per packet, about 0.1-0.3 µs): the one option that costs per packet
@@ -332,19 +412,13 @@ pub struct ExporterArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub top: Option<u16>,
     #[command(flatten)]
-    pub log: EbpfLog,
-    /// Kernel BTF to resolve struct layouts from
-    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
-    pub btf: PathBuf,
+    pub kernel: KernelArgs,
 }
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct TopArgs {
     #[command(flatten)]
-    pub filter: SocketFilter,
-    /// Network namespace: a name from `ip netns list`, or `all`; default the caller's
-    #[arg(long, value_name = "NAME|all")]
-    pub netns: Option<String>,
+    pub sockets: SocketArgs,
     /// Refresh every MS milliseconds
     #[arg(short, long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
     pub interval: u64,
@@ -353,10 +427,9 @@ pub struct TopArgs {
     #[arg(long)]
     pub trace: bool,
     #[command(flatten)]
-    pub log: EbpfLog,
-    /// Kernel BTF to resolve struct layouts from
-    #[arg(long, default_value = VMLINUX, value_name = "PATH")]
-    pub btf: PathBuf,
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -391,16 +464,21 @@ impl TraceArgs {
         if kib < 4 || !kib.is_power_of_two() || kib > 1 << 20 {
             bail!("--ringbuf-kib {kib}: the ring buffer size must be a power of two between 4 and 1048576 KiB");
         }
-        self.filter.validate()?;
-        if let Some(obj) = &self.obj {
-            if !obj.exists() {
-                bail!(
-                    "--obj {}: no such file (build it with `cargo xtask build-ebpf`)",
-                    obj.display()
-                );
-            }
+        self.kernel.validate()
+    }
+}
+
+impl Cmd {
+    /// The kernel side's arguments of the command asked (None: it loads no programs).
+    pub fn kernel(&self) -> Option<&KernelArgs> {
+        match self {
+            Cmd::Ss(a) => Some(&a.kernel),
+            Cmd::Exporter(a) => Some(&a.kernel),
+            Cmd::Check(a) => Some(&a.kernel),
+            Cmd::Top(a) => Some(&a.kernel),
+            Cmd::Record(a) => Some(&a.trace.kernel),
+            _ => None,
         }
-        Ok(())
     }
 }
 
@@ -415,13 +493,13 @@ mod tests {
     #[test]
     fn accepts_the_documented_forms() {
         let c = parse(&["--pid", "1", "--port", "5201", "--json", "-d", "2.5"]).unwrap();
-        assert_eq!(c.trace.filter.pid, Some(1));
-        assert_eq!(c.trace.filter.port, Some(5201));
+        assert_eq!(c.trace.sockets.pid, Some(1));
+        assert_eq!(c.trace.sockets.port, Some(5201));
         assert_eq!(c.trace.duration, Some(2.5));
         assert!(c.trace.json);
-        assert_eq!(c.trace.backend, Backend::Auto);
+        assert_eq!(c.trace.backend, BackendArg::Auto);
         let c = parse(&["--backend", "tracepoint"]).unwrap();
-        assert_eq!(c.trace.backend, Backend::Tracepoint);
+        assert_eq!(Backend::from(c.trace.backend), Backend::Tracepoint);
         assert!(matches!(parse(&["demo"]).unwrap().cmd, Some(Cmd::Demo)));
     }
 
@@ -449,13 +527,17 @@ mod tests {
             .to_string()
             .contains("power of two"));
         c.ringbuf_kib = 64;
-        c.filter.pid = Some(u32::MAX - 1);
+        c.validate().unwrap();
+        c.sockets.pid = Some(u32::MAX - 1);
         assert!(c
-            .validate()
+            .sockets
+            .scope()
             .unwrap_err()
             .to_string()
             .contains("no such process"));
-        c.filter.pid = Some(std::process::id());
-        c.validate().unwrap();
+        c.sockets.pid = Some(std::process::id());
+        c.sockets.scope().unwrap();
+        c.kernel.obj = Some("/nonexistent.o".into());
+        assert!(c.validate().unwrap_err().to_string().contains("build-ebpf"));
     }
 }

@@ -16,13 +16,10 @@ fn main() {
     let cli = Cli::parse();
     // before anything is loaded: the kernel side's log level is written into its .rodata
     kernel::log::configure(match &cli.cmd {
-        Some(Cmd::Ss(a)) => a.log.ebpf_log,
-        Some(Cmd::Exporter(a)) => a.log.ebpf_log,
-        Some(Cmd::Check(a)) => a.log.ebpf_log,
-        Some(Cmd::Top(a)) => a.log.ebpf_log,
-        Some(Cmd::Record(a)) => a.trace.log.ebpf_log,
-        None => cli.trace.log.ebpf_log,
-        _ => kernel::log::LogLevel::Off,
+        Some(c) => c
+            .kernel()
+            .map_or(kernel::log::LogLevel::Off, |k| k.log_level()),
+        None => cli.trace.kernel.log_level(),
     });
     let result = match cli.cmd {
         Some(Cmd::Transfer { args }) => cmd::lab::endpoints(args),

@@ -20,7 +20,8 @@ use tcpwin_lab::{
 };
 use tcpwin_model::{
     kind::EventKind,
-    schema::{parse_line, EndpointReport, EventLine, Family, Line, SummaryLine},
+    rows::EndpointReport,
+    schema::{parse_line, EventLine, Family, Line, SummaryLine},
 };
 
 const PINNED: u64 = 1 << 20;
@@ -129,7 +130,7 @@ fn traced_transfer(
     ipv6: bool,
 ) -> (Vec<EndpointReport>, Vec<EventLine>, SummaryLine) {
     let p = pair(tag, 1500);
-    let tracer = start_tracer(&["--port", &port.to_string()]);
+    let tracer = start_tracer(&["--netns", "all", "--port", &port.to_string()]);
     let truths = transfer(&p, port, conns, ipv6).run().expect("transfer");
     std::thread::sleep(Duration::from_millis(300));
     let (events, summary) = finish(tracer);
@@ -229,7 +230,7 @@ fn pinned_buffer_ratio_identities_gro_off_and_on() {
     let mut settled = Vec::new();
     for gro in [false, true] {
         p.set_offloads(false, gro).unwrap();
-        let tracer = start_tracer(&["--port", &port.to_string()]);
+        let tracer = start_tracer(&["--netns", "all", "--port", &port.to_string()]);
         let truths = transfer(&p, port, 1, false).run().expect("transfer");
         std::thread::sleep(Duration::from_millis(300));
         let (events, _) = finish(tracer);
@@ -416,7 +417,14 @@ fn connection_from_before_the_trace_is_seen_live_from_data_and_acks() {
     };
     assert_eq!(rc, 0, "setsockopt(SO_RCVBUF)");
     // the packet tracepoint sees ACKs; the function hooks (fexit tcp_measure_rcv_mss) only data
-    let mut tracer = start_tracer(&["--port", &port.to_string(), "--backend", "tracepoint"]);
+    let mut tracer = start_tracer(&[
+        "--netns",
+        "all",
+        "--port",
+        &port.to_string(),
+        "--backend",
+        "tracepoint",
+    ]);
 
     let reader = std::thread::spawn(move || {
         let mut buf = vec![0u8; 1 << 16];
@@ -498,7 +506,7 @@ fn tracer_verdicts_follow_the_binding_limit() {
     .expect("the WAN path");
     Pair::sysctl(&p.b, "net.ipv4.tcp_window_scaling", "0").unwrap();
     let port = 5317;
-    let tracer = start_tracer(&["--port", &port.to_string()]);
+    let tracer = start_tracer(&["--netns", "all", "--port", &port.to_string()]);
     let t = Transfer {
         send: SendOpts {
             secs: Some(4.0),
@@ -556,7 +564,7 @@ fn the_last_change_is_reported_while_the_socket_stays_open() {
     let mut caught = 0;
     for round in 0..LAST_CHANGE_ROUNDS {
         let port = 5600 + round;
-        let tracer = start_tracer(&["--port", &port.to_string()]);
+        let tracer = start_tracer(&["--netns", "all", "--port", &port.to_string()]);
         let ip_b = p.ip_b;
         let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
@@ -629,7 +637,7 @@ fn text_lines_are_compact_in_time_order_with_the_direction() {
     let port = 5322;
     let tracer = Tracer::start(
         &exe(),
-        &["--port", &port.to_string()],
+        &["--netns", "all", "--port", &port.to_string()],
         Stdio::piped(),
         Duration::from_secs(60),
     )
@@ -663,6 +671,11 @@ fn text_lines_are_compact_in_time_order_with_the_direction() {
     // (~255 characters); the old lines carried every field (~600)
     for l in lines.iter().filter(|l| !l.contains(" verdict ")) {
         assert!(l.len() <= 280, "{} characters: {l}", l.len());
+    }
+    // a verdict is one short line (the limit, rate, window, RTT, the fix; -e has the rest)
+    for l in lines.iter().filter(|l| l.contains(" verdict ")) {
+        assert!(l.len() <= 600, "{} characters: {l}", l.len());
+        assert!(!l.contains("why:") && !l.contains("also "), "{l}");
     }
     assert!(!out.contains(" judge "), "{out}");
     let sender = format!("-> {}:{port}", p.ip_b);
@@ -712,7 +725,14 @@ fn text_lines_are_compact_in_time_order_with_the_direction() {
     // naming `space` shows each step, and no verdicts
     let tracer = Tracer::start(
         &exe(),
-        &["--port", &(port + 1).to_string(), "--events", "space"],
+        &[
+            "--netns",
+            "all",
+            "--port",
+            &(port + 1).to_string(),
+            "--events",
+            "space",
+        ],
         Stdio::piped(),
         Duration::from_secs(60),
     )
@@ -725,4 +745,40 @@ fn text_lines_are_compact_in_time_order_with_the_direction() {
         !out.contains(" steps from ") && !out.contains(" verdict ") && !out.contains(" init "),
         "{out}"
     );
+}
+
+/// The trace opens with one line naming the backend chosen and, in a few words, why the ones
+/// before it were not (on this kernel auto falls back: that is the normal path, not an error);
+/// the kernel's own words come with `--ebpf-log info`.
+#[test]
+fn the_trace_opens_with_the_backend_chosen() {
+    require_root();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(exe())
+            .args(["-d", "0.5", "-q", "--port", "1"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&[]);
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with("tcpwin-trace: backend ") && first.contains(" (hooks "),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Operation not permitted") && !err.contains("not used:"),
+        "no error lines on the normal path:\n{err}"
+    );
+    if !first.starts_with("tcpwin-trace: backend fentry") {
+        assert!(
+            first.contains("fentry "),
+            "says why fentry was not used: {first}"
+        );
+        let full = run(&["--ebpf-log", "info"]);
+        assert!(full.contains("backend fentry not used: "), "{full}");
+    }
+    assert!(err.contains("tcpwin-trace: tracing "), "{err}");
 }

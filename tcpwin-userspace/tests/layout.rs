@@ -291,3 +291,18 @@ fn the_test_bench_only_under_the_lab_command() {
         assert!(!code(&t).contains("tcpwin_lab"), "{root} uses tcpwin_lab");
     }
 }
+
+/// Clap stays with the commands: below them (gather, kernel, host, view) every function takes
+/// domain types (a scope, a target rate, a source), never an argument struct, and nothing but
+/// the commands imports `cli`.
+#[test]
+fn clap_only_in_cli_and_the_commands() {
+    let above = |m: &str| m == "cli" || m == "cmd" || m.starts_with("cmd::");
+    let bad: Vec<String> = users_of("clap")
+        .into_iter()
+        .chain(users_of("cli::"))
+        .filter(|m| !above(m))
+        .collect();
+    assert!(bad.is_empty(), "clap or cli used below the commands: {bad:?}");
+    assert!(users_of("clap").contains(&"cli".to_string()));
+}

@@ -82,6 +82,8 @@ fn recordings_report_draw_and_compare() {
                 "record",
                 "-o",
                 file.to_str().unwrap(),
+                "--netns",
+                "all",
                 "--port",
                 &port.to_string(),
             ],
@@ -183,6 +185,26 @@ fn recordings_report_draw_and_compare() {
             rate_socks
         );
         assert!(texts.contains(&format!("window_clamp (last {} B)", truth.window_clamp)));
+        // one direction rule: the receiver's panel `local <- remote`, the sender's `->`
+        let title = |c: u64| {
+            texts
+                .iter()
+                .find(|t| t.ends_with(&format!("(socket {c:x})")))
+                .cloned()
+                .unwrap_or_else(|| panic!("no panel for {c:x}: {texts:?}"))
+        };
+        assert!(
+            title(truth.cookie).contains(" <- "),
+            "{}",
+            title(truth.cookie)
+        );
+        assert!(
+            socks
+                .iter()
+                .filter(|c| **c != truth.cookie)
+                .all(|c| title(*c).contains(" -> ")),
+            "{texts:?}"
+        );
     }
     // side by side: each recording's figures, computed here from its JSON
     let (ok, table, err) = report(&[files[0].to_str().unwrap(), files[1].to_str().unwrap()]);

@@ -199,7 +199,14 @@ pub fn start_observer(mode: Mode, pair: &Pair, env: &Env) -> Result<Observer> {
         Mode::EmptyAll => Observer::Empty(Box::new(load_empty_all(&env.obj)?)),
         Mode::Default => Observer::Tracer(Tracer::start(
             &env.tracer,
-            &["--port", &PORT.to_string(), "-q", "--json"],
+            &[
+                "--netns",
+                "all",
+                "--port",
+                &PORT.to_string(),
+                "-q",
+                "--json",
+            ],
             Stdio::piped(),
             Duration::from_secs(60),
         )?),

@@ -25,7 +25,7 @@ use tcpwin_lab::{
     harness::{check_stop, Tracer, Transfer},
     netns::Pair,
 };
-use tcpwin_model::schema::{BenchRow, SamePacketsRow as SameRow};
+use tcpwin_model::rows::{BenchRow, SamePacketsRow as SameRow};
 
 use crate::{
     observers::start_bpftrace,
@@ -303,11 +303,19 @@ pub fn pairs(nolog: Option<PathBuf>, idle: u32, with_bpftrace: bool) -> Vec<(Sid
     let port = PORT.to_string();
     let tracer = |label, extra: &[&str], obj: Option<PathBuf>| Side::Tracer {
         label,
-        args: ["--port", &port, "-q", "--json", "--no-verdicts"]
-            .iter()
-            .chain(extra)
-            .map(|s| s.to_string())
-            .collect(),
+        args: [
+            "--netns",
+            "all",
+            "--port",
+            &port,
+            "-q",
+            "--json",
+            "--no-verdicts",
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect(),
         obj,
     };
     let pid = idle.to_string();

@@ -9,7 +9,14 @@ use crate::{cli::CheckArgs, gather::audit, view};
 
 /// Runs the audit; Ok(the exit status: `tcpwin_model::check::exit`).
 pub fn run(args: CheckArgs) -> Result<i32> {
-    let r = audit::report(&args)?;
+    let scope = args.sockets.scope()?;
+    let r = audit::report(&audit::Audit {
+        scope: &scope,
+        bdp: args.bdp,
+        ratio: args.ratio,
+        assume_kernel: args.assume_kernel.clone(),
+        btf: &args.kernel.btf,
+    })?;
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer(&mut out, &r)?;

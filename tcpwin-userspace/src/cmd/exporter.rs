@@ -11,9 +11,12 @@ use tcpwin_model::{
 
 use crate::{
     cli::ExporterArgs,
-    gather::snapshot::{self, Source},
+    gather::{
+        scope::Scope,
+        snapshot::{self, Source},
+    },
     host::{
-        kconfig, netns,
+        kconfig,
         signals::{install_stop_handler, wait_or_stop},
     },
     kernel::iter::Counting,
@@ -24,6 +27,8 @@ use crate::{
 struct Scraper {
     src: Source,
     args: ExporterArgs,
+    /// which sockets (`--pid`, `--port`, `--netns`), resolved afresh at each scrape
+    scope: Scope,
     hz: Option<u32>,
     judge: Judge,
     /// `uname -r`, for tcpwin_build_info
@@ -37,7 +42,7 @@ impl Scraper {
     fn scrape(&mut self, openmetrics: bool) -> String {
         let t0 = std::time::Instant::now();
         let mut errors = 0u64;
-        let targets = match netns::resolve(self.args.netns.as_deref()) {
+        let targets = match self.scope.resolve() {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("tcpwin-trace: exporter: {e:#}");
@@ -60,12 +65,7 @@ impl Scraper {
         let closed = self.closed_sums(&wanted, &mut errors);
         let mut seen = Vec::new();
         for t in &targets {
-            match snapshot::read(
-                &mut self.src,
-                std::slice::from_ref(t),
-                &self.args.filter,
-                self.hz,
-            ) {
+            match snapshot::read(&mut self.src, std::slice::from_ref(t), &self.scope, self.hz) {
                 Ok(v) => seen.extend(v),
                 Err(e) => {
                     // a namespace gone between listing and reading, or refused: counted
@@ -158,17 +158,15 @@ fn respond(req: tiny_http::Request, code: u16, ctype: &str, body: String) {
 }
 
 pub fn run(args: ExporterArgs) -> Result<()> {
-    args.filter.validate()?;
-    if let Some(n) = args.netns.as_deref() {
-        netns::resolve(Some(n))?;
-    }
-    let counting = args.filter.pid.is_none();
+    args.kernel.validate()?;
+    let scope = args.sockets.scope()?;
+    let counting = scope.pid.is_none();
     let src = Source::open_counting(
-        &args.btf,
+        &args.kernel.btf,
         &Counting {
             states: counting,
             packets: args.packet_histogram,
-            port: args.filter.port.unwrap_or(0),
+            port: scope.port.unwrap_or(0),
         },
     )?;
     // the kernel's BTF was parsed to load the programs (tens of MiB): free it and give those
@@ -186,6 +184,7 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     );
     let mut scraper = Scraper {
         src,
+        scope,
         hz: kconfig::hz(),
         args,
         judge: Judge::new(None),

@@ -11,7 +11,7 @@ use tcpwin_model::{facts::state_name, judge::Judge, schema::SsLine};
 
 use crate::{
     cli::SsArgs,
-    gather::snapshot::{self, Source},
+    gather::snapshot::{self, Source, SourceKind},
     host::{
         kconfig,
         signals::{install_stop_handler, wait_or_stop},
@@ -20,11 +20,12 @@ use crate::{
 };
 
 pub fn run(args: SsArgs) -> Result<()> {
-    args.filter.validate()?;
+    args.kernel.validate()?;
     // a process's sockets live in its namespace: read that one unless --netns says otherwise
-    let mut targets = snapshot::Targets::new(args.netns.as_deref(), args.filter.pid)?;
-    let mut src = Source::open(args.source, &args.btf, args.obj.as_deref())?;
-    if args.source == crate::cli::SourceArg::SockDiag {
+    let mut targets = snapshot::Targets::new(args.sockets.scope()?);
+    let source = args.source.into();
+    let mut src = Source::open(source, &args.kernel.btf, args.kernel.obj.as_deref())?;
+    if source == SourceKind::SockDiag {
         eprintln!(
             "tcpwin-trace: reading sock_diag (what iproute2's ss reads): {} are null{}",
             tcpwin_model::sockdiag::MISSING.join(", "),
@@ -46,8 +47,8 @@ pub fn run(args: SsArgs) -> Result<()> {
     }
     install_stop_handler();
     let mut judge = match args.interval {
-        Some(_) => Judge::new(args.target),
-        None => Judge::one_shot(args.target),
+        Some(_) => Judge::new(args.target.target),
+        None => Judge::one_shot(args.target.target),
     };
     let mut taken = 0u64;
     let mut said_rcv_wnd = false;
@@ -56,7 +57,7 @@ pub fn run(args: SsArgs) -> Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     loop {
         let t0 = Instant::now();
-        let mut seen = targets.read(&mut src, &args.filter, hz)?;
+        let mut seen = targets.read(&mut src, hz)?;
         // sock_diag's tcp_info carries the advertised window from 6.2 only: say why it is null
         if !said_rcv_wnd
             && matches!(src, Source::SockDiag)

@@ -23,10 +23,11 @@ use tcpwin_model::{
 };
 
 use crate::{
-    cli::{CheckArgs, SourceArg, TopArgs},
+    cli::TopArgs,
     gather::{
         audit,
-        snapshot::{self, Source},
+        scope::{Namespaces, Scope},
+        snapshot::{self, Source, SourceKind},
     },
     host::{
         kconfig, monotonic_ns,
@@ -54,20 +55,20 @@ struct Tracing {
 }
 
 impl Tracing {
-    fn start(args: &TopArgs) -> Result<Tracing> {
+    fn start(args: &TopArgs, scope: &Scope) -> Result<Tracing> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the event reader")?;
         let _in = rt.enter();
         let mut tracer = Tracer::load(
-            &args.btf,
-            None,
-            Config::filter(args.filter.pid, args.filter.port),
+            &args.kernel.btf,
+            args.kernel.obj.as_deref(),
+            Config::filter(scope.pid, scope.port, scope.one_namespace()?),
             Backend::Auto,
             TOP_RINGBUF_KIB,
         )?;
-        let mut owner = args.filter.pid.map(OwnerSync::new);
+        let mut owner = scope.pid.map(OwnerSync::new);
         if let Some(o) = owner.as_mut() {
             o.sync(&mut tracer.bpf)?;
         }
@@ -184,33 +185,41 @@ fn key_of(e: &event::KeyEvent) -> Option<Key> {
 }
 
 pub fn run(args: TopArgs) -> Result<()> {
-    args.filter.validate()?;
+    args.kernel.validate()?;
+    let scope = args.sockets.scope()?;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         bail!("top needs a terminal on stdin and stdout; for a stream use `tcpwin-trace ss -i 1000` (or --json)");
     }
-    if args.log.ebpf_log != LogLevel::Off && std::io::stderr().is_terminal() {
+    if args.kernel.log_level() != LogLevel::Off && std::io::stderr().is_terminal() {
         bail!("--ebpf-log writes lines to stderr, which would tear top's screen: redirect it (2>ebpf.log) and read the file beside");
     }
     let (w, h) = terminal::size().context("cannot read the terminal's size")?;
     if let Some(e) = too_small(w, h) {
         bail!(e);
     }
-    let mut targets = snapshot::Targets::new(args.netns.as_deref(), None)?;
-    let mut src = Source::open(SourceArg::Auto, &args.btf, None)?;
-    let header = audit::report(&CheckArgs {
+    let mut targets = snapshot::Targets::new(scope.clone());
+    let mut src = Source::open(
+        SourceKind::Auto,
+        &args.kernel.btf,
+        args.kernel.obj.as_deref(),
+    )?;
+    // the header's settings: the namespace read (the caller's, over every namespace)
+    let audited = match scope.namespaces {
+        Namespaces::All => Scope::default(),
+        _ => scope.clone(),
+    };
+    let header = audit::report(&audit::Audit {
+        scope: &audited,
         bdp: None,
         ratio: Some(tcpwin_model::check::DEFAULT_RATIO),
-        netns: args.netns.clone().filter(|n| n != "all"),
-        json: false,
         assume_kernel: None,
-        log: args.log,
-        btf: args.btf.clone(),
+        btf: &args.kernel.btf,
     })
     .map(|r| header_lines(&r))
     .unwrap_or_else(|e| vec![format!("host check unavailable: {e:#}")]);
     let hz = kconfig::hz();
     let mut tracing = if args.trace {
-        Some(Tracing::start(&args)?)
+        Some(Tracing::start(&args, &scope)?)
     } else {
         None
     };
@@ -223,7 +232,7 @@ pub fn run(args: TopArgs) -> Result<()> {
     state.header = header;
     state.interval_ms = args.interval;
     state.tracing = tracing.is_some();
-    let mut judge = Judge::new(None);
+    let mut judge = Judge::new(args.target.target);
     let every = Duration::from_millis(args.interval);
     let mut next = Instant::now();
     let result = loop {
@@ -232,7 +241,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         }
         if Instant::now() >= next {
             next = Instant::now() + every;
-            let mut seen = match targets.read(&mut src, &args.filter, hz) {
+            let mut seen = match targets.read(&mut src, hz) {
                 Ok(s) => s,
                 Err(e) => break Err(e),
             };

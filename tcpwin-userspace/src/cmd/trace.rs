@@ -6,6 +6,7 @@ use std::{
     io::{BufWriter, Write},
     time::{Duration, Instant},
 };
+use tcpwin_model::units::count;
 
 use anyhow::{Context, Result};
 use tcpwin_common::{counter, hook, Config};
@@ -25,11 +26,11 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
     cli::TraceArgs,
-    gather::traced::TracedVerdicts,
+    gather::{scope::Scope, traced::TracedVerdicts},
     host::{kconfig, monotonic_ns, sysctl},
     kernel::log::{KernelLog, LogLevel},
     kernel::{
-        attach::Attached,
+        attach::{short_reason, Attached},
         btf::Layout,
         maps::{self, OwnerSync},
         ring::Ring,
@@ -46,6 +47,8 @@ const DRAINS_PER_VERDICT: u64 = 10;
 
 struct Out {
     json: bool,
+    /// verdicts in full (`-e`)
+    extended: bool,
     quiet: bool,
     /// which lines (`--events`), and the folded rcv_ssthresh steps waiting to be printed
     shown: Shown,
@@ -112,7 +115,11 @@ fn emit_verdict(out: &mut Out, v: &VerdictLine) -> Result<()> {
         serde_json::to_writer(&mut out.w, v)?;
         writeln!(out.w)?;
     } else {
-        writeln!(out.w, "{}", view::text::verdict_text(v, out.t0_ns))?;
+        writeln!(
+            out.w,
+            "{}",
+            view::text::verdict_text(v, out.t0_ns, out.extended)
+        )?;
     }
     Ok(())
 }
@@ -250,11 +257,11 @@ impl Session {
             self.recorded.1 += 1;
             if self.recorded.1 == 1 || self.recorded.1.is_multiple_of(RECORD_PROGRESS_EVERY) {
                 eprintln!(
-                    "tcpwin-trace: recording: {} s, {} events, {} samples, {} sockets open",
+                    "tcpwin-trace: recording: {} s, {}, {}, {} open",
                     self.recorded.1,
-                    self.socks.events(),
-                    self.recorded.0,
-                    self.socks.live()
+                    count(self.socks.events(), "event"),
+                    count(self.recorded.0, "sample"),
+                    count(self.socks.live() as u64, "socket")
                 );
             }
         }
@@ -265,20 +272,29 @@ impl Session {
 /// A recording's progress line every this many verdict ticks (seconds).
 const RECORD_PROGRESS_EVERY: u64 = 5;
 
-fn announce(attached: &Attached, layout: &Layout, args: &TraceArgs) {
-    let target = match (args.filter.pid, args.filter.port) {
-        (Some(p), Some(port)) => format!("sockets of pid {p} with port {port}"),
-        (Some(p), None) => format!("sockets of pid {p} (listeners' children included)"),
-        (None, Some(port)) => format!("TCP sockets with port {port}"),
-        (None, None) => "every TCP socket on the host".into(),
+/// The trace's first lines: the backend chosen and why (one line: on a kernel where auto falls
+/// back, the refusals are the normal path, not errors; `--ebpf-log info` gives the kernel's
+/// words), what this kernel lacks, and what is traced until when.
+fn announce(attached: &Attached, layout: &Layout, args: &TraceArgs, scope: &Scope) {
+    let why = if attached.rejected.is_empty() {
+        String::new()
+    } else {
+        let r: Vec<String> = attached
+            .rejected
+            .iter()
+            .map(|(b, e)| format!("{b} {}", short_reason(e)))
+            .collect();
+        format!("; {}", r.join(", "))
     };
     eprintln!(
-        "tcpwin-trace: backend {} (hooks {})",
+        "tcpwin-trace: backend {} (hooks {}){why}",
         attached.backend,
         attached.hook_list()
     );
-    for (b, why) in &attached.rejected {
-        eprintln!("tcpwin-trace: backend {b} not used: {why}");
+    if args.kernel.log_level() >= LogLevel::Info {
+        for (b, why) in &attached.rejected {
+            eprintln!("tcpwin-trace: backend {b} not used: {why}");
+        }
     }
     for n in &attached.notes {
         eprintln!("tcpwin-trace: note: {n}");
@@ -298,7 +314,7 @@ fn announce(attached: &Attached, layout: &Layout, args: &TraceArgs) {
         Some(d) => format!("for {d} s"),
         None => "until Ctrl-C".into(),
     };
-    eprintln!("tcpwin-trace: tracing {target} {stop}");
+    eprintln!("tcpwin-trace: tracing {} {stop}", scope.describe());
 }
 
 pub async fn run(args: TraceArgs) -> Result<()> {
@@ -341,6 +357,7 @@ fn header(attached: &Attached, t0_ns: u64) -> HeaderLine {
 
 async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()> {
     args.validate()?;
+    let scope = args.sockets.scope()?;
     // an unwritable path fails before anything is loaded
     let sink: Box<dyn Write> = match record {
         Some(p) => Box::new(
@@ -350,21 +367,21 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         None => Box::new(std::io::stdout()),
     };
     let mut tracer = Tracer::load(
-        &args.btf,
-        args.obj.as_deref(),
-        Config::filter(args.filter.pid, args.filter.port),
-        args.backend,
+        &args.kernel.btf,
+        args.kernel.obj.as_deref(),
+        Config::filter(scope.pid, scope.port, scope.one_namespace()?),
+        args.backend.into(),
         args.ringbuf_kib,
     )?;
 
     // Before saying "tracing": a signal from then on must reach the clean shutdown path.
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
-    let mut owner = args.filter.pid.map(OwnerSync::new);
+    let mut owner = scope.pid.map(OwnerSync::new);
     if let Some(o) = owner.as_mut() {
         o.sync(&mut tracer.bpf)?;
     }
-    announce(&tracer.attached, tracer.layout(), &args);
+    announce(&tracer.attached, tracer.layout(), &args, &scope);
 
     let mut ring = Ring::take(&mut tracer.bpf)?;
     // verdicts need the socket iterator; without it the trace goes on and says so
@@ -372,7 +389,11 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         None
     } else {
         match tracer.prepare_iter() {
-            Ok(()) => Some(TracedVerdicts::new(kconfig::hz(), tracer.layout().offsets)),
+            Ok(()) => Some(TracedVerdicts::new(
+                kconfig::hz(),
+                tracer.layout().offsets,
+                args.target.target,
+            )),
             Err(e) => {
                 eprintln!("tcpwin-trace: no verdicts: {e:#}");
                 None
@@ -390,11 +411,12 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         out: Out {
             json: args.json,
             quiet: args.quiet,
+            extended: args.extended,
             shown: Shown::new(args.events.as_deref(), args.json),
             folds: Folds::default(),
             directions: Directions::default(),
             samples: record.is_some(),
-            pid: args.filter.pid,
+            pid: scope.pid,
             t0_ns,
             w,
         },

@@ -11,10 +11,19 @@ use tcpwin_model::{
 };
 
 use crate::{
-    cli::{SocketFilter, SourceArg},
+    gather::scope::{Namespaces, Scope},
     host::{monotonic_ns, netns, owner, sockdiag, sysctl},
     kernel::iter::{Counting, SocketIter},
 };
+
+/// Which source to read sockets from (`ss --source`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    /// the iterator, or sock_diag where the kernel refuses it (said)
+    Auto,
+    Iterator,
+    SockDiag,
+}
 
 /// Where socket facts come from.
 pub enum Source {
@@ -28,15 +37,15 @@ impl Source {
     /// Opens the source asked; with `auto` an iterator the kernel refuses falls back to
     /// sock_diag and says which facts are then missing (a missing privilege is an error: the fix
     /// is to run as root, not to read less).
-    pub fn open(arg: SourceArg, btf: &Path, obj: Option<&Path>) -> Result<Source> {
-        if arg != SourceArg::SockDiag {
+    pub fn open(arg: SourceKind, btf: &Path, obj: Option<&Path>) -> Result<Source> {
+        if arg != SourceKind::SockDiag {
             crate::kernel::object::check_privileges()
                 .map_err(|e| anyhow::anyhow!("{e:#} (or read less with --source sock-diag)"))?;
         }
         match arg {
-            SourceArg::SockDiag => Ok(Source::SockDiag),
-            SourceArg::Iterator => Ok(Source::Iterator(Box::new(SocketIter::load(btf, obj)?))),
-            SourceArg::Auto => match SocketIter::load(btf, obj) {
+            SourceKind::SockDiag => Ok(Source::SockDiag),
+            SourceKind::Iterator => Ok(Source::Iterator(Box::new(SocketIter::load(btf, obj)?))),
+            SourceKind::Auto => match SocketIter::load(btf, obj) {
                 Ok(it) => Ok(Source::Iterator(Box::new(it))),
                 Err(e) => {
                     eprintln!(
@@ -115,7 +124,7 @@ pub struct Seen {
 pub fn read(
     src: &mut Source,
     targets: &[netns::Netns],
-    filter: &SocketFilter,
+    filter: &Scope,
     hz: Option<u32>,
 ) -> Result<Vec<Seen>> {
     let wanted_inodes = match filter.pid {
@@ -131,44 +140,31 @@ pub fn read(
     read_with(&mut || src.read(hz), targets, &keep)
 }
 
-/// The namespaces a repeated reading covers (`ss -i`, `top`). `--netns all` is listed afresh at
-/// each reading, since namespaces come and go (containers, test harnesses); one that disappears
-/// between the listing and its reading is skipped and counted in `gone`. A namespace named on
-/// the command line, or a process's, that disappears is an error: what was asked for is gone.
+/// The namespaces a repeated reading covers (`ss -i`, `top`, the exporter). `--netns all` is
+/// listed afresh at each reading, since namespaces come and go (containers, test harnesses);
+/// one that disappears between the listing and its reading is skipped and counted in `gone`. A
+/// namespace named on the command line, or a process's, that disappears is an error: what was
+/// asked for is gone.
 pub struct Targets {
-    every: bool,
-    fixed: Vec<netns::Netns>,
+    pub scope: Scope,
     /// namespaces of an `all` listing that were gone when read
     pub gone: u64,
 }
 
 impl Targets {
-    /// `--netns` and `--pid` as given: a process's own namespace unless `--netns` says otherwise.
-    pub fn new(spec: Option<&str>, pid: Option<u32>) -> Result<Self> {
-        let fixed = match (spec, pid) {
-            (None, Some(pid)) => vec![netns::of_pid(pid)?],
-            (n, _) => netns::resolve(n)?,
-        };
-        Ok(Targets {
-            every: spec == Some("all"),
-            fixed,
-            gone: 0,
-        })
+    pub fn new(scope: Scope) -> Self {
+        Targets { scope, gone: 0 }
     }
 
     /// One reading of every namespace covered now.
-    pub fn read(
-        &mut self,
-        src: &mut Source,
-        filter: &SocketFilter,
-        hz: Option<u32>,
-    ) -> Result<Vec<Seen>> {
-        if !self.every {
-            return read(src, &self.fixed, filter, hz);
+    pub fn read(&mut self, src: &mut Source, hz: Option<u32>) -> Result<Vec<Seen>> {
+        let now = self.scope.resolve()?;
+        if self.scope.namespaces != Namespaces::All {
+            return read(src, &now, &self.scope, hz);
         }
         let mut out = Vec::new();
-        for t in netns::resolve(Some("all"))? {
-            match read(src, std::slice::from_ref(&t), filter, hz) {
+        for t in now {
+            match read(src, std::slice::from_ref(&t), &self.scope, hz) {
                 Ok(v) => out.extend(v),
                 Err(_) if !t.path.exists() => self.gone += 1,
                 Err(e) => return Err(e),

@@ -38,12 +38,13 @@ pub struct TracedVerdicts {
 }
 
 impl TracedVerdicts {
-    pub fn new(hz: Option<u32>, offsets: Offsets) -> TracedVerdicts {
+    /// `target_bps`: the rate the verdicts' fixes are sized for (`--target`).
+    pub fn new(hz: Option<u32>, offsets: Offsets, target_bps: Option<u64>) -> TracedVerdicts {
         TracedVerdicts {
             hz,
             offsets,
             namespaces: HashMap::new(),
-            judge: Judge::new(None),
+            judge: Judge::new(target_bps),
             changes: Changes::default(),
         }
     }

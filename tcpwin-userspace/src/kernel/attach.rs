@@ -10,7 +10,7 @@ use aya::{
 };
 
 /// Which kind of kernel hooks to trace with.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Auto,
     Fentry,
@@ -240,6 +240,22 @@ impl Attached {
             .collect();
         v.dedup();
         v.join(",")
+    }
+}
+
+/// A refused backend in a few words, for the line that names the one chosen.
+pub fn short_reason(why: &str) -> String {
+    if why.contains("Operation not permitted") || why.contains("os error 1)") {
+        "refused by this kernel (EPERM)".into()
+    } else if why.contains("no kprobe support") {
+        "not built into this kernel".into()
+    } else if why.contains("ENOTSUPP") || why.contains("not supported") {
+        "not supported by this kernel for these functions".into()
+    } else if why.contains("no such function") {
+        "functions inlined or missing".into()
+    } else {
+        let first = why.split(": ").take(2).collect::<Vec<_>>().join(": ");
+        format!("failed ({first})")
     }
 }
 

@@ -27,7 +27,7 @@ use aya::Ebpf;
 use tcpwin_common::{hook, names};
 
 /// How much the kernel side explains.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
     /// nothing (the log code is not even verified)
     #[default]

@@ -27,7 +27,7 @@ pub fn run() -> Result<()> {
     );
     let tracer = Tracer::start(
         &exe,
-        &["--port", &PORT.to_string()],
+        &["--netns", "all", "--port", &PORT.to_string()],
         Stdio::inherit(),
         Duration::from_secs(60),
     )?;

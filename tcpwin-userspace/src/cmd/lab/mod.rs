@@ -11,7 +11,8 @@ use tcpwin_lab::{
 };
 use tcpwin_model::{
     kind::EventKind,
-    schema::{parse_trace, EndpointReport, EventLine},
+    rows::EndpointReport,
+    schema::{parse_trace, EventLine},
 };
 
 use crate::kernel::object::check_privileges;
@@ -21,7 +22,7 @@ pub mod table;
 pub mod wan;
 
 use table::{LabResult, Row};
-use tcpwin_model::schema::{AdvWinScaleRow, HandshakeRow};
+use tcpwin_model::rows::{AdvWinScaleRow, HandshakeRow};
 
 pub const PINNED: u32 = 1 << 20;
 const SMALL_BUF: u32 = 64 << 10;
@@ -176,7 +177,7 @@ fn mbit(v: f64) -> String {
 }
 
 /// The WAN rows drawn: predicted vs measured per row, and the window sweep.
-fn draw_wan(dir: &std::path::Path, rows: &[tcpwin_model::schema::WanRow]) -> Result<()> {
+fn draw_wan(dir: &std::path::Path, rows: &[tcpwin_model::rows::WanRow]) -> Result<()> {
     let labels: Vec<String> = rows
         .iter()
         .map(|r| {
@@ -252,7 +253,7 @@ pub fn run(args: crate::cli::LabArgs) -> Result<()> {
         if !json {
             table::wan_header();
         }
-        let mut show = |r: &tcpwin_model::schema::WanRow| -> Result<()> {
+        let mut show = |r: &tcpwin_model::rows::WanRow| -> Result<()> {
             if json {
                 println!("{}", serde_json::to_string(r)?);
             } else {
@@ -348,7 +349,7 @@ fn run_in(pair: &Pair, exe: &std::path::Path, opts: &LabOpts) -> Result<LabResul
     let conditions = if opts.full { full() } else { QUICK.to_vec() };
     let tracer = Tracer::start(
         exe,
-        &["--json", "--port", &PORT.to_string()],
+        &["--json", "--netns", "all", "--port", &PORT.to_string()],
         Stdio::piped(),
         Duration::from_secs(60),
     )?;

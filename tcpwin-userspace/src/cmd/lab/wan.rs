@@ -21,14 +21,13 @@ use tcpwin_lab::{
 };
 use tcpwin_model::{
     judge::Judge,
-    schema::WanRow,
+    rows::WanRow,
     units::PathSpec,
     verdict::{Limit, Verdict},
 };
 
 use crate::{
-    cli::SocketFilter,
-    gather::snapshot,
+    gather::{scope::Scope, snapshot},
     host::{kconfig, netns},
     kernel::{btf::VMLINUX, iter::SocketIter},
 };
@@ -403,9 +402,9 @@ fn sample(
     port: u16,
     hz: Option<u32>,
 ) -> Result<Vec<snapshot::Seen>> {
-    let filter = SocketFilter {
-        pid: None,
+    let filter = Scope {
         port: Some(port),
+        ..Scope::default()
     };
     let mut targets = netns::resolve(Some(&pair.a))?;
     targets.extend(netns::resolve(Some(&pair.b))?);
@@ -837,7 +836,7 @@ mod tests {
         // every limit a verdict can name on a connection judged from both ends has a scenario
         // (taken from Limit::ALL, so a new limit needs one); not: memory pressure (host-wide),
         // peer-window (a sender alone), idle and unknown
-        for l in Limit::ALL.into_iter().filter(|l| {
+        for l in Limit::ALL.iter().copied().filter(|l| {
             !matches!(
                 l,
                 Limit::MemoryPressure | Limit::PeerWindow | Limit::Idle | Limit::Unknown
