@@ -464,12 +464,7 @@ impl Inbox {
     /// None when nothing waits), each stamped by `now()` right after it was read: never before
     /// it was there. (One stamp taken before a whole drain made the frames that arrived during
     /// the drain early by up to its length: a path of 18 ms measured 14 ms by TCP.)
-    fn take(
-        &mut self,
-        recv: &mut Recv,
-        now: &mut dyn FnMut() -> Instant,
-        st: &DirStats,
-    ) {
+    fn take(&mut self, recv: &mut Recv, now: &mut dyn FnMut() -> Instant, st: &DirStats) {
         loop {
             let mut buf = self.free.pop().unwrap_or_else(|| vec![0u8; FRAME_MAX]);
             buf.resize(FRAME_MAX, 0);

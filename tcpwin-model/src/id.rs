@@ -49,6 +49,12 @@ impl SocketId {
     pub fn remote(&self) -> String {
         endpoint(self.raddr, self.rport)
     }
+    /// `local <- remote` (or `->`, `<>`): the socket with the way its data flows
+    /// (`verdict::Side::arrow`).
+    pub fn flow(&self, arrow: &str) -> String {
+        format!("{} {arrow} {}", self.local(), self.remote())
+    }
+
     /// The other end's identity as this end sees it: the same four-tuple, reversed.
     pub fn tuple(&self) -> (Option<IpAddr>, u16, Option<IpAddr>, u16) {
         (self.laddr, self.lport, self.raddr, self.rport)

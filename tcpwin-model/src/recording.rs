@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use crate::{
     kind::EventKind,
     schema::{parse_line, EventLine, HeaderLine, Line, SampleLine, SummaryLine, VerdictLine},
+    verdict::Side,
 };
 
 /// A whole recording.
@@ -113,6 +114,21 @@ pub fn moved_data(s: &SocketSeries) -> bool {
             .is_some_and(|v| v.iter().any(|(_, r)| *r > 0.0))
 }
 
+/// Which way data flowed on a socket over a recording (the rule every view draws): its last
+/// sample's bytes received against acknowledged, else a ratio change (data arrived).
+fn side_of(r: &Recording, cookie: Option<u64>) -> Option<Side> {
+    let last = r.samples.iter().rev().find(|s| s.id.cookie == cookie);
+    match last.map(|s| (s.bytes_received.unwrap_or(0), s.bytes_acked.unwrap_or(0))) {
+        Some((rx, tx)) if rx > tx => Some(Side::Receiving),
+        Some((rx, tx)) if tx > rx => Some(Side::Sending),
+        _ => r
+            .events
+            .iter()
+            .any(|e| e.id.cookie == cookie && e.event == EventKind::Ratio)
+            .then_some(Side::Receiving),
+    }
+}
+
 /// Per socket (by cookie, in order of first appearance): the window fields from every event and
 /// sample in time order, the rate and ceiling from the samples, the ratio changes as marks.
 pub fn socket_series(r: &Recording) -> Vec<SocketSeries> {
@@ -140,7 +156,7 @@ pub fn socket_series(r: &Recording) -> Vec<SocketSeries> {
         };
         let (cookie, name) = (
             id.cookie.unwrap_or(0),
-            format!("{} <- {}", id.local(), id.remote()),
+            id.flow(Side::arrow(side_of(r, id.cookie))),
         );
         let s = by.entry(cookie).or_insert_with(|| {
             order.push(cookie);
@@ -267,7 +283,10 @@ pub fn figures(r: &Recording) -> Figures {
             .map(|e| &e.id)
             .chain(r.samples.iter().map(|s| &s.id))
             .find(|id| id.cookie == Some(c))?;
-        Some(format!("{} <- {} sk={c:x}", id.local(), id.remote()))
+        Some(format!(
+            "{} sk={c:x}",
+            id.flow(Side::arrow(side_of(r, Some(c))))
+        ))
     });
     Figures {
         sockets: per.len() as u64,

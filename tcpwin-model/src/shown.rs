@@ -81,7 +81,11 @@ pub struct Folds {
 }
 
 impl Folds {
+    /// A folded step; one that moved only `rcvq_space` (nothing the text shows) is left out.
     pub fn add(&mut self, r: &Record) {
+        if r.ev.rcv_ssthresh == r.ev.prev_rcv_ssthresh {
+            return;
+        }
         let key = r.cookie().unwrap_or(0);
         match self.per.get_mut(&key) {
             Some(f) => {
@@ -101,14 +105,20 @@ impl Folds {
         }
     }
 
-    /// The socket's folded steps, to print before its next line.
+    /// The socket's folded steps, to print before its next line (none when they ended where
+    /// they began: nothing to say).
     pub fn take(&mut self, cookie: Option<u64>) -> Option<Fold> {
-        self.per.remove(&cookie.unwrap_or(0))
+        self.per
+            .remove(&cookie.unwrap_or(0))
+            .filter(|f| f.range().0 != f.range().1)
     }
 
-    /// Every socket's, in time order of their last step.
+    /// Every socket's, in time order of their last step (those that moved).
     pub fn take_all(&mut self) -> Vec<Fold> {
-        let mut v: Vec<Fold> = std::mem::take(&mut self.per).into_values().collect();
+        let mut v: Vec<Fold> = std::mem::take(&mut self.per)
+            .into_values()
+            .filter(|f| f.range().0 != f.range().1)
+            .collect();
         v.sort_by_key(|f| f.last.ev.ts_ns);
         v
     }
@@ -200,6 +210,13 @@ mod tests {
         f.add(&space(3, (200, 900), (500, 500)));
         let fold = f.take(Some(7)).unwrap();
         assert_eq!((fold.steps, fold.range()), (2, (100, 900)));
+        assert!(f.take_all().is_empty());
+        // a step that moved nothing the text shows (rcvq_space only), and steps that end
+        // where they began: no line that changes nothing
+        f.add(&space(4, (900, 900), (500, 500)));
+        assert!(f.take(Some(7)).is_none());
+        f.add(&space(5, (900, 1000), (500, 500)));
+        f.add(&space(6, (1000, 900), (500, 500)));
         assert!(f.take_all().is_empty());
     }
 

@@ -75,9 +75,25 @@ pub fn parse_path(s: &str) -> Result<PathSpec, String> {
     })
 }
 
+/// A count with its noun, singular for one: `1 ratio change`, `3 ratio changes` (`noun` is the
+/// singular; the plural adds an s).
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    match n.into() {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_singular_for_one() {
+        assert_eq!(count(1u64, "ratio change"), "1 ratio change");
+        assert_eq!(count(0u64, "socket"), "0 sockets");
+        assert_eq!(count(2u32, "event"), "2 events");
+    }
 
     #[test]
     fn rates() {

@@ -39,12 +39,16 @@ fn swatch(col: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
     move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], col.filled())
 }
 
-/// The legend box, where it hides the least.
-fn legend_box<'a, 'b: 'a>(c: &mut Chart<'a, 'b>, pos: SeriesLabelPosition) -> Result<()> {
+/// Room to the right of each chart's data, for its legend: the legend never covers a line.
+const LEGEND_W: u32 = 230;
+
+/// The legend box, beside the data (in the margin kept for it), level with the chart's top.
+fn legend_box<'a, 'b: 'a>(c: &mut Chart<'a, 'b>) -> Result<()> {
+    let (w, _) = c.plotting_area().dim_in_pixel();
     c.configure_series_labels()
         .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .position(pos)
+        .background_style(WHITE)
+        .position(SeriesLabelPosition::Coordinate(w as i32 + 10, 0))
         .draw()
         .map_err(err)
 }
@@ -63,6 +67,7 @@ fn time_chart<'a, 'b>(
     }
     let mut c = b
         .margin(8)
+        .margin_right(LEGEND_W)
         .x_label_area_size(28)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..t_max.max(1e-3), 0.0..(y_max * 1.15).max(1.0))
@@ -161,13 +166,13 @@ fn panel(area: &DrawingArea<SVGBackend, Shift>, s: &SocketSeries, t_max: f64) ->
         )))
         .map_err(err)?;
     }
-    legend_box(&mut c, SeriesLabelPosition::LowerRight)?;
+    legend_box(&mut c)?;
 
     let (_, r_max) = max_of(s, &RATE_FIELDS);
     let mut r = time_chart(&bottom, None, t_max, r_max, &rate_label)?;
     field_lines(&mut r, s, &RATE_FIELDS, true)?;
     if RATE_FIELDS.iter().any(|f| s.series.contains_key(f)) {
-        legend_box(&mut r, SeriesLabelPosition::UpperRight)?;
+        legend_box(&mut r)?;
     }
     Ok(())
 }
@@ -219,12 +224,14 @@ pub fn bars_svg(
         .fold(0.0f64, |a, b| a.max(*b));
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, ((n as u32 * 90).max(640) + 80, 640))
-            .into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut out, ((n as u32 * 90).max(640) + 80 + LEGEND_W, 640))
+                .into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut c = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(10)
+            .margin_right(LEGEND_W)
             .x_label_area_size(220)
             .y_label_area_size(70)
             .build_cartesian_2d(0.0..n as f64, 0.0..(y_max * 1.15).max(1.0))
@@ -273,7 +280,7 @@ pub fn bars_svg(
             }))
             .map_err(err)?;
         }
-        legend_box(&mut c, SeriesLabelPosition::UpperRight)?;
+        legend_box(&mut c)?;
         root.present().map_err(err)?;
     }
     Ok(out)
@@ -286,11 +293,12 @@ pub fn sweep_svg(title: &str, points: &[(f64, f64, f64)]) -> Result<String> {
     let y_max = points.iter().map(|p| p.1.max(p.2)).fold(0.0, f64::max) * 1.15;
     let mut out = String::new();
     {
-        let root = SVGBackend::with_string(&mut out, (800, 480)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut out, (800 + LEGEND_W, 480)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut c = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 18))
             .margin(10)
+            .margin_right(LEGEND_W)
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..x_max.max(1.0), 0.0..y_max.max(1.0))
@@ -324,8 +332,65 @@ pub fn sweep_svg(title: &str, points: &[(f64, f64, f64)]) -> Result<String> {
             )
         }))
         .map_err(err)?;
-        legend_box(&mut c, SeriesLabelPosition::LowerRight)?;
+        legend_box(&mut c)?;
         root.present().map_err(err)?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn socket() -> SocketSeries {
+        let mut s = SocketSeries {
+            cookie: 1,
+            name: "10.0.0.2:5201 <- 10.0.0.1:40000".into(),
+            ..Default::default()
+        };
+        for (f, v) in [("window_clamp", 900_000.0), ("rcv_wnd", 800_000.0)] {
+            s.series
+                .insert(f, (0..20).map(|i| (i as f64 * 0.5, v)).collect());
+        }
+        s.series
+            .insert("rate", (0..20).map(|i| (i as f64 * 0.5, 9e8)).collect());
+        s
+    }
+
+    /// The x of every point of the SVG's lines, and of each text that is a legend label.
+    fn xs(svg: &str) -> (f64, Vec<(String, f64)>) {
+        let doc = roxmltree::Document::parse(svg).expect("the SVG parses");
+        let mut data_max = 0.0f64;
+        let mut labels = Vec::new();
+        for n in doc.descendants() {
+            if n.has_tag_name("polyline") {
+                for p in n.attribute("points").unwrap_or("").split_whitespace() {
+                    let x: f64 = p.split(',').next().unwrap().parse().unwrap();
+                    data_max = data_max.max(x);
+                }
+            }
+            if n.has_tag_name("text") {
+                let t = n.text().unwrap_or("").trim().to_string();
+                if t.contains("(last ") {
+                    labels.push((t, n.attribute("x").unwrap().parse().unwrap()));
+                }
+            }
+        }
+        (data_max, labels)
+    }
+
+    /// The legend sits beside the data, never on it: every label starts right of the last point
+    /// of every line.
+    #[test]
+    fn the_legend_is_outside_the_data() {
+        let svg = sockets_svg(&[socket()]).unwrap();
+        let (data_max, labels) = xs(&svg);
+        assert_eq!(labels.len(), 3, "{labels:?}");
+        for (t, x) in labels {
+            assert!(
+                x > data_max,
+                "legend {t:?} at x {x} over the data (up to {data_max})"
+            );
+        }
+    }
 }

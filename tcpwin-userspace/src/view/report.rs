@@ -1,6 +1,7 @@
 //! `tcpwin-trace report`: a recording in text (its header, each socket's last values and final
 //! verdict, the summary), and two recordings' figures side by side.
 use std::io::Write;
+use tcpwin_model::units::count;
 
 use tcpwin_model::{
     recording::{Figures, Recording, SocketSeries},
@@ -54,10 +55,10 @@ pub fn render(
         let mean = (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64);
         writeln!(
             out,
-            "  {} sk={:x}: {} ratio changes; last window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}; mean rate {}; verdict {}",
+            "  {} sk={:x}: {}; last window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}; mean rate {}; verdict {}",
             s.name,
             s.cookie,
-            s.marks.len(),
+            count(s.marks.len() as u64, "ratio change"),
             or_dash(last("window_clamp")),
             or_dash(last("rcv_ssthresh")),
             or_dash(last("rcv_wnd")),

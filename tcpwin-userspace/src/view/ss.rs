@@ -64,11 +64,7 @@ pub fn facts_line(l: &SsLine) -> String {
 
 /// `<-` receiving, `->` sending, `<>` idle: which way the data flows from the local end.
 fn arrow(l: &SsLine) -> &'static str {
-    match l.verdict.side {
-        Side::Receiving => "<-",
-        Side::Sending => "->",
-        Side::Idle => "<>",
-    }
+    Side::arrow(Some(l.verdict.side))
 }
 
 /// 893M, 26.2M (bit/s, as `ss` prints rates)

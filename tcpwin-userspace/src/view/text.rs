@@ -27,11 +27,7 @@ fn secs(ts_ns: u64, t0_ns: u64) -> f64 {
 
 /// `<-` receiving, `->` sending, `<>` unknown or idle: which way data flows from the local end.
 pub fn direction(side: Option<Side>) -> &'static str {
-    match side {
-        Some(Side::Receiving) => "<-",
-        Some(Side::Sending) => "->",
-        _ => "<>",
-    }
+    Side::arrow(side)
 }
 
 /// One grep-friendly line with the JSON's field names: the socket, the direction data flows
@@ -163,23 +159,21 @@ pub fn fold_line(f: &Fold, t0_ns: u64, side: Option<Side>) -> String {
     )
 }
 
-/// A verdict on one line: which limit binds, its numbers, why and the fix.
-pub fn verdict_text(v: &VerdictLine, t0_ns: u64) -> String {
-    let detail = super::verdict::verdict_line(&v.verdict);
-    format!(
-        "{:>11.6} {:<7} {} {} {} sk={:x}{} {}",
+/// A verdict as the trace prints it: one short line (the limit, rate, window, RTT and the fix),
+/// or with `extended` every number, why, the fix and the factors, as `ss -e` prints them.
+pub fn verdict_text(v: &VerdictLine, t0_ns: u64, extended: bool) -> String {
+    let head = format!(
+        "{:>11.6} {:<7} {} sk={:x}{}",
         secs(v.ts_ns, t0_ns),
         "verdict",
-        v.id.local(),
-        direction(Some(v.verdict.side)),
-        v.id.remote(),
+        v.id.flow(direction(Some(v.verdict.side))),
         v.id.cookie.unwrap_or(0),
         if v.last { " final" } else { "" },
-        detail
-            .trim_start()
-            .trim_start_matches("verdict: ")
-            .replace("\n    ", "; ")
-    )
+    );
+    if extended {
+        return format!("{head}\n{}", super::verdict::verdict_line(&v.verdict));
+    }
+    format!("{head} {}", super::verdict::verdict_short(&v.verdict))
 }
 
 #[cfg(test)]

@@ -66,11 +66,7 @@ fn ratio_cell(r: &Row) -> String {
 /// connection), then the peer's address (IPv4-mapped addresses as IPv4): a narrow cell cuts the
 /// address, never the ports.
 fn socket_cell(r: &Row) -> String {
-    let dir = match r.side {
-        Side::Receiving => "<-",
-        Side::Sending => "->",
-        Side::Idle => "<>",
-    };
+    let dir = Side::arrow(Some(r.side));
     format!(
         "{}{dir}{} {}",
         r.id.lport,
@@ -253,9 +249,8 @@ fn draw_detail(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
         return;
     };
     let title = format!(
-        "{} <- {} [{}] {}",
-        r.id.local(),
-        r.id.remote(),
+        "{} [{}] {}",
+        r.id.flow(Side::arrow(Some(r.side))),
         r.netns,
         r.limit.id()
     );
@@ -490,5 +485,26 @@ mod tests {
         assert_eq!(short_rate(1_200_000_000), "1.2G");
         assert_eq!(short_rtt(620), "620us");
         assert_eq!(short_rtt(18_000), "18ms");
+    }
+
+    /// One direction rule: the row and the detail pane draw a sending socket with `->` alike,
+    /// as `ss` and the trace do.
+    #[test]
+    fn the_row_and_the_detail_agree_on_the_direction() {
+        let mut s = TopState::default();
+        let mut send = sample(1, 5201, 229, 280_000_000, Limit::Sndbuf);
+        send.1.side = Side::Sending;
+        s.update(vec![send.clone()]);
+        s.update(vec![send]);
+        let lines = render(&s, 80, 24);
+        let header = lines.iter().position(|l| l.starts_with("socket")).unwrap();
+        assert!(lines[header + 1].starts_with("5201->40000"), "{lines:#?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("10.0.0.2:5201 -> 10.0.0.1:40000")),
+            "{lines:#?}"
+        );
+        assert!(!lines.iter().any(|l| l.contains(" <- ")), "{lines:#?}");
     }
 }
