@@ -145,3 +145,98 @@ fn every_command_shown_parses() {
     }
     assert!(checked >= 20, "only {checked} command lines found");
 }
+
+/// Every place that lists the limits lists the same ones as the table in the model: the alert
+/// pack's regex (the receivers' caps), the exporter's zero-filled `tcpwin_sockets{limit}`, and
+/// the limit table of docs/verdicts.md (one row per limit, in backquotes).
+#[test]
+fn every_list_of_limits_is_the_table() {
+    use tcpwin_model::{metrics::Scrape, verdict::Limit};
+    let alerts = std::fs::read_to_string(root().join("prometheus/alerts.yml")).unwrap();
+    let regex = format!("limit=~\"{}\"", Limit::receiver_caps_regex());
+    assert!(
+        alerts.contains(&regex),
+        "prometheus/alerts.yml should select the receivers' caps as {regex}"
+    );
+    let filled: Vec<&str> = Scrape::default()
+        .sockets_by_limit()
+        .into_iter()
+        .map(|(id, n)| {
+            assert_eq!(n, 0);
+            id
+        })
+        .collect();
+    let ids: Vec<&str> = Limit::ALL.iter().map(|l| l.id()).collect();
+    assert_eq!(filled, ids, "the exporter zero-fills every limit");
+    let doc = std::fs::read_to_string(root().join("docs/verdicts.md")).unwrap();
+    let rows: Vec<&str> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once("` |").map(|(id, _)| id))
+        .collect();
+    let mut want = ids.clone();
+    want.sort_unstable();
+    let mut got = rows.clone();
+    got.sort_unstable();
+    assert_eq!(got, want, "docs/verdicts.md's limit table");
+}
+
+/// docs/architecture.md's file map names every source file of every crate, under its crate:
+/// a file added, moved or removed breaks this test, not the reader's trust in the map.
+#[test]
+fn the_architecture_map_lists_every_file() {
+    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap();
+    let crates = [
+        "tcpwin-common",
+        "tcpwin-ebpf",
+        "tcpwin-model",
+        "tcpwin-userspace",
+        "tcpwin-lab",
+        "xtask",
+    ];
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for (i, c) in crates.iter().enumerate() {
+        // the crate's block: from its heading to the next crate's
+        let from = doc
+            .find(&format!("\n{c}/"))
+            .unwrap_or_else(|| panic!("no {c}/ in the map"));
+        let to = crates[i + 1..]
+            .iter()
+            .filter_map(|n| doc[from..].find(&format!("\n{n}/")))
+            .min()
+            .map_or(doc.len(), |n| from + n);
+        let block = &doc[from..to];
+        let base = root().join(c);
+        let mut files = Vec::new();
+        for d in ["src", "tests"] {
+            walk(&base.join(d), &mut files);
+        }
+        if base.join("build.rs").exists() {
+            files.push(base.join("build.rs"));
+        }
+        for f in files {
+            let rel = f
+                .strip_prefix(&base)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if !block.contains(&format!("  {rel} ")) {
+                missing.push(format!("{c}/{rel}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md's map lacks: {missing:?}"
+    );
+}

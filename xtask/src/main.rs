@@ -223,6 +223,9 @@ fn test(extra: &[String], no_vm: bool) -> Result<()> {
         .args(["--", "--test-threads=1"])
         .args(extra);
     let mut failed = suite::run(&mut cmd)?;
+    if let Err(e) = check_without_kernel_side() {
+        failed.push(format!("cargo check without the eBPF object: {e:#}"));
+    }
     if no_vm {
         println!("xtask: vm-test skipped (--no-vm)");
     } else if let Err(e) = vm::vm_test(vm::DEFAULT_KERNELS, &static_bin) {
@@ -247,6 +250,26 @@ fn test(extra: &[String], no_vm: bool) -> Result<()> {
         println!("  {f}");
     }
     bail!("{} failed", failed.len())
+}
+
+/// A fresh clone's `cargo check` works before the kernel side is built, and says how to get it
+/// (build.rs embeds an empty stand-in the binary refuses to load).
+fn check_without_kernel_side() -> Result<()> {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(root())
+        .env("TCPWIN_EBPF_OBJ", "/nonexistent/tcpwin-ebpf-object")
+        .args(["check", "--release", "-p", "tcpwin-userspace"])
+        .output()
+        .context("cannot run cargo check")?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        bail!("it failed: {err}");
+    }
+    if !err.contains("cargo xtask build") {
+        bail!("it did not say how to get the kernel side: {err}");
+    }
+    println!("xtask: cargo check without the eBPF object: builds, and says `cargo xtask build`");
+    Ok(())
 }
 
 fn demo() -> Result<()> {

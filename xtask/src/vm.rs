@@ -20,7 +20,8 @@ use std::{
 use anyhow::{bail, Context, Result};
 use tcpwin_model::{
     kind::EventKind,
-    schema::{parse_line, EndpointReport, EventLine, Line},
+    rows::EndpointReport,
+    schema::{parse_line, EventLine, Line},
 };
 
 use crate::{root, run_cmd, toolchain};
@@ -760,7 +761,8 @@ fn backend_line(err: &str) -> (String, String) {
     for l in err.lines() {
         if let Some(rest) = l.strip_prefix("tcpwin-trace: backend ") {
             if let Some((b, hooks)) = rest.split_once(" (hooks ") {
-                return (b.to_string(), hooks.trim_end_matches(')').to_string());
+                let hooks = hooks.split_once(')').map_or(hooks, |(h, _)| h);
+                return (b.to_string(), hooks.to_string());
             }
         }
     }

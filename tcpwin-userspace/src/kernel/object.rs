@@ -51,6 +51,9 @@ pub fn load(opts: &LoadOpts, layout: &Layout, btf: &aya::Btf) -> Result<Ebpf> {
         Some(p) => {
             Cow::Owned(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)
         }
+        None if EMBEDDED.0.is_empty() => bail!(
+            "this tcpwin-trace was built without its kernel side (the eBPF object was missing when it was compiled): build it with `cargo xtask build`, or pass --obj FILE"
+        ),
         None => Cow::Borrowed(&EMBEDDED.0),
     };
     let _ = raise_memlock();
