@@ -303,6 +303,9 @@ fn clap_only_in_cli_and_the_commands() {
         .chain(users_of("cli::"))
         .filter(|m| !above(m))
         .collect();
-    assert!(bad.is_empty(), "clap or cli used below the commands: {bad:?}");
+    assert!(
+        bad.is_empty(),
+        "clap or cli used below the commands: {bad:?}"
+    );
     assert!(users_of("clap").contains(&"cli".to_string()));
 }
