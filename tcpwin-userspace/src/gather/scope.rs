@@ -78,10 +78,12 @@ impl Scope {
         }
     }
 
-    /// One namespace the kernel side can filter on (its inode), or None for every namespace.
+    /// One namespace the kernel side can filter on (its inode), or None for every namespace. A
+    /// `--pid` alone filters by ownership instead: a process's sockets are its own wherever they
+    /// live (it may be entering its namespace as the trace starts: `ip netns exec`).
     pub fn one_namespace(&self) -> Result<Option<u32>> {
         Ok(match &self.namespaces {
-            Namespaces::All => None,
+            Namespaces::All | Namespaces::OfPid(_) => None,
             _ => self.resolve()?.first().map(|n| n.inode as u32),
         })
     }
