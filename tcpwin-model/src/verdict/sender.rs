@@ -76,8 +76,11 @@ pub(super) fn sndbuf_binds(
     true
 }
 
-/// Why the sender's own buffer binds, or None: data queued up to the send buffer while the
-/// peer's window and the congestion window would take more; or the kernel's sndbuf-limited time.
+/// Why the sender's own buffer binds, or None: data queued up to the send buffer and mostly in
+/// flight while the peer's window would take more (a congestion window that held the flow would
+/// leave the buffer's data unsent; one trimmed to what the buffer lets out does not bind); an
+/// application's SO_SNDBUF the rate follows over the RTT (a reading may catch the buffer drained
+/// between two writes: nginx `sndbuf=32k`); or the kernel's sndbuf-limited time.
 fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let f = s.now;
     let sndbuf = f.sk_sndbuf? as u64;
@@ -98,14 +101,17 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let full = queued as f64 >= SNDBUF_FULL * sndbuf as f64;
     // the windows would take at least twice what the buffer holds
     let room = peer_window >= 2 * sndbuf;
-    let not_cwnd = cwnd_bound(s).is_none();
     // most of what is queued is in flight: nothing waits to be sent (a sender paced or held by
-    // the path keeps most of a full buffer unsent)
+    // the path or its congestion window keeps most of a full buffer unsent)
     let all_sent = f
         .inflight_bytes()
         .is_some_and(|i| i as f64 >= SNDBUF_SENT * queued as f64);
     let moving = rate.is_some_and(|r| r > 0);
-    (full && room && not_cwnd && all_sent && moving).then(|| {
+    // the kernel lets up to twice sk_sndbuf be queued (wmem_queued counts overhead): a locked
+    // buffer's ceiling over the RTT, which the rate follows
+    let follows_locked = f.sndbuf_locked == Some(true)
+        && rate.is_some_and(|r| r as f64 >= SNDBUF_FULL * ceiling_bps(2 * sndbuf, rtt) as f64);
+    (room && moving && ((full && all_sent) || follows_locked)).then(|| {
         format!(
             "the send buffer (sk_sndbuf {sndbuf}, {locked}) is full ({queued} B queued) while the peer's window ({peer_window} B) and the congestion window allow more: {} at most over {}{}",
             fmt_rate(ceiling_bps(sndbuf, rtt)),

@@ -21,10 +21,25 @@ fn a_small_send_buffer_is_found_without_the_chrono() {
     assert_eq!(v.limit, Limit::Sndbuf, "{v:?}");
     assert!(v.setting.as_ref().unwrap().contains("SO_SNDBUF"));
     assert!(v.suggested.unwrap().contains("SO_SNDBUF request"));
-    // the same sender held by its congestion window instead: not the buffer
-    let mut c = s(2.0, 46_000_000 / 8);
-    c.packets_out = Some(99);
-    assert_ne!(judge(&s(1.0, 0), &c, &host(), None).limit, Limit::Sndbuf);
+    // a reading that caught the locked buffer drained between two writes: the rate still
+    // follows what the buffer allows over the RTT
+    let mut d = s(2.0, 46_000_000 / 8);
+    d.wmem_queued = Some(8_000);
+    d.packets_out = Some(5);
+    assert_eq!(judge(&s(1.0, 0), &d, &host(), None).limit, Limit::Sndbuf);
+    // the same sender held by its congestion window instead (20 segments, the buffer's data
+    // waiting unsent, and a rate far under what the buffer allows): not the buffer
+    let c = |ts: f64, acked: u64| {
+        let mut f = s(ts, acked);
+        f.sndbuf_locked = Some(false);
+        f.snd_cwnd = Some(20);
+        f.packets_out = Some(20);
+        f
+    };
+    assert_ne!(
+        judge(&c(1.0, 0), &c(2.0, 10_000_000 / 8), &host(), None).limit,
+        Limit::Sndbuf
+    );
 }
 
 /// A bbr sender behind a 200 Mbit/s bottleneck with an 8 MB window and a full 4 MB send buffer:
