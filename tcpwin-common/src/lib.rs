@@ -52,6 +52,49 @@ pub mod formula {
         65535u64 << if wscale > 14 { 14 } else { wscale }
     }
 
+    /// The receive window scale the handshake chooses (`tcp_select_initial_window`, scaling on):
+    /// from the largest of the socket's space and the host's caps (`tcp_rmem[2]`,
+    /// `net.core.rmem_max`), held to the window clamp the handshake starts with (an SO_RCVBUF
+    /// socket's buffer at the initial ratio, a route's `window` metric; 0: none), as
+    /// `ilog2(space) - 15` between 0 and 14. Fixed for the connection's life.
+    pub const fn handshake_wscale(space: u64, tcp_rmem_max: u64, rmem_max: u64, clamp: u64) -> u8 {
+        let mut s = space;
+        if tcp_rmem_max > s {
+            s = tcp_rmem_max;
+        }
+        if rmem_max > s {
+            s = rmem_max;
+        }
+        // u32 arithmetic in the kernel: at most U32_MAX
+        if s > u32::MAX as u64 {
+            s = u32::MAX as u64;
+        }
+        if clamp > 0 && clamp < s {
+            s = clamp;
+        }
+        if s == 0 {
+            return 0;
+        }
+        let log = 63 - s.leading_zeros() as i64;
+        let w = log - 15;
+        if w < 0 {
+            0
+        } else if w > 14 {
+            14
+        } else {
+            w as u8
+        }
+    }
+
+    /// The smallest receive scale that can express a window of `w` bytes.
+    pub const fn wscale_for(w: u64) -> u8 {
+        let mut s = 0u8;
+        while s < 14 && max_scaled_window(s) < w {
+            s += 1;
+        }
+        s
+    }
+
     /// `sk_rcvbuf` after `setsockopt(SO_RCVBUF, val)` (`__sock_set_rcvbuf`): the request capped
     /// by `net.core.rmem_max`, doubled for overhead, at least `SOCK_MIN_RCVBUF` (2048 + 2 x the
     /// skb overhead; the kernel's value is passed in).
@@ -83,6 +126,18 @@ pub mod formula {
             assert_eq!(max_scaled_window(7), 65535 << 7);
             assert_eq!(so_rcvbuf(4 << 20, 425_984, 4608), 851_968);
             assert_eq!(so_rcvbuf(1, 425_984, 4608), 4608);
+            // measured here (KERNEL-NOTES): iperf3 -w 1004300 locks a buffer of 2008600 whose
+            // initial window (ratio 128) is 1004300: scale 4, a window of at most 1048560;
+            // -w 1100K: scale 5
+            assert_eq!(handshake_wscale(1_004_300, 33554432, 4194304, 1_004_300), 4);
+            assert_eq!(handshake_wscale(1_126_400, 33554432, 4194304, 1_126_400), 5);
+            // autotuned: the host's largest cap decides (tcp_rmem[2] 32 MiB: 10)
+            assert_eq!(handshake_wscale(65536, 33554432, 4194304, 0), 10);
+            // a route's window 65536: scale 1, at most 131070
+            assert_eq!(handshake_wscale(65536, 33554432, 4194304, 65536), 1);
+            assert_eq!(wscale_for(65535), 0);
+            assert_eq!(wscale_for(1_048_561), 5);
+            assert_eq!(wscale_for(u64::MAX), 14);
         }
 
         #[test]
@@ -192,6 +247,22 @@ pub struct Offsets {
     pub tp_snd_cwnd: u32,
     pub tp_packets_out: u32,
     pub tp_mss_cache: u32,
+    /// what tells congestion from an application that does not write, and an idle socket from
+    /// one moving data (the socket iterator's): `mdev_us` (RTT variance, µs << 2),
+    /// `total_retrans`, `lost_out`, `snd_ssthresh`, `lsndtime` and `icsk_ack.lrcvtime` (jiffies
+    /// of the last data sent / received), `rcv_ooopack`, `write_seq` and `snd_nxt` (unsent
+    /// bytes), `app_limited`, `sk_pacing_rate` (bytes/s)
+    pub tp_mdev_us: u32,
+    pub tp_total_retrans: u32,
+    pub tp_lost_out: u32,
+    pub tp_snd_ssthresh: u32,
+    pub tp_lsndtime: u32,
+    pub icsk_lrcvtime: u32,
+    pub tp_rcv_ooopack: u32,
+    pub tp_write_seq: u32,
+    pub tp_snd_nxt: u32,
+    pub tp_app_limited: u32,
+    pub sk_pacing_rate: u32,
 }
 
 impl Offsets {
@@ -254,6 +325,17 @@ impl Offsets {
             tp_snd_cwnd: ABSENT,
             tp_packets_out: ABSENT,
             tp_mss_cache: ABSENT,
+            tp_mdev_us: ABSENT,
+            tp_total_retrans: ABSENT,
+            tp_lost_out: ABSENT,
+            tp_snd_ssthresh: ABSENT,
+            tp_lsndtime: ABSENT,
+            icsk_lrcvtime: ABSENT,
+            tp_rcv_ooopack: ABSENT,
+            tp_write_seq: ABSENT,
+            tp_snd_nxt: ABSENT,
+            tp_app_limited: ABSENT,
+            sk_pacing_rate: ABSENT,
         }
     }
 }
@@ -499,6 +581,8 @@ pub struct SockRecord {
     pub bytes_acked: u64,
     /// `bpf_jiffies64()` at the read (the running chrono's end)
     pub jiffies: u64,
+    /// `sk_pacing_rate`, bytes/s
+    pub pacing_rate: u64,
     pub laddr: [u8; 16],
     pub raddr: [u8; 16],
     pub netns: u32,
@@ -540,6 +624,21 @@ pub struct SockRecord {
     pub mss_cache: u32,
     /// `rcvq_space.space`: what the tracer reports beside the window fields
     pub rcvq_space: u32,
+    /// `mdev_us` (µs << 2: `tcpi_rttvar` is it >> 2)
+    pub mdev_us4: u32,
+    pub total_retrans: u32,
+    pub lost_out: u32,
+    pub snd_ssthresh: u32,
+    /// `tcp_jiffies32` of the last data sent and received
+    pub lsndtime: u32,
+    pub lrcvtime: u32,
+    /// segments received out of order (5.4+)
+    pub rcv_ooopack: u32,
+    /// `write_seq - snd_nxt` is what the application wrote and TCP has not sent
+    pub write_seq: u32,
+    pub snd_nxt: u32,
+    /// `app_limited`: nonzero while the sender has had less data than the network could take
+    pub app_limited: u32,
     pub _pad: u32,
 }
 
@@ -660,11 +759,11 @@ pub mod names {
 /// here, not a decode at run time (the eBPF side writes these bytes, userspace reads them).
 const _: () = {
     use core::mem::size_of;
-    assert!(size_of::<Offsets>() == 224);
+    assert!(size_of::<Offsets>() == 268);
     assert!(size_of::<Config>() == 12);
     assert!(size_of::<Checked>() == 16);
     assert!(size_of::<Event>() == 160);
-    assert!(size_of::<SockRecord>() == 184);
+    assert!(size_of::<SockRecord>() == 232);
     assert!(size_of::<IfKey>() == 8);
     assert!(size_of::<PortKey>() == 8);
     assert!(size_of::<TupleKey>() == 40);

@@ -112,6 +112,17 @@ pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
     r.snd_cwnd = Direct::at(sk, off!(tp_snd_cwnd));
     r.packets_out = Direct::at(sk, off!(tp_packets_out));
     r.mss_cache = Direct::at(sk, off!(tp_mss_cache));
+    r.pacing_rate = Direct::at(sk, off!(sk_pacing_rate));
+    r.mdev_us4 = Direct::at(sk, off!(tp_mdev_us));
+    r.total_retrans = Direct::at(sk, off!(tp_total_retrans));
+    r.lost_out = Direct::at(sk, off!(tp_lost_out));
+    r.snd_ssthresh = Direct::at(sk, off!(tp_snd_ssthresh));
+    r.lsndtime = Direct::at(sk, off!(tp_lsndtime));
+    r.lrcvtime = Direct::at(sk, off!(icsk_lrcvtime));
+    r.rcv_ooopack = Direct::at(sk, off!(tp_rcv_ooopack));
+    r.write_seq = Direct::at(sk, off!(tp_write_seq));
+    r.snd_nxt = Direct::at(sk, off!(tp_snd_nxt));
+    r.app_limited = Direct::at(sk, off!(tp_app_limited));
     // SAFETY: `meta` is the iterator context's `struct bpf_iter_meta *` (the verifier checks it).
     let meta = unsafe { &*(ctx.meta as *const IterMeta) };
     if log::on(log::Level::Info) && first_of_walk(meta.session_id) {

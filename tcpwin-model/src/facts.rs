@@ -65,9 +65,53 @@ pub struct SockFacts {
     pub busy_us: Option<u64>,
     pub rwnd_limited_us: Option<u64>,
     pub sndbuf_limited_us: Option<u64>,
+    /// the RTT's variance (`tcpi_rttvar`), µs: stalls and bursts raise it, a standing queue
+    /// does not
+    #[serde(default)]
+    pub rttvar_us: Option<u32>,
+    /// segments retransmitted over the connection's life, and now counted lost
+    #[serde(default)]
+    pub total_retrans: Option<u32>,
+    #[serde(default)]
+    pub lost_out: Option<u32>,
+    /// the congestion control's slow-start threshold, segments
+    #[serde(default)]
+    pub snd_ssthresh: Option<u32>,
+    /// `sk_pacing_rate`, bit/s
+    #[serde(default)]
+    pub pacing_rate_bps: Option<u64>,
+    /// time since the last data sent and since the last data received, µs (`tcpi_last_data_*`)
+    #[serde(default)]
+    pub since_data_sent_us: Option<u64>,
+    #[serde(default)]
+    pub since_data_recv_us: Option<u64>,
+    /// segments received out of order over the life (`tcpi_rcv_ooopack`): losses upstream
+    #[serde(default)]
+    pub ooo_packets: Option<u32>,
+    /// written by the application and not sent yet, bytes (`tcpi_notsent_bytes`)
+    #[serde(default)]
+    pub unsent: Option<u32>,
+    /// the sender had less data than the network would take (`tcpi_delivery_rate_app_limited`)
+    #[serde(default)]
+    pub app_limited: Option<bool>,
 }
 
+/// A socket that neither sent nor received data for this long (µs), with nothing waiting, is idle.
+pub const IDLE_AFTER_US: u64 = 1_000_000;
+
 impl SockFacts {
+    /// No data sent or received for [`IDLE_AFTER_US`], nothing unread, in flight or unsent: the
+    /// socket is idle now, whatever it moved over its life (a control connection). None when the
+    /// source does not say when data last moved.
+    pub fn idle_now(&self) -> Option<bool> {
+        let quiet =
+            self.since_data_recv_us? >= IDLE_AFTER_US && self.since_data_sent_us? >= IDLE_AFTER_US;
+        let waiting = self.unread.unwrap_or(0) > 0
+            || self.packets_out.unwrap_or(0) > 0
+            || self.unsent.unwrap_or(0) > 0;
+        Some(quiet && !waiting)
+    }
+
     /// Bytes in flight (segments out x MSS), when both are known.
     pub fn inflight_bytes(&self) -> Option<u64> {
         Some(self.packets_out? as u64 * self.mss_cache? as u64)
@@ -141,6 +185,12 @@ impl SockFacts {
             .filter(|_| has(o.tp_chrono_stat) && has(o.tp_chrono_type_bit))
             .map(|hz| chrono_us(r, hz));
         let wscale_known = has(o.tp_wscale_ok_bit);
+        // jiffies since a `tcp_jiffies32` stamp, in µs
+        let since = |off: u32, stamp: u32| {
+            hz.filter(|_| has(off)).map(|hz| {
+                (r.jiffies as u32).wrapping_sub(stamp) as u64 * (1_000_000 / hz.max(1) as u64)
+            })
+        };
         SockFacts {
             ts_ns,
             id: SocketId {
@@ -185,6 +235,17 @@ impl SockFacts {
             busy_us: chrono.map(|c| c[0]),
             rwnd_limited_us: chrono.map(|c| c[1]),
             sndbuf_limited_us: chrono.map(|c| c[2]),
+            rttvar_us: opt(o.tp_mdev_us, r.mdev_us4 >> 2),
+            total_retrans: opt(o.tp_total_retrans, r.total_retrans),
+            lost_out: opt(o.tp_lost_out, r.lost_out),
+            snd_ssthresh: opt(o.tp_snd_ssthresh, r.snd_ssthresh),
+            pacing_rate_bps: opt(o.sk_pacing_rate, r.pacing_rate.saturating_mul(8)),
+            since_data_sent_us: since(o.tp_lsndtime, r.lsndtime),
+            since_data_recv_us: since(o.icsk_lrcvtime, r.lrcvtime),
+            ooo_packets: opt(o.tp_rcv_ooopack, r.rcv_ooopack),
+            unsent: (has(o.tp_write_seq) && has(o.tp_snd_nxt))
+                .then(|| r.write_seq.wrapping_sub(r.snd_nxt)),
+            app_limited: opt(o.tp_app_limited, r.app_limited != 0),
         }
     }
 }
@@ -211,6 +272,79 @@ pub struct HostLimits {
     /// runs there
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_in: Option<String>,
+    /// the namespace's unicast routes of the main table (a `window` metric clamps the windows of
+    /// the connections it carries; the route to a peer names the interface its packets use)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<Route>,
+    /// the namespace's interfaces (GRO, MTU: what the ratio depends on)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ifaces: Vec<crate::check::Iface>,
+}
+
+/// A route, as `ip route` writes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Route {
+    pub dst: IpAddr,
+    pub len: u8,
+    pub dev: Option<String>,
+    pub via: Option<IpAddr>,
+    pub src: Option<IpAddr>,
+    /// the route's priority (`metric` in `ip route`)
+    pub metric: Option<u32>,
+    /// the `window` metric (RTAX_WINDOW): a clamp on every connection through the route
+    pub window: Option<u32>,
+}
+
+impl Route {
+    fn contains(&self, a: IpAddr) -> bool {
+        let bits = |x: IpAddr| -> (u128, u8) {
+            match x.to_canonical() {
+                IpAddr::V4(v4) => (u32::from(v4) as u128, 32),
+                IpAddr::V6(v6) => (u128::from(v6), 128),
+            }
+        };
+        let ((d, w1), (x, w2)) = (bits(self.dst), bits(a));
+        if w1 != w2 || self.len > w1 {
+            return false;
+        }
+        let shift = (w1 - self.len) as u32;
+        shift >= 128 || (d >> shift) == (x >> shift)
+    }
+
+    /// `DST/LEN [via GW] [dev DEV] [src SRC] [metric N]`: what identifies the route to `ip route
+    /// change`.
+    pub fn spec(&self) -> String {
+        let mut s = format!("{}/{}", self.dst, self.len);
+        if let Some(g) = self.via {
+            s.push_str(&format!(" via {g}"));
+        }
+        if let Some(d) = &self.dev {
+            s.push_str(&format!(" dev {d}"));
+        }
+        if let Some(a) = self.src {
+            s.push_str(&format!(" src {a}"));
+        }
+        if let Some(m) = self.metric {
+            s.push_str(&format!(" metric {m}"));
+        }
+        s
+    }
+}
+
+impl HostLimits {
+    /// The route a connection to `peer` leaves by: the longest prefix that holds it.
+    pub fn route_to(&self, peer: IpAddr) -> Option<&Route> {
+        self.routes
+            .iter()
+            .filter(|r| r.contains(peer))
+            .max_by_key(|r| (r.len, std::cmp::Reverse(r.metric.unwrap_or(0))))
+    }
+
+    /// The interface a connection to `peer` uses (by its route).
+    pub fn iface_to(&self, peer: IpAddr) -> Option<&crate::check::Iface> {
+        let dev = self.route_to(peer)?.dev.as_ref()?;
+        self.ifaces.iter().find(|i| &i.name == dev)
+    }
 }
 
 impl HostLimits {
@@ -265,6 +399,34 @@ mod tests {
         o.tp_copied_seq = 2;
         // sequence numbers wrap
         assert_eq!(SockFacts::from_record(&r, &o, None, 7).unread, Some(6));
+    }
+
+    #[test]
+    fn the_route_to_a_peer_is_the_longest_prefix() {
+        let r = |dst: &str, len: u8, window: Option<u32>| Route {
+            dst: dst.parse().unwrap(),
+            len,
+            dev: Some("veth-b".into()),
+            via: None,
+            src: None,
+            metric: None,
+            window,
+        };
+        let h = HostLimits {
+            routes: vec![
+                r("0.0.0.0", 0, None),
+                r("10.248.0.0", 24, None),
+                r("10.248.0.1", 32, Some(65536)),
+            ],
+            ..Default::default()
+        };
+        let to = |a: &str| h.route_to(a.parse().unwrap()).unwrap();
+        assert_eq!(to("10.248.0.1").window, Some(65536));
+        assert_eq!(to("::ffff:10.248.0.1").window, Some(65536));
+        assert_eq!(to("10.248.0.7").len, 24);
+        assert_eq!(to("192.0.2.1").len, 0);
+        assert_eq!(to("10.248.0.1").spec(), "10.248.0.1/32 dev veth-b");
+        assert!(h.route_to("fd00::1".parse().unwrap()).is_none());
     }
 
     #[test]

@@ -115,6 +115,16 @@ fn parse_msg(b: &[u8], ts_ns: u64) -> Option<SockFacts> {
                     f.busy_us = t.busy_us;
                     f.rwnd_limited_us = t.rwnd_limited_us;
                     f.sndbuf_limited_us = t.sndbuf_limited_us;
+                    f.rttvar_us = Some(t.rttvar_us);
+                    f.total_retrans = Some(t.total_retrans);
+                    f.lost_out = Some(t.lost);
+                    f.snd_ssthresh = Some(t.snd_ssthresh);
+                    f.pacing_rate_bps = t.pacing_rate.map(|r| r.saturating_mul(8));
+                    f.since_data_sent_us = Some(t.last_data_sent_ms as u64 * 1000);
+                    f.since_data_recv_us = Some(t.last_data_recv_ms as u64 * 1000);
+                    f.ooo_packets = t.rcv_ooopack;
+                    f.unsent = t.notsent_bytes;
+                    f.app_limited = Some(t.delivery_rate_app_limited);
                 }
             }
             INET_DIAG_SKMEMINFO if v.len() >= 24 => {

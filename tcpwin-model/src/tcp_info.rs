@@ -36,6 +36,20 @@ pub struct TcpInfo {
     pub snd_wnd: Option<u32>,
     /// `tcpi_rcv_wnd` (6.2+): our advertised window, bytes
     pub rcv_wnd: Option<u32>,
+    /// `tcpi_lost`, `tcpi_last_data_sent`, `tcpi_last_data_recv` (ms), `tcpi_rttvar` (µs),
+    /// `tcpi_snd_ssthresh`, `tcpi_total_retrans`
+    pub lost: u32,
+    pub last_data_sent_ms: u32,
+    pub last_data_recv_ms: u32,
+    pub rttvar_us: u32,
+    pub snd_ssthresh: u32,
+    pub total_retrans: u32,
+    /// `tcpi_pacing_rate`, bytes/s; `tcpi_notsent_bytes`; `tcpi_rcv_ooopack` (5.4+);
+    /// `tcpi_delivery_rate_app_limited`
+    pub pacing_rate: Option<u64>,
+    pub notsent_bytes: Option<u32>,
+    pub rcv_ooopack: Option<u32>,
+    pub delivery_rate_app_limited: bool,
 }
 
 /// `TCPI_OPT_WSCALE`
@@ -82,6 +96,16 @@ impl TcpInfo {
             sndbuf_limited_us: u64_at(b, 184),
             snd_wnd: u32_at(b, 228),
             rcv_wnd: u32_at(b, 232),
+            lost: u(32),
+            last_data_sent_ms: u(44),
+            last_data_recv_ms: u(52),
+            rttvar_us: u(72),
+            snd_ssthresh: u(76),
+            total_retrans: u(100),
+            pacing_rate: u64_at(b, 104),
+            notsent_bytes: u32_at(b, 144),
+            rcv_ooopack: u32_at(b, 224),
+            delivery_rate_app_limited: b[7] & 1 != 0,
         })
     }
 }

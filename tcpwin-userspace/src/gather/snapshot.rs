@@ -12,7 +12,7 @@ use tcpwin_model::{
 
 use crate::{
     gather::scope::{Namespaces, Scope},
-    host::{monotonic_ns, netns, owner, sockdiag, sysctl},
+    host::{monotonic_ns, netdev, netns, owner, route, sockdiag, sysctl},
     kernel::iter::{Counting, SocketIter},
 };
 
@@ -186,6 +186,32 @@ pub fn add_owners(seen: &mut [Seen]) {
     }
 }
 
+/// The limits of the namespace the calling thread is in: its sysctls, and where its sockets'
+/// packets go (routes, interfaces: a route's window metric, the interface's GRO). A namespace
+/// whose netlink cannot be read has them absent, said once.
+pub fn namespace_limits() -> HostLimits {
+    let mut h = sysctl::host_limits();
+    match netdev::interfaces() {
+        Ok(ifaces) => {
+            let names = |i: u32| {
+                ifaces
+                    .iter()
+                    .find(|x| x.index == Some(i))
+                    .map(|x| x.name.clone())
+            };
+            h.routes = route::routes(&names).unwrap_or_default();
+            h.ifaces = ifaces;
+        }
+        Err(e) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!("tcpwin-trace: interfaces and routes unknown ({e:#}): a route's window metric and GRO are not read")
+            });
+        }
+    }
+    h
+}
+
 /// The sockets `keep` accepts among those carrying data, read by `facts` inside each namespace,
 /// with the namespace's limits.
 pub fn read_with(
@@ -197,7 +223,7 @@ pub fn read_with(
     for ns in targets {
         let (all, mut host) = {
             let _inside = netns::enter(ns)?;
-            (facts()?, sysctl::host_limits())
+            (facts()?, namespace_limits())
         };
         host.run_in = ns.exec_prefix();
         let host = std::sync::Arc::new(host);

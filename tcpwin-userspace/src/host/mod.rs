@@ -6,6 +6,7 @@ pub mod netdev;
 pub mod netns;
 pub mod owner;
 pub mod process;
+pub mod route;
 pub mod signals;
 pub mod sockdiag;
 pub mod sysctl;

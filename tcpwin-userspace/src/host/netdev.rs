@@ -40,7 +40,10 @@ async fn links(by_name: &mut BTreeMap<String, Iface>) -> Result<()> {
     tokio::spawn(conn);
     let mut s = handle.link().get().execute();
     while let Some(msg) = s.try_next().await.context("listing links")? {
-        let mut i = Iface::default();
+        let mut i = Iface {
+            index: Some(msg.header.index),
+            ..Iface::default()
+        };
         for a in &msg.attributes {
             match a {
                 LinkAttribute::IfName(n) => i.name = n.clone(),

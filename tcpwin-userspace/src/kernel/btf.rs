@@ -208,7 +208,7 @@ impl Resolver {
             }
         }
         // (field, struct, path, expected size in bytes)
-        let plain: [(&mut u32, &str, &str, usize); 45] = [
+        let plain: [(&mut u32, &str, &str, usize); 56] = [
             (&mut o.skc_family, "sock_common", "skc_family", 2),
             (&mut o.skc_state, "sock_common", "skc_state", 1),
             (&mut o.skc_num, "sock_common", "skc_num", 2),
@@ -265,6 +265,22 @@ impl Resolver {
             (&mut o.tp_snd_cwnd, "tcp_sock", "snd_cwnd", 4),
             (&mut o.tp_packets_out, "tcp_sock", "packets_out", 4),
             (&mut o.tp_mss_cache, "tcp_sock", "mss_cache", 4),
+            (&mut o.tp_mdev_us, "tcp_sock", "mdev_us", 4),
+            (&mut o.tp_total_retrans, "tcp_sock", "total_retrans", 4),
+            (&mut o.tp_lost_out, "tcp_sock", "lost_out", 4),
+            (&mut o.tp_snd_ssthresh, "tcp_sock", "snd_ssthresh", 4),
+            (&mut o.tp_lsndtime, "tcp_sock", "lsndtime", 4),
+            (
+                &mut o.icsk_lrcvtime,
+                "tcp_sock",
+                "inet_conn.icsk_ack.lrcvtime",
+                4,
+            ),
+            (&mut o.tp_rcv_ooopack, "tcp_sock", "rcv_ooopack", 4),
+            (&mut o.tp_write_seq, "tcp_sock", "write_seq", 4),
+            (&mut o.tp_snd_nxt, "tcp_sock", "snd_nxt", 4),
+            (&mut o.tp_app_limited, "tcp_sock", "app_limited", 4),
+            (&mut o.sk_pacing_rate, "sock", "sk_pacing_rate", 8),
         ];
         for (slot, st, path, size) in plain {
             match self.member(st, path) {
