@@ -15,6 +15,9 @@ pub const DEFAULT_RATIO: u8 = 128;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Iface {
     pub name: String,
+    /// the kernel's index (what a route's `dev` refers to)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
     pub mtu: Option<u32>,
     pub gro: Option<bool>,
     pub lro: Option<bool>,

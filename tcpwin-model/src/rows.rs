@@ -123,7 +123,72 @@ pub struct WanRow {
     /// which attempt at this row this is (a row whose path was late is run again)
     #[serde(default = "one")]
     pub attempt: u32,
+    /// the transfer's verdicts as each way of reading it names them: one snapshot or an
+    /// interval, both ends together or each alone
+    #[serde(default)]
+    pub reads: Vec<ReadVerdict>,
+    /// `--apply-fix`: the fix the verdict gave (as its JSON has it) and the transfer run again
+    /// with it applied
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<crate::verdict::Fix>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<FixedRun>,
 }
+
+/// How a transfer was read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Read {
+    /// one look, as `ss` without `-i` (a second reading of sockets moving data 250 ms later)
+    Snapshot,
+    /// two readings three seconds apart, as `ss -i`
+    Interval,
+}
+
+/// Which ends were read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum View {
+    /// both ends' namespaces read together (one host, or `--netns all`)
+    Both,
+    /// each end's namespace alone (two hosts)
+    Alone,
+}
+
+/// One end's verdict in one way of reading.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReadVerdict {
+    pub read: Read,
+    pub view: View,
+    /// `receiver` or `sender`
+    pub end: String,
+    pub verdict: Option<crate::verdict::Limit>,
+    /// the scenario's expectation for this read holds it
+    pub accepted: bool,
+}
+
+/// A transfer run again after its verdict's fix was applied exactly as the JSON gave it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FixedRun {
+    /// what was done: each command run, and the application's option as the program takes it
+    pub applied: Vec<String>,
+    pub throughput_bps: Option<u64>,
+    /// the same path with nothing set (the rate a repaired transfer should reach)
+    pub baseline_bps: Option<u64>,
+    pub verdict: Option<crate::verdict::Limit>,
+    pub sender_verdict: Option<crate::verdict::Limit>,
+    /// the transfer after the fix read four ways, as the row's `reads`
+    #[serde(default)]
+    pub reads: Vec<ReadVerdict>,
+    /// the rate reached 80 % of the baseline and no end, however read, names a window limit
+    pub closed: bool,
+    /// both runs' delay lines kept the path's RTT (a late run is not judged)
+    #[serde(default = "yes")]
+    pub on_time: bool,
+}
+
+/// A repaired transfer reaches this share of the same path's rate with nothing set.
+pub const FIX_CLOSES_SHARE: f64 = 0.8;
 
 fn yes() -> bool {
     true

@@ -65,6 +65,35 @@ pub(super) fn backlog_binds(
     true
 }
 
+/// A sender alone, held by the peer's window most of its busy time, yet sending at under half
+/// what the window it sees now allows at the base RTT (on a path of a millisecond or more): the
+/// peer's window was mostly far smaller, closed by its reader (`curl --limit-rate`). The verdict
+/// into `v`, true when it is that.
+pub(super) fn peer_stalls(v: &mut Verdict, s: End, rate: u64, window: u64, base: u32) -> bool {
+    let held =
+        v.rwnd_limited_share.is_some_and(|x| x >= 0.5) && super::sender::cwnd_bound(s).is_none();
+    if base < super::path::QUEUE_MIN_US
+        || !held
+        || window == 0
+        || rate as f64 >= 0.5 * ceiling_bps(window, base) as f64
+    {
+        return false;
+    }
+    v.limit = Limit::AppNotReading;
+    v.window = Some(window);
+    v.setting = Some(format!(
+        "the peer's window held this sender {:.0} % of its busy time, yet it sent {} where the window it advertises now ({window} B) allows {}: the window was mostly far smaller, closed by the peer's application reading slower than the path delivers",
+        v.rwnd_limited_share.unwrap_or(0.0) * 100.0,
+        super::fmt_rate(rate),
+        super::fmt_rate(ceiling_bps(window, base)),
+    ));
+    v.suggested = Some(
+        "the receiving application must read faster (run `tcpwin-trace ss` on the receiving host): nothing to change on the sending end"
+            .into(),
+    );
+    true
+}
+
 /// The application's backlog sets the window that binds, the flow not at what the full window
 /// allows over the base RTT (then the cap binds, and a backlog is the reader catching up), and
 /// either: unread data at a quarter of the window or more at both ends of the interval with the

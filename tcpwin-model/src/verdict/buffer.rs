@@ -1,9 +1,13 @@
 //! The receive buffer and autotuning: an SO_RCVBUF request (autotuning off for the socket,
 //! perhaps capped by rmem_max), autotuning at `tcp_rmem[2]` or off, TCP memory pressure, and
-//! what the running kernel gets wrong about them.
+//! what the running kernel gets wrong about them. Each fix is sized with the kernel's arithmetic:
+//! the buffer the measured ratio needs, SO_RCVBUF's doubling, rmem_max capping a request (not
+//! autotuning), and the window scale the handshake will choose for it.
+use tcpwin_common::formula::{handshake_wscale, max_scaled_window, win_from_space, wscale_for};
+
 use super::{
-    receiver::{Ctx, Found},
-    sizing::sysctl_fix,
+    fix::{AppFix, Fix},
+    receiver::{Ctx, Found, INITIAL_RATIO},
     Limit,
 };
 
@@ -20,7 +24,8 @@ pub(super) fn memory_pressure(c: &Ctx) -> Option<Found> {
     pressed.then(|| Found {
         limit: Limit::MemoryPressure,
         setting: "TCP memory pressure (net.ipv4.tcp_mem) clamps rcv_ssthresh to 4 x advmss".into(),
-        fix: "raise net.ipv4.tcp_mem (global), or reduce the host's TCP memory use".into(),
+        text: "raise net.ipv4.tcp_mem (global), or reduce the host's TCP memory use".into(),
+        fix: None,
         gain: None,
     })
 }
@@ -28,12 +33,46 @@ pub(super) fn memory_pressure(c: &Ctx) -> Option<Found> {
 /// The buffer: an application's SO_RCVBUF (locked), else autotuning at its maximum or off.
 pub(super) fn receive_buffer(c: &Ctx) -> Option<Found> {
     if c.f.rcvbuf_locked == Some(true) {
-        return Some(rcvbuf_locked(c));
+        return rcvbuf_locked(c);
     }
     autotune(c)
 }
 
-fn rcvbuf_locked(c: &Ctx) -> Found {
+/// The SO_RCVBUF request that gives a window of `w` at the measured ratio, with a handshake
+/// scale that can express it: the kernel doubles the request into sk_rcvbuf, and the handshake
+/// clamps the scale to the buffer's window at the initial ratio (`ilog2(request) - 15`).
+pub(super) fn so_rcvbuf_request(c: &Ctx, w: u64) -> Option<u64> {
+    let holds = c.buffer_for(w)?.div_ceil(2);
+    let scale = 1u64 << (15 + wscale_for(w) as u32);
+    Some(holds.max(scale))
+}
+
+/// The fix for an application's buffer: its SO_RCVBUF request sized for `w` (rmem_max raised
+/// when it would cap it: a global setting, run in the root namespace); for new connections.
+pub(super) fn so_rcvbuf_fix(c: &Ctx, w: u64) -> Option<Fix> {
+    let req = so_rcvbuf_request(c, w)?;
+    let rmem_max = c.h.rmem_max.unwrap_or(0);
+    let mut commands = Vec::new();
+    if req > rmem_max {
+        commands.push(format!("sysctl -w net.core.rmem_max={req}"));
+    }
+    let buffer = 2 * req;
+    let clamp = win_from_space(buffer, INITIAL_RATIO);
+    let wscale = handshake_wscale(clamp, c.tcp_rmem()[2], rmem_max.max(req), clamp);
+    Some(c.finish(
+        Fix {
+            commands,
+            app: Some(AppFix::new("SO_RCVBUF", req, c.f.comm.clone())),
+            new_connections: true,
+            ..Fix::default()
+        },
+        buffer,
+        None,
+        wscale,
+    ))
+}
+
+fn rcvbuf_locked(c: &Ctx) -> Option<Found> {
     let h = c.h;
     let b = c.rcvbuf.unwrap_or(0);
     let capped = h.rmem_max.is_some_and(|m| b == 2 * m);
@@ -47,33 +86,28 @@ fn rcvbuf_locked(c: &Ctx) -> Found {
             "SO_RCVBUF set by the application (sk_rcvbuf {b}); autotuning is off for the socket"
         )
     };
-    // the kernel doubles an SO_RCVBUF request: ask half the buffer
-    let rmem_max = h.rmem_max.unwrap_or(0);
-    let fix = c.sized(b, &|bytes: &str| {
-        let half = bytes
-            .parse::<u64>()
-            .map(|n| n.div_ceil(2).to_string())
-            .unwrap_or_else(|_| format!("{bytes}/2"));
-        let raise = half.parse::<u64>().map_or(true, |h| h > rmem_max);
-        if capped && raise {
-            format!(
-                "{} and an SO_RCVBUF request >= {half} (or none: autotuning)",
-                sysctl_fix(h, "net.core.rmem_max", half.clone(), true)
-            )
-        } else {
-            format!("an SO_RCVBUF request >= {half} in the application (or none: autotuning)")
-        }
-    });
-    let gain = c
-        .need
-        .and_then(|n| c.buffer_for(n))
-        .map(|nb| (nb.max(b) as f64) / b.max(1) as f64);
-    Found {
+    let fix = c.need().and_then(|w| so_rcvbuf_fix(c, w));
+    // named only where lifting it raises the window
+    if fix
+        .as_ref()
+        .is_some_and(|f| f.window.is_some_and(|w| w <= c.w))
+    {
+        return None;
+    }
+    let text = match &fix {
+        Some(f) => format!("{}: {} (or no SO_RCVBUF: autotuning)", c.words(), f.words()),
+        None => format!(
+            "a larger SO_RCVBUF request in the application (or none: autotuning), {}",
+            c.words()
+        ),
+    };
+    Some(Found {
         limit: Limit::RcvbufLocked,
         setting,
+        gain: fix.as_ref().and_then(|f| c.gain(f)),
+        text,
         fix,
-        gain,
-    }
+    })
 }
 
 fn autotune(c: &Ctx) -> Option<Found> {
@@ -87,63 +121,72 @@ fn autotune(c: &Ctx) -> Option<Found> {
     if !at_max && !autotune_off {
         return None;
     }
-    let t = h.tcp_rmem.unwrap_or([4096, 131072, 6291456]);
-    let (setting, current) = if autotune_off {
-        (
-            format!(
-                "autotuning off (net.ipv4.tcp_moderate_rcvbuf=0): the buffer stays at tcp_rmem[1]={}",
-                t[1]
-            ),
-            t[1],
+    let t = c.tcp_rmem();
+    let setting = if autotune_off {
+        format!(
+            "autotuning off (net.ipv4.tcp_moderate_rcvbuf=0): the buffer stays at tcp_rmem[1]={}",
+            t[1]
         )
     } else {
-        (
-            format!(
-                "autotuning reached net.ipv4.tcp_rmem max={} of the socket's namespace (net.core.rmem_max does not cap autotuning)",
-                t[2]
-            ),
-            t[2],
+        format!(
+            "autotuning reached net.ipv4.tcp_rmem max={} of the socket's namespace (net.core.rmem_max does not cap autotuning)",
+            t[2]
         )
     };
-    let fix = c.sized(current, &|bytes: &str| {
+    let fix = c.need().and_then(|w| {
+        let buffer = c.buffer_for(w)?.max(if autotune_off { t[1] } else { t[2] });
+        let mut commands = Vec::new();
         if autotune_off {
-            format!(
-                "{}, or {}",
-                sysctl_fix(h, "net.ipv4.tcp_moderate_rcvbuf", "1".into(), false),
-                sysctl_fix(
-                    h,
-                    "net.ipv4.tcp_rmem",
-                    format!(
-                        "'{} {bytes} {}'",
-                        t[0],
-                        t[2].max(bytes.parse().unwrap_or(0))
-                    ),
-                    false
-                )
-            )
-        } else {
-            sysctl_fix(
-                h,
-                "net.ipv4.tcp_rmem",
-                format!("'{} {} {bytes}'", t[0], t[1]),
-                false,
-            )
+            commands.push(c.here("sysctl -w net.ipv4.tcp_moderate_rcvbuf=1".into()));
         }
+        let max = t[2].max(buffer);
+        if max > t[2] {
+            commands.push(c.here(format!(
+                "sysctl -w net.ipv4.tcp_rmem='{} {} {max}'",
+                t[0], t[1]
+            )));
+        }
+        if commands.is_empty() {
+            // the setting already allows the window: not what binds
+            return None;
+        }
+        // a running connection keeps its handshake's scale; one that cannot express the window
+        // must be re-opened
+        let new_connections = max_scaled_window(c.shift) < w;
+        let wscale = if new_connections {
+            c.autotuned_wscale(max, 0)
+        } else {
+            c.shift
+        };
+        Some(c.finish(
+            Fix {
+                commands,
+                new_connections,
+                ..Fix::default()
+            },
+            max,
+            None,
+            wscale,
+        ))
     });
-    let gain = c
-        .need
-        .and_then(|n| c.buffer_for(n))
-        .map(|nb| nb.max(current) as f64 / current.max(1) as f64);
+    if c.need().is_some() && fix.is_none() {
+        return None;
+    }
+    let text = match &fix {
+        Some(f) => format!("{}: {}", c.words(), f.words()),
+        None => c.words(),
+    };
     Some(Found {
         limit: Limit::AutotuneMax,
         setting,
+        gain: fix.as_ref().and_then(|f| c.gain(f)),
+        text,
         fix,
-        gain,
     })
 }
 
 /// What this kernel version gets wrong about the buffer, where it bears on this socket: a
-/// factor on the buffer's limit (locked or autotuned).
+/// factor on the buffer's limit (locked or autotuned), with no command.
 pub(super) fn kernel_notes(c: &Ctx) -> Vec<Found> {
     let h = c.h;
     let known = h
@@ -169,7 +212,8 @@ pub(super) fn kernel_notes(c: &Ctx) -> Vec<Found> {
                 Limit::AutotuneMax
             },
             setting: format!("kernel {}: {}", h.kernel.as_deref().unwrap_or("?"), n.text),
-            fix: "a kernel without this behaviour (see the note)".into(),
+            text: "a kernel without this behaviour (see the note)".into(),
+            fix: None,
             gain: None,
         })
         .collect()

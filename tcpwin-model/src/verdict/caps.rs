@@ -34,11 +34,7 @@ pub(super) fn caps(v: &mut Verdict, r: super::End, window: Option<u64>, target: 
             0
         },
         base,
-        need: sizing.as_ref().map(|s| s.window()),
-        words: sizing
-            .as_ref()
-            .map(|s| s.words())
-            .unwrap_or_else(|| "once an RTT sample exists".into()),
+        sizing,
         ratio: f.scaling_ratio,
         rcvbuf: f.sk_rcvbuf.map(u64::from),
         target,
@@ -47,6 +43,7 @@ pub(super) fn caps(v: &mut Verdict, r: super::End, window: Option<u64>, target: 
     found.extend(scale::wscale_off(&c));
     found.extend(buffer::memory_pressure(&c));
     found.extend(scale::window_clamp(&c));
+    found.extend(scale::scale_cap(&c));
     found.extend(buffer::receive_buffer(&c));
     found.extend(ratio::low_ratio(&c));
     found.extend(buffer::kernel_notes(&c));
@@ -56,7 +53,20 @@ pub(super) fn caps(v: &mut Verdict, r: super::End, window: Option<u64>, target: 
     let ratio_alone = found
         .iter()
         .position(|x| x.limit == Limit::LowRatio)
-        .filter(|_| ratio::alone_reaches(&c));
+        .filter(|i| ratio::alone_reaches(&c, &found[*i]));
+    // a cap whose fix would not widen the window (another cap binds first) does not lead
+    let lifts = |x: &Found| {
+        x.fix
+            .as_ref()
+            .and_then(|f| f.window)
+            .is_none_or(|w| w > c.w)
+    };
+    if let Some(i) = found.iter().position(lifts).filter(|i| *i > 0) {
+        if ratio_alone.is_none() {
+            let x = found.remove(i);
+            found.insert(0, x);
+        }
+    }
     let primary = match (ratio_alone, found.first()) {
         (Some(i), _)
             if !matches!(
@@ -83,11 +93,13 @@ pub(super) fn caps(v: &mut Verdict, r: super::End, window: Option<u64>, target: 
     let p = found.remove(primary);
     v.limit = p.limit;
     v.setting = Some(p.setting);
-    v.suggested = Some(p.fix);
+    v.suggested = Some(p.text);
+    v.fix = p.fix;
     v.factors.extend(found.into_iter().map(|x| Factor {
         limit: x.limit,
         setting: x.setting,
-        suggested: x.fix,
+        suggested: x.text,
+        fix: x.fix,
         window_gain: x.gain,
     }));
 }

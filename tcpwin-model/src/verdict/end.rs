@@ -80,4 +80,25 @@ impl End<'_> {
     pub(super) fn tuple(&self) -> SocketId {
         self.now.id.clone()
     }
+
+    /// A counter's growth over the interval, or its value over the life.
+    pub(super) fn grew(&self, f: impl Fn(&SockFacts) -> Option<u32>) -> Option<u32> {
+        match self.before {
+            Some(b) => Some(f(self.now)?.wrapping_sub(f(b)?)),
+            None => f(self.now),
+        }
+    }
+
+    /// The share of the interval the sender had data in flight (its busy chrono over the
+    /// elapsed time); None over a life (the connection's age is not known).
+    pub(super) fn busy_share(&self) -> Option<f64> {
+        let b = self.before?;
+        let busy = self.now.busy_us?.saturating_sub(b.busy_us?) as f64 / 1e6;
+        Some(busy / self.dt_s()?)
+    }
+}
+
+/// Segments a receiver got out of order over the interval (or its life): losses upstream.
+pub(super) fn ooo_in(r: End) -> Option<u32> {
+    r.grew(|f| f.ooo_packets)
 }

@@ -59,6 +59,8 @@ limits! {
     AutotuneMax = "autotune-max", ReceiverCap;
     /// TCP_WINDOW_CLAMP or a route's window metric
     WindowClamp = "window-clamp", ReceiverCap;
+    /// the window scale the handshake chose: the window stays <= 65535 << rcv_wscale
+    ScaleCap = "scale-cap", ReceiverCap;
     /// little payload per truesize: the window a small share of the buffer
     LowRatio = "low-ratio", ReceiverCap;
     /// TCP memory pressure clamps rcv_ssthresh
@@ -73,6 +75,10 @@ limits! {
     PeerWindow = "peer-window", PeerWindow;
     /// the sender's own send buffer
     Sndbuf = "sndbuf", Sender;
+    /// the sender's congestion window, held down by losses on the path
+    Congestion = "congestion", Sender;
+    /// the sending application does not write fast enough
+    AppLimited = "app-limited", Application;
     /// no data moved in the interval, and nothing waits
     Idle = "idle", Nothing;
     /// a fact the decision needs is absent (e.g. no RTT sample yet)
@@ -126,7 +132,7 @@ mod tests {
         }
         assert_eq!(
             Limit::receiver_caps_regex(),
-            "wscale-off|rcvbuf-locked|autotune-max|window-clamp|low-ratio|memory-pressure"
+            "wscale-off|rcvbuf-locked|autotune-max|window-clamp|scale-cap|low-ratio|memory-pressure"
         );
         assert!(Limit::PeerWindow.is_window() && !Limit::PeerWindow.is_receiver_cap());
         assert!(Limit::AppNotReading.window_bound() && !Limit::Sndbuf.window_bound());

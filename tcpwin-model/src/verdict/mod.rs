@@ -45,6 +45,7 @@ mod apps;
 mod buffer;
 mod caps;
 mod end;
+mod fix;
 mod limit;
 mod path;
 mod ratio;
@@ -54,6 +55,7 @@ mod sender;
 mod sizing;
 
 pub use end::End;
+pub use fix::{AppFix, Fix};
 pub use limit::{Class, Limit};
 pub use ratio::{GRO_RATIO, LOW_RATIO};
 pub use sizing::{fmt_rate, fmt_rtt};
@@ -112,6 +114,9 @@ pub struct Factor {
     pub limit: Limit,
     pub setting: String,
     pub suggested: String,
+    /// the fix as data (commands, the application's option, what it gives)
+    #[serde(default)]
+    pub fix: Option<Fix>,
     /// the window after the change / the window now (e.g. 1.43 for GRO at ratio 160)
     pub window_gain: Option<f64>,
 }
@@ -152,8 +157,12 @@ pub struct Verdict {
     pub unread: Option<u64>,
     /// the setting (or state) that makes the limit what it is
     pub setting: Option<String>,
-    /// the change that lifts it
+    /// the change that lifts it, in words
     pub suggested: Option<String>,
+    /// the change as data: commands that run as printed, the application's socket option, the
+    /// window and rate it gives (null where nothing on this host lifts it)
+    #[serde(default)]
+    pub fix: Option<Fix>,
     /// other limits holding the window down, each with its fix and gain
     pub factors: Vec<Factor>,
 }
@@ -181,6 +190,7 @@ impl Verdict {
             unread: None,
             setting: None,
             suggested: None,
+            fix: None,
             factors: Vec::new(),
         }
     }
@@ -257,7 +267,9 @@ pub fn verdict(i: &Input) -> Verdict {
 }
 
 /// The connection's judgement, into `v` (whose side, basis and peer are set): an application
-/// not reading, the sender's buffer, whether the window binds, and which cap makes it what it is.
+/// not reading, nothing moving, the sender's buffer, whether the window binds, and then which cap
+/// makes it what it is, or what holds the flow instead (the path's queue, the sending
+/// application, the congestion window).
 fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>, i: &Input) {
     let rate = match (sender, receiver) {
         (Some(s), _) => s.send_rate(),
@@ -269,16 +281,8 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     if apps::zero_window(v, sender, receiver) {
         return;
     }
-    if v.side == Side::Idle {
-        if v.basis == Basis::Interval {
-            v.limit = Limit::Idle;
-            v.setting = Some("no data moved in the interval and none waits".into());
-            return;
-        }
-        // no interval and no data yet: the cap the window would meet
-        if let Some(r) = receiver {
-            caps::caps(v, r, None, i.target_bps);
-        }
+    // 2. nothing moves: idle, whatever a window would allow
+    if idle(v, sender, receiver) {
         return;
     }
     // the RTTs: the sender's (from ACKs) when it is visible, else the receiver's own estimate,
@@ -286,7 +290,6 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     let Some((rtt, base)) = path::rtts(v, sender, receiver, i.min_rcv_rtt_us) else {
         return;
     };
-    let queued = path::queued(rtt, base);
     if let Some(s) = sender {
         v.rwnd_limited_share = s.chrono_share(|f| f.rwnd_limited_us);
     }
@@ -295,19 +298,13 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     }
     // the window that could bind: the receiver's largest, or the one the sender sees
     let cap_window = receiver.and_then(scale::receiver_window);
-    let window = match (cap_window, sender) {
-        (Some(w), _) => w,
-        (None, Some(s)) => match s.now.snd_wnd {
-            Some(w) => w as u64,
-            None => {
-                v.setting = Some("snd_wnd not read by this source".into());
-                return;
-            }
-        },
-        (None, None) => {
-            v.setting = Some("window_clamp or wscale_ok not read by this source".into());
-            return;
-        }
+    let Some(window) = cap_window.or_else(|| sender.and_then(|s| s.now.snd_wnd.map(u64::from)))
+    else {
+        v.setting = Some(match sender {
+            Some(_) => "snd_wnd not read by this source".into(),
+            None => "window_clamp or wscale_ok not read by this source".into(),
+        });
+        return;
     };
     v.window = Some(window);
     v.ceiling_bps = (window > 0).then(|| ceiling_bps(window, rtt));
@@ -317,27 +314,36 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
         target: i.target_bps,
     };
     v.target_bps = i.target_bps;
-    v.bdp_bytes = Some(sizing.window());
-    // 1b. a backlog the application does not drain keeps the advertised window small
-    if receiver.is_some_and(|r| apps::backlog_binds(v, r, window, rate, (base, rtt))) {
-        return;
-    }
-    // 2. the sender's own buffer
-    if sender.is_some_and(|s| sender::sndbuf_binds(v, s, rate, rtt, &sizing)) {
-        return;
-    }
+    v.bdp_bytes = Some(sizing.bdp());
     let Some(rate) = rate else {
-        // one snapshot of a receiver alone: no rate to hold against the window; the cap it meets
-        if let Some(r) = receiver {
-            caps::caps(v, r, None, i.target_bps);
-            if v.limit == Limit::Unknown {
-                v.setting = Some(
-                    "one snapshot has no rate to hold against the window: repeat with -i MS".into(),
-                );
-            }
-        }
+        // one reading of a receiver alone: no rate to hold against the window
+        no_rate(v, receiver, window, i.target_bps);
         return;
     };
+    let queued = path::queued(&path::QueueEvidence {
+        sender,
+        receiver,
+        rate,
+        window,
+        rtt,
+        base,
+    });
+    // 1b. a backlog the application does not drain keeps the advertised window small
+    if receiver.is_some_and(|r| apps::backlog_binds(v, r, window, Some(rate), (base, rtt))) {
+        return;
+    }
+    // 2b. the sender's own buffer (not behind a queue: Little's law fills any buffer there)
+    if !queued && sender.is_some_and(|s| sender::sndbuf_binds(v, s, Some(rate), rtt, &sizing)) {
+        return;
+    }
+    // a sender alone, held by a peer window that was mostly closed: the peer's reader (a queue
+    // would hold a full window as long: Little's law)
+    if !queued
+        && receiver.is_none()
+        && sender.is_some_and(|s| apps::peer_stalls(v, s, rate, window, base))
+    {
+        return;
+    }
     // 3. does the window bind?
     let binds_at = if queued { base } else { rtt };
     // on a path without a queue, a sender the kernel saw stopped by the peer's window a good
@@ -347,7 +353,11 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
         && v.rwnd_limited_share
             .is_some_and(|x| x >= RWND_SUPPORT_SHARE)
         && sender.is_some_and(|s| sender::cwnd_bound(s).is_none());
+    // a window that allows the rate asked (`--target`) at the base RTT is not the limit, however
+    // full it runs: lifting it would not raise the rate towards the target
+    let allows_target = i.target_bps.is_some_and(|t| ceiling_bps(window, base) >= t);
     let binds = window > 0
+        && !allows_target
         && (rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, binds_at) as f64
             || rwnd_stopped);
     v.window_limited = Some(binds);
@@ -361,6 +371,7 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
                 window,
                 rtt,
                 base,
+                queued,
                 binds_at,
                 target: i.target_bps,
             },
@@ -375,6 +386,82 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
             sender::peer_window(v, s, window, binds_at, &sizing);
         }
     }
+}
+
+/// Nothing moves: no data over the interval (or over the life so far), or the socket's own
+/// clocks say nothing was sent or received for a second with nothing waiting. The verdict
+/// into `v`, true when it is that: no window is judged, and there is no fix.
+fn idle(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) -> bool {
+    let ends: Vec<End> = [sender, receiver].into_iter().flatten().collect();
+    let quiet_now = !ends.is_empty() && ends.iter().all(|e| e.now.idle_now() == Some(true));
+    if v.side != Side::Idle && !quiet_now {
+        return false;
+    }
+    v.limit = Limit::Idle;
+    v.setting = Some(if quiet_now {
+        let since = ends
+            .iter()
+            .filter_map(|e| Some(e.now.since_data_recv_us?.min(e.now.since_data_sent_us?)))
+            .min()
+            .unwrap_or(0);
+        format!(
+            "no data sent or received for {} and none waits",
+            fmt_rtt(since.min(u32::MAX as u64) as u32)
+        )
+    } else if v.basis == Basis::Interval {
+        "no data moved in the interval and none waits".into()
+    } else {
+        "no data moved over the connection's life yet".into()
+    });
+    true
+}
+
+/// One reading of a receiver alone (no interval): no rate, so no limit can be named; the caps
+/// its window would meet are factors, with their gain, and the verdict says how to get one.
+fn no_rate(v: &mut Verdict, receiver: Option<End>, window: u64, target: Option<u64>) {
+    v.limit = Limit::Unknown;
+    v.setting = Some(
+        "one reading of a receiver has no rate to hold against its window: read it twice (`ss -i 1000`; `ss` alone takes a second reading of sockets moving data)".into(),
+    );
+    if let Some(r) = receiver {
+        potential_caps(
+            v,
+            r,
+            window,
+            target,
+            "a potential gain, not the limit: it binds only if the window does",
+        );
+    }
+}
+
+/// The receiver's caps that would bind were the window the limit, as factors of `v` (saying
+/// `note` as their fix's preface).
+pub(super) fn potential_caps(
+    v: &mut Verdict,
+    r: End,
+    window: u64,
+    target: Option<u64>,
+    note: &str,
+) {
+    let mut probe = v.clone();
+    probe.factors.clear();
+    caps::caps(&mut probe, r, Some(window), target);
+    if !probe.limit.is_receiver_cap() {
+        return;
+    }
+    v.factors.push(Factor {
+        limit: probe.limit,
+        setting: probe.setting.unwrap_or_default(),
+        suggested: format!("{note}: {}", probe.suggested.unwrap_or_default()),
+        fix: probe.fix,
+        window_gain: None,
+    });
+    v.factors.extend(
+        probe
+            .factors
+            .into_iter()
+            .filter(|f| f.limit.is_receiver_cap() && f.limit != probe.limit),
+    );
 }
 
 #[cfg(test)]

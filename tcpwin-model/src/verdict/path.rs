@@ -2,11 +2,10 @@
 //! own estimate, each against the best base RTT known), whether the path holds a queue, and the
 //! verdicts where the window does not bind (`path-queue`, `not-window-limited`).
 use super::{
-    caps,
     end::End,
-    sender::cwnd_bound,
+    sender::{self, cwnd_bound},
     sizing::{ceiling_bps, fmt_rate, fmt_rtt},
-    Factor, Limit, Verdict,
+    Limit, Verdict,
 };
 
 /// A queue at the bottleneck: the RTT above the base RTT by this much (µs) at least, and by this
@@ -57,9 +56,39 @@ pub(super) fn rtts(
     Some((rtt, base))
 }
 
-/// The RTT is well above the base: a queue at the bottleneck.
-pub(super) fn queued(rtt: u32, base: u32) -> bool {
-    rtt.saturating_sub(base) >= QUEUE_MIN_US.max(base / QUEUE_MIN_SHARE)
+/// What tells a queue at the bottleneck from an RTT stretched some other way.
+pub(super) struct QueueEvidence<'a> {
+    pub sender: Option<End<'a>>,
+    pub receiver: Option<End<'a>>,
+    pub rate: u64,
+    pub window: u64,
+    pub rtt: u32,
+    pub base: u32,
+}
+
+/// A queue at the bottleneck holds the RTT well above the base, steadily: the RTT over the base
+/// by a millisecond and an eighth of the base at least; a sender's RTT variance under half of
+/// that (zero-window stalls and bursts swing the RTT, a standing queue does not); a receiver
+/// alone only when its window is full (its own RTT estimate spans the gaps of a sender that
+/// pauses: `nginx limit_rate` read 112 ms on a 21 ms path).
+pub(super) fn queued(q: &QueueEvidence) -> bool {
+    let over = q.rtt.saturating_sub(q.base);
+    if over < QUEUE_MIN_US.max(q.base / QUEUE_MIN_SHARE) {
+        return false;
+    }
+    if let Some(var) = q.sender.and_then(|s| s.now.rttvar_us) {
+        if var > over / 2 {
+            return false;
+        }
+    }
+    match (q.sender, q.receiver) {
+        (None, Some(_)) => {
+            q.window > 0
+                && q.rate as f64
+                    >= super::WINDOW_LIMITED_SHARE * ceiling_bps(q.window, q.rtt) as f64
+        }
+        _ => true,
+    }
 }
 
 /// What the window-does-not-bind verdict is computed from.
@@ -70,19 +99,22 @@ pub(super) struct Unbound<'a> {
     pub window: u64,
     pub rtt: u32,
     pub base: u32,
+    pub queued: bool,
     /// the RTT the window's ceiling is taken at (the base when the path queues)
     pub binds_at: u32,
     pub target: Option<u64>,
 }
 
-/// The window does not bind: the path's queue holds the flow (`path-queue`), or nothing the
-/// window does (`not-window-limited`, with the congestion window named when it holds); the
-/// receiver's caps that would bind once the path allows more as factors.
+/// The window does not bind: the path's queue holds the flow (`path-queue`), the sending
+/// application (`app-limited`), losses through the congestion window (`congestion`), or nothing
+/// the window does that one end can tell apart (`not-window-limited`, saying why); the receiver's
+/// caps that would bind once the path allows more as factors.
 pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     let (rate, window, rtt, base) = (u.rate, u.window, u.rtt, u.base);
     let fills_window =
         window > 0 && rate as f64 >= super::WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64;
-    if queued(rtt, base) {
+    let allows = fmt_rate(ceiling_bps(window, u.binds_at));
+    if u.queued {
         let queue = rtt.saturating_sub(base);
         v.limit = Limit::PathQueue;
         v.setting = Some(format!(
@@ -98,17 +130,45 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
             "no window change: a larger window only lengthens the queue. The bottleneck's rate is what the flow gets; an AQM there (fq_codel, cake) or a pacing sender (bbr) shortens the queue"
                 .into(),
         );
+    } else if let Some(why) = u.sender.and_then(|s| sender::app_limited(s, rate)) {
+        v.limit = Limit::AppLimited;
+        v.setting = Some(format!(
+            "{why}; the transfer used {} of the {allows} its window allows",
+            fmt_rate(rate)
+        ));
+        v.suggested = Some(
+            "nothing in TCP: the sending application's own pace (a rate limit, its disk, its CPU, what it is asked for)"
+                .into(),
+        );
+    } else if let Some(why) = u.sender.and_then(|s| sender::congestion(s, rate)) {
+        v.limit = Limit::Congestion;
+        v.setting = Some(format!(
+            "{why}; the transfer used {} of the {allows} its window allows",
+            fmt_rate(rate)
+        ));
+        v.suggested = Some(
+            "no window change: the losses on the path (a lossy link, a policer, a full queue upstream); a congestion control that does not back off on every loss (bbr: `sysctl -w net.ipv4.tcp_congestion_control=bbr`) keeps a lossy path fuller"
+                .into(),
+        );
     } else {
         v.limit = Limit::NotWindowLimited;
-        let allows = fmt_rate(ceiling_bps(window, u.binds_at));
-        v.setting = Some(match u.sender.and_then(cwnd_bound) {
-            Some(c) => format!(
-                "the transfer used {} of the {allows} its window allows: the sender's congestion window ({c} B in flight) holds it",
+        v.setting = Some(match (u.sender, u.sender.and_then(cwnd_bound)) {
+            (Some(_), Some(c)) => format!(
+                "the transfer used {} of the {allows} its window allows: the sender's congestion window ({c} B in flight) holds it, without losses",
                 fmt_rate(rate),
             ),
-            None => format!(
-                "the transfer used {} of the {allows} its window allows",
+            (Some(_), None) => format!(
+                "the transfer used {} of the {allows} its window allows: the path's rate, as far as the sender shows",
                 fmt_rate(rate),
+            ),
+            (None, _) => format!(
+                "the transfer used {} of the {allows} its window allows{}: what holds it is the sender's to tell (its application, its congestion window, the path); run `tcpwin-trace ss` on the sending host",
+                fmt_rate(rate),
+                u.receiver
+                    .and_then(super::end::ooo_in)
+                    .filter(|n| *n > 0)
+                    .map(|n| format!(" ({n} segments arrived out of order: losses upstream)"))
+                    .unwrap_or_default(),
             ),
         });
         v.suggested =
@@ -116,15 +176,12 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     }
     // the window caps as contributing facts (a window too small *and* irrelevant)
     if let Some(r) = u.receiver {
-        let mut probe = v.clone();
-        caps::caps(&mut probe, r, Some(window), u.target);
-        if probe.limit.is_receiver_cap() {
-            v.factors.push(Factor {
-                limit: probe.limit,
-                setting: probe.setting.unwrap_or_default(),
-                suggested: "not the limit now: it binds only once the path allows more".into(),
-                window_gain: None,
-            });
-        }
+        super::potential_caps(
+            v,
+            r,
+            window,
+            u.target,
+            "not the limit now: it binds only once the path allows more",
+        );
     }
 }

@@ -1,6 +1,9 @@
 //! The scaling ratio: little payload per truesize (GRO off, a small MTU, XDP on the ingress
-//! interface) makes the window a small share of the buffer.
+//! interface) makes the window a small share of the buffer. GRO is advised only where the
+//! interface the connection's packets use has it off (read in the socket's namespace); a
+//! connection measures its ratio on its first packets, so only new ones get the new ratio.
 use super::{
+    fix::Fix,
     receiver::{Ctx, Found},
     Limit,
 };
@@ -12,26 +15,71 @@ pub const LOW_RATIO: u8 = 180;
 /// The ratio receiver GRO gives at MTU 1500 (veth and NICs, measured on this machine kind).
 pub const GRO_RATIO: u8 = 229;
 
-/// A low ratio, with what GRO (or a larger MTU) would give on the same buffer.
+/// A low ratio, with what GRO would give on the same buffer when it is off on the interface.
 pub(super) fn low_ratio(c: &Ctx) -> Option<Found> {
     let r = c.ratio.filter(|r| *r < LOW_RATIO)?;
     let gain = GRO_RATIO as f64 / r as f64;
+    let iface = c.peer().and_then(|p| c.h.iface_to(p));
+    let setting = format!(
+        "scaling_ratio={r}: the window is {:.0} % of the buffer (little payload per truesize: GRO off, a small MTU or XDP on the ingress interface)",
+        r as f64 * 100.0 / 256.0
+    );
+    let (text, fix) = match iface {
+        Some(i) if i.gro == Some(false) && i.xdp != Some(true) => {
+            let fix = c.finish(
+                Fix {
+                    commands: vec![c.here(format!("ethtool -K {} gro on", i.name))],
+                    new_connections: true,
+                    ..Fix::default()
+                },
+                c.rcvbuf.unwrap_or(0),
+                Some(GRO_RATIO),
+                c.shift,
+            );
+            (
+                format!(
+                    "{} (ratio ~{GRO_RATIO} at MTU 1500, window x{gain:.2} on the same buffer)",
+                    fix.words()
+                ),
+                Some(fix),
+            )
+        }
+        Some(i) if i.xdp == Some(true) => (
+            format!(
+                "an XDP program on {} hands the stack page-sized buffers: a larger buffer makes up for the ratio (or no XDP there)",
+                i.name
+            ),
+            None,
+        ),
+        Some(i) if i.gro == Some(true) => (
+            format!(
+                "GRO is on on {} and the packets still arrive one segment each (the sender's pacing, a driver that does not aggregate): a larger buffer or MTU makes up for the ratio",
+                i.name
+            ),
+            None,
+        ),
+        _ => (
+            format!("receiver GRO on the interface the packets arrive on, or a larger MTU: ratio ~{GRO_RATIO} at MTU 1500, window x{gain:.2} on the same buffer"),
+            None,
+        ),
+    };
     Some(Found {
         limit: Limit::LowRatio,
-        setting: format!(
-            "scaling_ratio={r}: the window is {:.0} % of the buffer (little payload per truesize: GRO off, a small MTU or XDP on the ingress interface)",
-            r as f64 * 100.0 / 256.0
-        ),
-        fix: format!(
-            "receiver GRO on (ethtool -K IFACE gro on) or a larger MTU: ratio ~{GRO_RATIO} at MTU 1500, window x{gain:.2} on the same buffer"
-        ),
+        setting,
         gain: Some(gain),
+        text,
+        fix,
     })
 }
 
-/// Lifting the ratio alone reaches the rate sized for (a target was given): then the ratio
+/// Lifting the ratio alone reaches the rate sized for (a target was given, GRO can be turned
+/// on; the window after it carries the target at the base RTT, headroom or not): then the ratio
 /// leads, the cheapest fix (no memory).
-pub(super) fn alone_reaches(c: &Ctx) -> bool {
-    let g = GRO_RATIO as f64 / c.ratio.unwrap_or(GRO_RATIO) as f64;
-    c.target.is_some() && c.need.is_some_and(|n| (c.w as f64) * g >= n as f64)
+pub(super) fn alone_reaches(c: &Ctx, found: &Found) -> bool {
+    // the window the kernel allows after it: within the handshake's scale (an SO_RCVBUF
+    // socket's scale may stop it short of what the buffer would give at GRO's ratio)
+    let Some(after) = found.fix.as_ref().and_then(|f| f.window) else {
+        return false;
+    };
+    c.target.is_some() && c.bdp().is_some_and(|n| after >= n)
 }

@@ -1,18 +1,29 @@
 //! What a receiver's cap is judged from (the socket, its namespace's limits, the window, the
 //! sizing) and what each family finds: shared by `scale`, `buffer` and `ratio`, asked by `caps`.
-use tcpwin_common::formula::{space_from_win, win_from_space};
+//! The kernel's arithmetic a fix is sized with lives here: the window scale the handshake will
+//! choose, the window a buffer gives at a ratio, the commands run in the socket's namespace.
+use std::net::IpAddr;
+
+use tcpwin_common::formula::{handshake_wscale, max_scaled_window, space_from_win, win_from_space};
 
 use super::{
-    sizing::{ceiling_bps, fmt_rate, per_rate},
+    fix::Fix,
+    sizing::{ceiling_bps, Sizing},
     Limit,
 };
 use crate::facts::{HostLimits, SockFacts};
 
-/// A cap found: its limit, the setting, the fix, and the window after the fix / the window now.
+/// The scaling ratio a socket starts with before it measures one (`TCP_DEFAULT_SCALING_RATIO`,
+/// 6.10+): what the handshake's window and an SO_RCVBUF socket's first clamp are computed with.
+pub(super) const INITIAL_RATIO: u8 = 128;
+
+/// A cap found: its limit, the setting, the fix as data and in words, and the window after the
+/// fix / the window now.
 pub(super) struct Found {
     pub limit: Limit,
     pub setting: String,
-    pub fix: String,
+    pub text: String,
+    pub fix: Option<Fix>,
     pub gain: Option<f64>,
 }
 
@@ -26,48 +37,90 @@ pub(super) struct Ctx<'a> {
     pub wscale_ok: bool,
     /// the negotiated scale (0 without scaling)
     pub shift: u8,
-    /// the base RTT the fixes are sized at
+    /// the base RTT the fixes are sized at, and the sizing (None: no RTT sample yet)
     pub base: Option<u32>,
-    /// the window the rate sized for needs at the base RTT
-    pub need: Option<u64>,
-    /// how the sizing is said ("for 1 Gbit/s at 18 ms ...", or "once an RTT sample exists")
-    pub words: String,
+    pub sizing: Option<Sizing>,
     pub ratio: Option<u8>,
     pub rcvbuf: Option<u64>,
     pub target: Option<u64>,
 }
 
 impl Ctx<'_> {
+    /// The window a fix gives for the rate sized for: its BDP at the base RTT, with headroom.
+    pub fn need(&self) -> Option<u64> {
+        self.sizing.as_ref().map(|s| s.window())
+    }
+
+    /// The rate sized for's bandwidth-delay product at the base RTT: the least window that
+    /// carries it.
+    pub fn bdp(&self) -> Option<u64> {
+        self.sizing.as_ref().map(|s| s.bdp())
+    }
+
+    /// How the sizing is said ("for 1 Gbit/s at 18 ms ...", or "once an RTT sample exists").
+    pub fn words(&self) -> String {
+        self.sizing
+            .as_ref()
+            .map(|s| s.words())
+            .unwrap_or_else(|| "once an RTT sample exists".into())
+    }
+
     /// The buffer a window needs at the measured ratio.
     pub fn buffer_for(&self, win: u64) -> Option<u64> {
         self.ratio.and_then(|r| space_from_win(win, r))
     }
 
-    /// A buffer fix: with a target the command sized for it (only when it raises the setting),
-    /// without one the buffer each unit of rate needs and the command to write it in.
-    pub fn sized(&self, current: u64, cmd: &dyn Fn(&str) -> String) -> String {
-        let r = self.ratio.unwrap_or(0);
-        let base_s = self.base.unwrap_or(0);
-        let unit = per_rate(base_s);
-        let nb = self.need.and_then(|n| self.buffer_for(n));
-        let allows = self
-            .ratio
-            .filter(|_| base_s > 0)
-            .map(|r| fmt_rate(ceiling_bps(win_from_space(current, r), base_s)));
-        let words = &self.words;
-        match (self.target, nb) {
-            (Some(_), Some(nb)) if nb > current => {
-                format!("{words}: at ratio {r} the buffer must be {nb}: {}", cmd(&nb.to_string()))
-            }
-            (Some(_), Some(_)) => format!("{words}: the buffer ({current}) already allows it"),
-            (None, Some(nb)) => format!(
-                "{words}: at ratio {r} each {} needs {nb} B of buffer ({current} allows {} at the base RTT): {} with BYTES >= rate / {} x {nb}",
-                fmt_rate(unit),
-                allows.unwrap_or_else(|| "?".into()),
-                cmd("BYTES"),
-                fmt_rate(unit),
-            ),
-            _ => words.clone(),
+    /// The peer's address, as the routes are looked up with.
+    pub fn peer(&self) -> Option<IpAddr> {
+        self.f.id.raddr
+    }
+
+    /// A command run in the socket's namespace (a per-namespace setting).
+    pub fn here(&self, cmd: String) -> String {
+        match &self.h.run_in {
+            Some(p) => format!("{p} {cmd}"),
+            None => cmd,
         }
+    }
+
+    /// The tcp_rmem triple, as the kernel reads it (the defaults of old kernels when unread).
+    pub fn tcp_rmem(&self) -> [u64; 3] {
+        self.h.tcp_rmem.unwrap_or([4096, 131072, 6291456])
+    }
+
+    /// The scale a new autotuned connection gets with `tcp_rmem[2]` = `rmem2` (and the host's
+    /// rmem_max), under a route clamp of `clamp` (0: none).
+    pub fn autotuned_wscale(&self, rmem2: u64, clamp: u64) -> u8 {
+        let t = self.tcp_rmem();
+        handshake_wscale(
+            win_from_space(t[1], INITIAL_RATIO),
+            rmem2,
+            self.h.rmem_max.unwrap_or(0),
+            clamp,
+        )
+    }
+
+    /// A fix filled in with what the kernel will allow after it: the window a buffer of
+    /// `buffer` gives at `ratio` (the measured one unless the fix changes it), within what
+    /// scale `wscale` can express, and that window's rate at the base RTT.
+    pub fn finish(&self, mut fix: Fix, buffer: u64, ratio: Option<u8>, wscale: u8) -> Fix {
+        let r = ratio.or(self.ratio).unwrap_or(INITIAL_RATIO);
+        // tcp_init_buffer_space keeps a segment of the buffer's window in reserve
+        let reserve = self.f.advmss.unwrap_or(0) as u64;
+        let window = win_from_space(buffer, r)
+            .saturating_sub(reserve)
+            .min(max_scaled_window(wscale));
+        fix.window = Some(window);
+        fix.ceiling_bps = self.base.map(|b| ceiling_bps(window, b));
+        if let Some(s) = &self.sizing {
+            fix.sized_for_bps = Some(s.rate());
+            fix.sized_for = Some(s.why());
+        }
+        fix
+    }
+
+    /// The window after a fix over the window now.
+    pub fn gain(&self, fix: &Fix) -> Option<f64> {
+        fix.window.map(|w| w as f64 / self.w.max(1) as f64)
     }
 }

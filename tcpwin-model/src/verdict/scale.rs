@@ -1,13 +1,17 @@
-//! Scale and clamp: window scaling not negotiated (64 KB for the connection's life), and a
+//! Scale and clamp: window scaling not negotiated (64 KB for the connection's life), a window
+//! held by the scale its handshake chose (`65535 << rcv_wscale`: an SO_RCVBUF set before
+//! connect/listen, a route's `window` metric, small caps when the connection opened), and a
 //! clamp below what the buffer allows (TCP_WINDOW_CLAMP, a route's `window` metric).
-use tcpwin_common::formula::{max_scaled_window, win_from_space};
+use tcpwin_common::formula::{max_scaled_window, win_from_space, wscale_for};
 
 use super::{
+    buffer::so_rcvbuf_fix,
     end::End,
+    fix::{AppFix, Fix},
     receiver::{Ctx, Found},
-    sizing::sysctl_fix,
     Limit,
 };
+use crate::facts::Route;
 
 /// A clamp below this share of what the buffer allows was set by a user or a route.
 const CLAMP_SLACK: f64 = 0.95;
@@ -24,54 +28,226 @@ pub(super) fn receiver_window(r: End) -> Option<u64> {
     Some((clamp as u64).min(max_scaled_window(shift)))
 }
 
+/// The route to the peer, when it carries a `window` metric.
+fn route_window<'a>(c: &Ctx<'a>) -> Option<&'a Route> {
+    c.h.route_to(c.peer()?).filter(|r| r.window.is_some())
+}
+
+/// The fix for a route's `window` metric: the route changed without it (new connections get
+/// the scale the host's caps give).
+fn route_fix(c: &Ctx, r: &Route, w: u64) -> Fix {
+    let t = c.tcp_rmem();
+    let buffer = c
+        .buffer_for(w)
+        .unwrap_or(t[2])
+        .min(t[2])
+        .max(c.rcvbuf.unwrap_or(0));
+    c.finish(
+        Fix {
+            commands: vec![c.here(format!("ip route change {}", r.spec()))],
+            new_connections: true,
+            ..Fix::default()
+        },
+        buffer,
+        None,
+        c.autotuned_wscale(t[2], 0),
+    )
+}
+
 /// Window scaling not negotiated: which side, and the fix on the side that can give it.
 pub(super) fn wscale_off(c: &Ctx) -> Option<Found> {
     if c.wscale_ok {
         return None;
     }
-    let (h, words) = (c.h, &c.words);
+    let h = c.h;
     let setting = match h.tcp_window_scaling {
         Some(false) => "window scaling off on this host (net.ipv4.tcp_window_scaling=0): the window stays <= 65535 for the connection's life".to_string(),
         Some(true) => "the peer did not offer window scaling in its SYN: the window stays <= 65535 for the connection's life".into(),
         None => "window scaling not negotiated: the window stays <= 65535 for the connection's life".into(),
     };
-    let fix = match h.tcp_window_scaling {
-        Some(false) => format!(
-            "{}, on new connections; {words}",
-            sysctl_fix(h, "net.ipv4.tcp_window_scaling", "1".into(), false)
+    let fix = (h.tcp_window_scaling == Some(false)).then(|| {
+        let t = c.tcp_rmem();
+        c.finish(
+            Fix {
+                commands: vec![c.here("sysctl -w net.ipv4.tcp_window_scaling=1".into())],
+                new_connections: true,
+                ..Fix::default()
+            },
+            c.rcvbuf.unwrap_or(t[2]).max(t[2]),
+            None,
+            c.autotuned_wscale(t[2], 0),
+        )
+    });
+    let text = match &fix {
+        Some(f) => format!("{}: {}", c.words(), f.words()),
+        None => format!(
+            "window scaling on the peer (net.ipv4.tcp_window_scaling=1 there) and on every middlebox between; {}",
+            c.words()
         ),
-        _ => format!("window scaling on the peer (net.ipv4.tcp_window_scaling=1 there) and on every middlebox between; {words}"),
     };
     Some(Found {
         limit: Limit::WscaleOff,
         setting,
+        gain: fix
+            .as_ref()
+            .and_then(|f| c.gain(f))
+            .or_else(|| c.need().map(|n| n.max(c.w) as f64 / c.w.max(1) as f64)),
+        text,
         fix,
-        gain: c.need.map(|n| n.max(c.w) as f64 / c.w.max(1) as f64),
+    })
+}
+
+/// How far the buffer's window must pass the scale's for the scale to be the limit named.
+const SCALE_MATERIAL: f64 = 1.1;
+
+/// The window held by the scale its handshake chose: the clamp reaches `65535 << rcv_wscale`
+/// while the buffer allows (or autotuning would grow it to) more. Why the scale is small: a
+/// route's `window` metric, an SO_RCVBUF set before the handshake, or smaller caps then.
+pub(super) fn scale_cap(c: &Ctx) -> Option<Found> {
+    if !c.wscale_ok {
+        return None;
+    }
+    let cap = max_scaled_window(c.shift);
+    let ratio = c.ratio?;
+    let buffer_window = win_from_space(c.rcvbuf?, ratio);
+    let grows = c.f.rcvbuf_locked != Some(true)
+        && c.h.tcp_moderate_rcvbuf != Some(false)
+        && win_from_space(c.tcp_rmem()[2], ratio) > cap;
+    // a scale that stops the window within a tenth of what the buffer gives is the buffer's own
+    // limit (an SO_RCVBUF's scale is chosen from that buffer): the buffer's fix names the scale
+    // it needs
+    if (c.clamp as u64) < cap || (buffer_window as f64 <= SCALE_MATERIAL * cap as f64 && !grows) {
+        return None;
+    }
+    let need = c.need();
+    if need.is_some_and(|n| n <= cap) {
+        return None;
+    }
+    let w = need.unwrap_or(2 * cap);
+    let (why, fix) = if let Some(r) = route_window(c) {
+        (
+            format!(
+                "the route {} carries `window {}`: it held the handshake's window scale to {}",
+                r.spec(),
+                r.window.unwrap_or(0),
+                c.shift
+            ),
+            Some(route_fix(c, r, w)),
+        )
+    } else if c.f.rcvbuf_locked == Some(true) {
+        (
+            format!(
+                "an SO_RCVBUF set before the handshake (sk_rcvbuf {}) held its window scale to {}",
+                c.rcvbuf.unwrap_or(0),
+                c.shift
+            ),
+            so_rcvbuf_fix(c, w),
+        )
+    } else {
+        let t = c.tcp_rmem();
+        let now = c.autotuned_wscale(t[2], 0);
+        let fix = if max_scaled_window(now) >= w {
+            // the host's caps already give new connections a scale that can express it
+            c.finish(
+                Fix {
+                    new_connections: true,
+                    ..Fix::default()
+                },
+                t[2],
+                None,
+                now,
+            )
+        } else {
+            let max = 1u64 << (15 + wscale_for(w) as u32);
+            c.finish(
+                Fix {
+                    commands: vec![c.here(format!(
+                        "sysctl -w net.ipv4.tcp_rmem='{} {} {}'",
+                        t[0],
+                        t[1],
+                        max.max(t[2])
+                    ))],
+                    new_connections: true,
+                    ..Fix::default()
+                },
+                max.max(t[2]),
+                None,
+                c.autotuned_wscale(max.max(t[2]), 0),
+            )
+        };
+        (
+            format!(
+                "the host's caps when the connection opened (tcp_rmem[2], rmem_max) gave it window scale {}",
+                c.shift
+            ),
+            Some(fix),
+        )
+    };
+    let setting = format!(
+        "{why}: the window stays <= {cap} (65535 << {}) for the connection's life, whatever the buffer ({buffer_window} B of window now)",
+        c.shift
+    );
+    let text = match &fix {
+        Some(f) if f.commands.is_empty() && f.app.is_none() => format!(
+            "{}: re-open the connection: the host's caps now give new connections scale {}",
+            c.words(),
+            tcpwin_common::formula::wscale_for(f.window.unwrap_or(0))
+        ),
+        Some(f) => format!("{}: {}", c.words(), f.words()),
+        None => c.words(),
+    };
+    Some(Found {
+        limit: Limit::ScaleCap,
+        setting,
+        gain: fix.as_ref().and_then(|f| c.gain(f)),
+        text,
+        fix,
     })
 }
 
 /// A clamp below what the buffer allows, and below what the scale can express: set by the
-/// application (TCP_WINDOW_CLAMP) or a route.
+/// application (TCP_WINDOW_CLAMP) or a route's `window` metric.
 pub(super) fn window_clamp(c: &Ctx) -> Option<Found> {
     let bw = c.rcvbuf.zip(c.ratio).map(|(b, r)| win_from_space(b, r))?;
     let clamp = c.clamp;
     if (clamp as f64) >= CLAMP_SLACK * bw as f64 || (clamp as u64) >= max_scaled_window(c.shift) {
         return None;
     }
-    let words = &c.words;
+    let need = c.need();
+    if need.is_some_and(|n| n <= clamp as u64) {
+        return None;
+    }
+    let w = need.unwrap_or(bw);
+    let route = route_window(c).filter(|r| r.window.is_some_and(|x| x as u64 >= clamp as u64));
+    let (setting, fix) = match route {
+        Some(r) => (
+            format!(
+                "window_clamp={clamp} below the {bw} the buffer allows: the route {} carries `window {}`",
+                r.spec(),
+                r.window.unwrap_or(0)
+            ),
+            route_fix(c, r, w),
+        ),
+        None => (
+            format!(
+                "window_clamp={clamp} below the {bw} the buffer allows: TCP_WINDOW_CLAMP set by the application"
+            ),
+            c.finish(
+                Fix {
+                    app: Some(AppFix::new("TCP_WINDOW_CLAMP", w, c.f.comm.clone())),
+                    ..Fix::default()
+                },
+                c.rcvbuf.unwrap_or(0),
+                None,
+                c.shift,
+            ),
+        ),
+    };
     Some(Found {
         limit: Limit::WindowClamp,
-        setting: format!(
-            "window_clamp={clamp} below the {bw} the buffer allows (TCP_WINDOW_CLAMP by the application, or a route `window` metric)"
-        ),
-        fix: match c.need {
-            Some(n) if n > clamp as u64 => {
-                format!("{words}: the clamp must be >= {n}: raise or remove it")
-            }
-            _ => format!("raise or remove the clamp ({words})"),
-        },
-        gain: c
-            .need
-            .map(|n| n.min(bw).max(c.w) as f64 / c.w.max(1) as f64),
+        setting,
+        text: format!("{}: {} (or remove the clamp)", c.words(), fix.words()),
+        gain: c.gain(&fix),
+        fix: Some(fix),
     })
 }

@@ -2,7 +2,8 @@
 //! sender alone sees it.
 use super::{
     end::End,
-    sizing::{ceiling_bps, fmt_rate, fmt_rtt, sysctl_fix, Sizing},
+    fix::{AppFix, Fix},
+    sizing::{ceiling_bps, fmt_rate, fmt_rtt, Sizing},
     Limit, Verdict,
 };
 
@@ -29,6 +30,69 @@ pub(super) fn cwnd_bound(s: End) -> Option<u64> {
     (inflight + 2 * mss >= cwnd).then_some(inflight)
 }
 
+/// Retransmitted segments at this share of those delivered or more, with the congestion window
+/// full, are losses holding the flow (reno at a 1 % lossy link: ~1 %; at a bottleneck that
+/// drops when its queue fills, a few per ten thousand).
+const RETRANS_SHARE: f64 = 0.002;
+/// A sender busy (data in flight) less than this share of the interval, with nothing waiting to
+/// be sent, writes slower than the path takes.
+const APP_BUSY_SHARE: f64 = 0.5;
+
+/// The sending application does not write fast enough: nothing waits unsent, the congestion
+/// window has room, and the kernel says the sender had less data than the path would take
+/// (`delivery_rate_app_limited`) or it was busy well under the interval. Why, or None.
+pub(super) fn app_limited(s: End, rate: u64) -> Option<String> {
+    let f = s.now;
+    let mss = f.mss_cache? as u64;
+    if f.unsent? as u64 >= mss || rate == 0 {
+        return None;
+    }
+    // an application blocked on a full send buffer writes as fast as the buffer lets it
+    if f.wmem_queued? as f64 >= SNDBUF_FULL * f.sk_sndbuf? as f64 {
+        return None;
+    }
+    let cwnd = f.snd_cwnd? as u64 * mss;
+    let inflight = f.inflight_bytes()?;
+    if inflight + 2 * mss >= cwnd {
+        return None;
+    }
+    let busy = s.busy_share();
+    let flagged = f.app_limited == Some(true);
+    if !flagged && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
+        return None;
+    }
+    Some(format!(
+        "the sending application does not write fast enough: nothing waits to be sent, the congestion window has room ({inflight} B in flight of {cwnd} B){}{}",
+        if flagged { ", and the kernel marks its deliveries app-limited" } else { "" },
+        busy.map(|b| format!(", data in flight {:.0} % of the time", b * 100.0))
+            .unwrap_or_default()
+    ))
+}
+
+/// Losses hold the congestion window down and the window holds the flow: retransmissions at
+/// [`RETRANS_SHARE`] of what was delivered or more, and the congestion window full. Why, or None.
+pub(super) fn congestion(s: End, rate: u64) -> Option<String> {
+    let f = s.now;
+    let mss = f.mss_cache? as u64;
+    let inflight = cwnd_bound(s)?;
+    let retrans = s.grew(|f| f.total_retrans)? as u64;
+    let (_, acked) = s.moved();
+    let delivered = (acked / mss.max(1)).max(1);
+    let share = retrans as f64 / delivered as f64;
+    if share < RETRANS_SHARE || rate == 0 {
+        return None;
+    }
+    Some(format!(
+        "losses hold the congestion window: {retrans} segments retransmitted ({:.2} % of those delivered), cwnd {} segments full ({inflight} B in flight){}",
+        share * 100.0,
+        f.snd_cwnd.unwrap_or(0),
+        f.snd_ssthresh
+            .filter(|t| *t < 0x7fff_ffff)
+            .map(|t| format!(", ssthresh {t}"))
+            .unwrap_or_default()
+    ))
+}
+
 /// The sender's own buffer binds: the verdict into `v` with its fix sized by `sizing`, true
 /// when it is that.
 pub(super) fn sndbuf_binds(
@@ -41,37 +105,50 @@ pub(super) fn sndbuf_binds(
     let Some(why) = sndbuf_bound(s, rate, rtt) else {
         return false;
     };
+    // the send buffer holds what is in flight and what waits: twice the window the rate needs
+    // (the kernel doubles an SO_SNDBUF request, and autotunes up to tcp_wmem[2])
+    let need = 2 * sizing.window();
+    let f = s.now;
+    let cur = f.sk_sndbuf.unwrap_or(0) as u64;
+    let here = |cmd: String| match &s.host.run_in {
+        Some(p) => format!("{p} {cmd}"),
+        None => cmd,
+    };
+    let fix = if f.sndbuf_locked == Some(true) {
+        let req = need.div_ceil(2).max(cur / 2 + 1);
+        let mut commands = Vec::new();
+        if s.host.wmem_max.is_some_and(|m| req > m) {
+            commands.push(format!("sysctl -w net.core.wmem_max={req}"));
+        }
+        Fix {
+            commands,
+            app: Some(AppFix::new("SO_SNDBUF", req, f.comm.clone())),
+            new_connections: false,
+            ..Fix::default()
+        }
+    } else {
+        let t = s.host.tcp_wmem.unwrap_or([4096, 16384, 4194304]);
+        if need <= t[2] {
+            // autotuning may already grow the buffer that far: a bigger maximum lifts nothing
+            return false;
+        }
+        Fix {
+            commands: vec![here(format!(
+                "sysctl -w net.ipv4.tcp_wmem='{} {} {need}'",
+                t[0], t[1]
+            ))],
+            ..Fix::default()
+        }
+    };
     v.limit = Limit::Sndbuf;
     v.window_limited = Some(false);
     v.setting = Some(why);
-    let need = 2 * sizing.window();
-    let cur = s.now.sk_sndbuf.unwrap_or(0) as u64;
-    v.suggested = Some(if s.now.sndbuf_locked == Some(true) {
-        format!(
-            "{}: the application's SO_SNDBUF request >= {} (or none: the kernel autotunes it)",
-            sizing.words(),
-            need.div_ceil(2).max(cur / 2 + 1)
-        )
-    } else {
-        let max = s.host.tcp_wmem.map(|t| t[2]).unwrap_or(0);
-        let t = s.host.tcp_wmem.unwrap_or([4096, 16384, 4194304]);
-        if need > max {
-            format!(
-                "{}: {}",
-                sizing.words(),
-                sysctl_fix(
-                    s.host,
-                    "net.ipv4.tcp_wmem",
-                    format!("'{} {} {need}'", t[0], t[1]),
-                    false
-                )
-            )
-        } else {
-            format!(
-                "{}: tcp_wmem max {max} already allows it; the application's writes are what hold it",
-                sizing.words()
-            )
-        }
+    v.suggested = Some(format!("{}: {}", sizing.words(), fix.words()));
+    v.fix = Some(Fix {
+        sized_for_bps: Some(sizing.rate()),
+        sized_for: Some(sizing.why()),
+        ceiling_bps: Some(ceiling_bps(need / 2, sizing.base_us)),
+        ..fix
     });
     true
 }

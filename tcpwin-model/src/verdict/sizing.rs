@@ -1,7 +1,5 @@
 //! How fixes are sized and said: the window a rate needs at the base RTT, the unit sized per
 //! without `--target`, rates and RTTs in words, a sysctl as a command in the socket's namespace.
-use crate::facts::HostLimits;
-
 /// The rate the fixes are sized per, without `--target`: 100 Mbit/s, or on short paths the
 /// first power of ten whose window at the base RTT is at least `PER_RATE_MIN_WINDOW` (a window
 /// of 38 B "per 100 Mbit/s" on a 3 µs path says nothing), at most 100 Gbit/s.
@@ -49,16 +47,16 @@ pub fn fmt_rtt(us: u32) -> String {
     }
 }
 
-/// A sysctl change as a command, run in the socket's namespace (global settings say so). The
-/// callers only ask for values above the current one: a fix never lowers a setting.
-pub(super) fn sysctl_fix(host: &HostLimits, key: &str, value: String, global: bool) -> String {
-    let cmd = format!("sysctl -w {key}={value}");
-    match (&host.run_in, global) {
-        (_, true) => format!("{cmd} (global: every namespace)"),
-        (Some(prefix), false) => format!("{prefix} {cmd}"),
-        (None, false) => cmd,
-    }
-}
+/// Without `--target`, fixes are sized for this rate (a long fat network's, which the windows
+/// of most slow transfers are far from), or on short paths the first power of ten whose window
+/// means something there (`per_rate`).
+pub(super) const DEFAULT_SIZING_BPS: u64 = 1_000_000_000;
+
+/// A fix's window is the sized rate's BDP at the base RTT and this much more (a quarter): a
+/// window exactly the BDP runs full at the rate asked, and the ratio it is computed with moves
+/// with the packets' shape, so a fix sized to the byte leaves the window binding, or binding
+/// again the moment the ratio dips.
+const HEADROOM: f64 = 1.25;
 
 /// The window a rate needs at the base RTT, and how it is said.
 pub(super) struct Sizing {
@@ -67,28 +65,41 @@ pub(super) struct Sizing {
 }
 
 impl Sizing {
-    /// The rate sized for: the target, or 100 Mbit/s as a unit.
+    /// The rate sized for: the target, or the default.
     pub fn rate(&self) -> u64 {
-        self.target.unwrap_or_else(|| per_rate(self.base_us))
+        self.target
+            .unwrap_or_else(|| per_rate(self.base_us).max(DEFAULT_SIZING_BPS))
     }
-    pub fn window(&self) -> u64 {
+    /// The rate's bandwidth-delay product at the base RTT.
+    pub fn bdp(&self) -> u64 {
         bdp(self.rate(), self.base_us)
     }
-    /// "for 1.00 Gbit/s x 18.0 ms base RTT" or "per 100 Mbit/s at 18.0 ms base RTT"
-    pub fn words(&self) -> String {
+    /// The window a fix gives: the BDP with `HEADROOM`.
+    pub fn window(&self) -> u64 {
+        (self.bdp() as f64 * HEADROOM).ceil() as u64
+    }
+    /// Why this rate: `--target`, or the default and how to change it.
+    pub fn why(&self) -> String {
         match self.target {
-            Some(t) => format!(
-                "for {} at {} base RTT (window {} B)",
-                fmt_rate(t),
-                fmt_rtt(self.base_us),
-                self.window()
-            ),
+            Some(_) => "--target".into(),
             None => format!(
-                "per {} at {} base RTT (window {} B; --target RATE sizes it for your rate)",
-                fmt_rate(self.rate()),
-                fmt_rtt(self.base_us),
-                self.window()
+                "no --target: sized for {} (pass --target RATE, e.g. the path's bottleneck)",
+                fmt_rate(self.rate())
             ),
         }
+    }
+    /// "for 1.00 Gbit/s at 18.0 ms base RTT (window 2812500 B: the BDP and a quarter)", and
+    /// without a target how to size it for another rate
+    pub fn words(&self) -> String {
+        format!(
+            "for {} at {} base RTT (window {} B: the BDP and a quarter{})",
+            fmt_rate(self.rate()),
+            fmt_rtt(self.base_us),
+            self.window(),
+            match self.target {
+                Some(_) => String::new(),
+                None => "; --target RATE sizes it for your rate".into(),
+            }
+        )
     }
 }

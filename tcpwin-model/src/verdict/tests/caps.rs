@@ -15,11 +15,71 @@ fn rcvbuf_capped_by_rmem_max() {
     assert_eq!(v.limit, Limit::RcvbufLocked, "{v:?}");
     assert_eq!(v.window_limited, Some(true));
     assert_eq!(v.bdp_bytes, Some(2_250_000));
-    let s = v.suggested.unwrap();
-    // 2 250 000 at ratio 162: 3 555 556 of buffer, half of it asked
-    assert!(s.contains("3555556") && s.contains(">= 1777778"), "{s}");
-    assert!(s.contains("net.core.rmem_max=1777778 (global"), "{s}");
+    // the window is the BDP and a quarter: 2 812 500 at ratio 162 needs 4 444 445 of buffer, a
+    // request of 2 222 223 (its handshake scale, ilog2 - 15 = 6, lets the window reach it)
+    let fix = v.fix.clone().unwrap();
+    assert_eq!(fix.commands, vec!["sysctl -w net.core.rmem_max=2222223"]);
+    let app = fix.app.as_ref().unwrap();
+    assert_eq!((app.option.as_str(), app.bytes), ("SO_RCVBUF", 2_222_223));
+    assert!(app.how.contains(&"iperf3 -w 2222223".to_string()));
+    assert!(fix.new_connections);
+    // what the kernel then allows: twice the request at 162, less a segment's reserve, within
+    // 65535 << 6
+    assert_eq!(fix.window, Some(win_from_space(4_444_446, 162) - 1448));
+    assert!(fix.window.unwrap() >= 2_812_500 - 1448);
+    assert!(fix.ceiling_bps.unwrap() >= 1_000_000_000);
+    assert_eq!(fix.sized_for_bps, Some(1_000_000_000));
+    assert!(v
+        .suggested
+        .unwrap()
+        .contains("sysctl -w net.core.rmem_max=2222223"));
     assert!(v.setting.unwrap().contains("rmem_max=425984"));
+}
+
+/// The rmem-max lab row: SO_RCVBUF 4 MiB asked, rmem_max 425984 gave 851 968, whose handshake
+/// scale is 3 (ilog2(425984) - 15): the window stops at 524 280, within a tenth of the buffer's
+/// 532 480 at ratio 160. The buffer is what binds (its scale came from it), and its fix asks a
+/// request big enough for the scale the window needs.
+#[test]
+fn a_scale_the_buffer_chose_is_the_buffers_limit() {
+    let f = |ts: f64, rx: u64| {
+        let mut n = rcv(ts, rx);
+        n.scaling_ratio = Some(160);
+        n.rcv_wscale = Some(3);
+        n.window_clamp = Some(524_280);
+        n
+    };
+    // 524 280 / 18 ms = 233 Mbit/s: at its ceiling
+    let v = judge(
+        &f(1.0, 0),
+        &f(2.0, 225_000_000 / 8),
+        &host(),
+        Some(1_000_000_000),
+    );
+    assert_eq!(v.limit, Limit::RcvbufLocked, "{v:?}");
+    let fix = v.fix.unwrap();
+    let app = fix.app.unwrap();
+    // 1 Gbit/s at 18 ms, and a quarter: 2 812 500 at 160 is 4 500 000 of buffer
+    assert_eq!(app.bytes, 2_250_000);
+    assert_eq!(fix.commands, vec!["sysctl -w net.core.rmem_max=2250000"]);
+    // the same socket with a scale far below its buffer (a route's window): the scale binds
+    let v = judge(
+        &{
+            let mut n = f(1.0, 0);
+            n.rcv_wscale = Some(1);
+            n.window_clamp = Some(131_070);
+            n
+        },
+        &{
+            let mut n = f(2.0, 57_000_000 / 8);
+            n.rcv_wscale = Some(1);
+            n.window_clamp = Some(131_070);
+            n
+        },
+        &host(),
+        Some(1_000_000_000),
+    );
+    assert_eq!(v.limit, Limit::ScaleCap, "{v:?}");
 }
 
 #[test]
@@ -71,9 +131,14 @@ fn a_fix_applied_does_not_lead_to_the_same_advice() {
         None,
     );
     assert_eq!(v.limit, Limit::AutotuneMax, "{v:?}");
-    // sized per 100 Mbit/s at the base RTT, not "twice the ceiling"
+    // without --target sized for 1 Gbit/s at the base RTT (said), not "twice the ceiling":
+    // 2 250 000 B of BDP and a quarter, 2 812 500 B, at ratio 229 is 3 144 105 B of buffer
     let s = v.suggested.unwrap();
-    assert!(s.contains("per 100.0 Mbit/s at 18.0 ms base RTT"), "{s}");
+    assert!(s.contains("for 1.00 Gbit/s at 18.0 ms base RTT"), "{s}");
+    assert_eq!(
+        v.fix.unwrap().commands,
+        vec!["sysctl -w net.ipv4.tcp_rmem='4096 131072 3144105'"]
+    );
     // after the fix: buffer 1 MB, the path's 100 Mbit/s, RTT 39 ms
     let h2 = HostLimits {
         tcp_rmem: Some([4096, 131072, 1 << 20]),
@@ -85,8 +150,14 @@ fn a_fix_applied_does_not_lead_to_the_same_advice() {
         &h2,
         None,
     );
-    assert_eq!(v.limit, Limit::PathQueue, "{v:?}");
+    // read alone, the receiver cannot tell a queue (its window is not full) from a sender that
+    // pauses: the window is not the limit, and the sender's side decides
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
     assert!(!v.suggested.unwrap().contains("tcp_rmem"));
+    assert!(v
+        .setting
+        .unwrap()
+        .contains("run `tcpwin-trace ss` on the sending host"));
 }
 
 /// tcp_rmem max 512 KB, GRO off (ratio 160), 20 ms: the operator's setting is the primary limit
@@ -108,7 +179,12 @@ fn two_caps_the_setting_first_the_ratio_beside_it() {
         n.min_rtt_us = Some(20 * MS);
         n
     };
-    let v = judge(&f(1.0, 0), &f(2.0, 112_000_000 / 8), &h, None);
+    let v = judge(
+        &f(1.0, 0),
+        &f(2.0, 112_000_000 / 8),
+        &gro_off(h.clone()),
+        None,
+    );
     assert_eq!(v.limit, Limit::AutotuneMax, "{v:?}");
     let gro = v
         .factors
@@ -120,10 +196,34 @@ fn two_caps_the_setting_first_the_ratio_beside_it() {
         .suggested
         .unwrap()
         .contains("sysctl -w net.ipv4.tcp_rmem='4096 131072"));
-    // when GRO alone reaches the target, GRO is the fix to lead with
-    let v = judge(&f(1.0, 0), &f(2.0, 112_000_000 / 8), &h, Some(150_000_000));
+    // when GRO alone reaches the target, GRO is the fix to lead with, on the interface the
+    // connection's packets use, in its namespace (for new connections: a connection measures its
+    // ratio on its first packets)
+    let v = judge(
+        &f(1.0, 0),
+        &f(2.0, 112_000_000 / 8),
+        &gro_off(h.clone()),
+        Some(150_000_000),
+    );
     assert_eq!(v.limit, Limit::LowRatio, "{v:?}");
     assert_eq!(v.factors[0].limit, Limit::AutotuneMax);
+    let fix = v.fix.unwrap();
+    assert_eq!(fix.commands, vec!["ethtool -K eth0 gro on"]);
+    assert!(fix.new_connections);
+    // where GRO is on already it is never advised: the buffer leads, the ratio has no command
+    let mut on = gro_off(h);
+    on.ifaces[0].gro = Some(true);
+    let v = judge(&f(1.0, 0), &f(2.0, 112_000_000 / 8), &on, Some(150_000_000));
+    assert_eq!(v.limit, Limit::AutotuneMax, "{v:?}");
+    let gro = v
+        .factors
+        .iter()
+        .find(|x| x.limit == Limit::LowRatio)
+        .unwrap();
+    assert!(
+        gro.fix.is_none() && gro.suggested.contains("GRO is on on eth0"),
+        "{gro:?}"
+    );
 }
 
 #[test]
@@ -198,7 +298,12 @@ fn low_ratio_on_a_pinned_buffer_when_gro_alone_reaches_the_target() {
         n.min_rtt_us = Some(36 * MS);
         n
     };
-    let v = judge(&f(1.0, 0), &f(2.0, 140_000_000 / 8), &h, Some(200_000_000));
+    let v = judge(
+        &f(1.0, 0),
+        &f(2.0, 140_000_000 / 8),
+        &gro_off(h),
+        Some(200_000_000),
+    );
     assert_eq!(v.limit, Limit::LowRatio, "{v:?}");
 }
 
@@ -260,4 +365,102 @@ fn the_kernel_version_is_cited_where_it_bears() {
     let v = at("6.18.44");
     assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
     assert!(v.setting.unwrap().contains("can still grow"));
+}
+
+/// `iperf3 -w 1004300` (SO_RCVBUF before connect) on a 20 ms path, GRO off (ratio 160): the
+/// handshake chose scale 4, so the window stops at 1 048 560 = 65535 << 4 whatever the buffer
+/// (1 255 375 at ratio 160). The fix is sized with the kernel's arithmetic: for 500 Mbit/s
+/// (1 250 000 B, and a quarter: 1 562 500) a buffer of 2 500 000 at 160, a request of 1 250 000,
+/// whose handshake scale (5) lets the window reach it.
+#[test]
+fn a_window_held_by_the_handshakes_scale() {
+    let f = |ts: f64, rx: u64| {
+        let mut n = rcv(ts, rx);
+        n.scaling_ratio = Some(160);
+        n.sk_rcvbuf = Some(2_008_600);
+        n.rcv_wscale = Some(4);
+        n.window_clamp = Some(win_from_space(2_008_600, 160) as u32);
+        n.rcv_rtt_us = Some(20 * MS);
+        n.min_rtt_us = Some(20 * MS);
+        n
+    };
+    let h = HostLimits {
+        rmem_max: Some(4_194_304),
+        ..host()
+    };
+    // 1 048 560 / 20 ms = 419 Mbit/s: at its ceiling
+    let v = judge(&f(1.0, 0), &f(2.0, 400_000_000 / 8), &h, Some(500_000_000));
+    assert_eq!(v.limit, Limit::ScaleCap, "{v:?}");
+    assert_eq!(v.window, Some(1_048_560));
+    assert!(v.setting.as_ref().unwrap().contains("65535 << 4"), "{v:?}");
+    let fix = v.fix.unwrap();
+    assert_eq!(fix.app.as_ref().unwrap().bytes, 1_250_000);
+    assert!(fix.commands.is_empty(), "rmem_max 4 MiB takes the request");
+    assert!(fix.new_connections);
+    // the window the kernel then allows: 2 500 000 at 160 less a segment, within 65535 << 5
+    assert_eq!(
+        fix.window,
+        Some((win_from_space(2_500_000, 160) - 1448).min(65535 << 5))
+    );
+    assert!(fix.ceiling_bps.unwrap() >= 500_000_000);
+    // GRO off on the interface: turning it on would not widen a window the scale holds, so it
+    // does not lead (it stays a factor)
+    let v = judge(
+        &f(1.0, 0),
+        &f(2.0, 400_000_000 / 8),
+        &gro_off(h),
+        Some(500_000_000),
+    );
+    assert_eq!(v.limit, Limit::ScaleCap, "{v:?}");
+    assert!(
+        v.factors.iter().any(|x| x.limit == Limit::LowRatio),
+        "{v:?}"
+    );
+}
+
+/// A route's `window 65536` on the receiver (`ip route ... window 65536`): the handshake's scale
+/// is 1, the window stops at 131070; the fix changes the route without the metric, in the
+/// socket's namespace, for new connections.
+#[test]
+fn a_routes_window_metric_names_the_route() {
+    let f = |ts: f64, rx: u64| {
+        let mut n = rcv(ts, rx);
+        n.rcvbuf_locked = Some(false);
+        n.scaling_ratio = Some(229);
+        n.sk_rcvbuf = Some(1 << 20);
+        n.rcv_wscale = Some(1);
+        n.window_clamp = Some(win_from_space(1 << 20, 229) as u32);
+        n.rcv_rtt_us = Some(20 * MS);
+        n.min_rtt_us = Some(20 * MS);
+        n
+    };
+    let mut h = gro_off(HostLimits {
+        run_in: Some("ip netns exec lab-b".into()),
+        ..host()
+    });
+    h.routes.push(crate::facts::Route {
+        dst: "10.0.0.1".parse().unwrap(),
+        len: 32,
+        dev: Some("eth0".into()),
+        via: None,
+        src: None,
+        metric: None,
+        window: Some(65536),
+    });
+    // 131070 / 20 ms = 52 Mbit/s, 48 measured
+    let v = judge(&f(1.0, 0), &f(2.0, 48_000_000 / 8), &h, Some(300_000_000));
+    assert_eq!(v.limit, Limit::ScaleCap, "{v:?}");
+    assert!(
+        v.setting
+            .as_ref()
+            .unwrap()
+            .contains("the route 10.0.0.1/32 dev eth0 carries `window 65536`"),
+        "{v:?}"
+    );
+    let fix = v.fix.unwrap();
+    assert_eq!(
+        fix.commands,
+        vec!["ip netns exec lab-b ip route change 10.0.0.1/32 dev eth0"]
+    );
+    assert!(fix.new_connections && fix.window.unwrap() > 131070);
 }

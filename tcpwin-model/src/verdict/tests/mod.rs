@@ -20,6 +20,29 @@ pub(super) fn host() -> HostLimits {
     }
 }
 
+/// The host with the route to the peer (10.0.0.0/24 on eth0) and eth0's GRO off.
+pub(super) fn gro_off(h: HostLimits) -> HostLimits {
+    HostLimits {
+        routes: vec![crate::facts::Route {
+            dst: "10.0.0.0".parse().unwrap(),
+            len: 24,
+            dev: Some("eth0".into()),
+            via: None,
+            src: None,
+            metric: None,
+            window: None,
+        }],
+        ifaces: vec![crate::check::Iface {
+            name: "eth0".into(),
+            index: Some(2),
+            mtu: Some(1500),
+            gro: Some(false),
+            ..Default::default()
+        }],
+        ..h
+    }
+}
+
 pub(super) fn id(l: u16, r: u16) -> SocketId {
     SocketId {
         cookie: Some(l as u64),
@@ -132,5 +155,6 @@ pub(super) fn both(
 
 mod apps;
 mod caps;
+mod oneend;
 mod path;
 mod sender;

@@ -133,10 +133,10 @@ fn the_two_ends_of_one_connection_agree() {
     assert_eq!(vs.limit, Limit::RcvbufLocked, "{vs:?}");
     assert_eq!(vr.limit, vs.limit, "{vr:?}");
     // on a 30 µs path the fix is sized per a rate whose window means something (16 KiB at
-    // least), not "per 100 Mbit/s" (a 375 B window)
+    // least), not "per 100 Mbit/s" (a 375 B window); the window is its BDP and a quarter
     let fix = vr.suggested.clone().unwrap();
     assert!(
-        fix.contains("per 10.00 Gbit/s at 30 us base RTT (window 37500 B"),
+        fix.contains("for 10.00 Gbit/s at 30 us base RTT (window 46875 B"),
         "{fix}"
     );
     assert_eq!(per_rate(18_000), 100_000_000);

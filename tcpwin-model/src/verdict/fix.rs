@@ -1,0 +1,109 @@
+//! A fix as data: the commands that lift a limit (each runs as printed, as root, on the host
+//! where the tool ran: the namespace's prefix, the interface and every number filled in), the
+//! socket option an application must ask for, and what the kernel will then allow — computed
+//! with the kernel's own arithmetic by the family that names the limit.
+use serde::{Deserialize, Serialize};
+
+/// What lifts a limit.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fix {
+    /// complete shell commands, in order; none when the setting lives in an application or on
+    /// the peer
+    pub commands: Vec<String>,
+    /// the socket option the application must ask for, when the setting is its own
+    pub app: Option<AppFix>,
+    /// the rate the fix is sized for (`--target`, or the rate said in `sized_for`), bit/s
+    pub sized_for_bps: Option<u64>,
+    /// why that rate: "--target" or how it was chosen without one
+    pub sized_for: Option<String>,
+    /// the largest window the kernel will advertise after the fix (the handshake's window scale
+    /// included), and what it allows at the base RTT, bit/s
+    pub window: Option<u64>,
+    pub ceiling_bps: Option<u64>,
+    /// the fix applies to connections opened after it (the window scale and an SO_RCVBUF lock
+    /// are set at connect/listen): the running one must be re-opened
+    pub new_connections: bool,
+}
+
+/// A socket option the application sets itself, and how the known programs set it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppFix {
+    /// `SO_RCVBUF`, `SO_SNDBUF` or `TCP_WINDOW_CLAMP`
+    pub option: String,
+    /// the value to ask for (what `setsockopt` is given; the kernel doubles a buffer request)
+    pub bytes: u64,
+    /// how known programs ask for it
+    pub how: Vec<String>,
+    /// the program that owns the socket, when known
+    pub process: Option<String>,
+}
+
+impl AppFix {
+    /// `option` asked as `bytes` by the socket's owner `process`.
+    pub fn new(option: &str, bytes: u64, process: Option<String>) -> AppFix {
+        let how = match option {
+            "SO_RCVBUF" => vec![
+                format!("iperf3 -w {bytes}"),
+                format!("nginx: listen ... rcvbuf={bytes}"),
+            ],
+            "SO_SNDBUF" => vec![
+                format!("nginx: listen ... sndbuf={bytes}"),
+                format!("iperf3 -w {bytes}"),
+            ],
+            _ => vec![format!("setsockopt({option}, {bytes})")],
+        };
+        AppFix {
+            option: option.into(),
+            bytes,
+            how,
+            process,
+        }
+    }
+}
+
+impl Fix {
+    /// The fix in words, for the one-line text: the commands, the application's option, when
+    /// it applies.
+    pub fn words(&self) -> String {
+        let mut parts: Vec<String> = self.commands.clone();
+        if let Some(a) = &self.app {
+            parts.push(format!(
+                "{}an {} request >= {} ({})",
+                a.process
+                    .as_ref()
+                    .map(|p| format!("{p}: "))
+                    .unwrap_or_default(),
+                a.option,
+                a.bytes,
+                a.how.join("; ")
+            ));
+        }
+        let mut s = parts.join("; ");
+        if self.new_connections && !s.is_empty() {
+            s.push_str(" (new connections)");
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fix_says_its_commands_and_the_applications_option() {
+        let f = Fix {
+            commands: vec!["sysctl -w net.core.rmem_max=1048576".into()],
+            app: Some(AppFix::new("SO_RCVBUF", 1048576, Some("iperf3".into()))),
+            new_connections: true,
+            ..Fix::default()
+        };
+        assert_eq!(
+            f.words(),
+            "sysctl -w net.core.rmem_max=1048576; iperf3: an SO_RCVBUF request >= 1048576 (iperf3 -w 1048576; nginx: listen ... rcvbuf=1048576) (new connections)"
+        );
+        let v = serde_json::to_value(&f).unwrap();
+        assert_eq!(v["app"]["option"], "SO_RCVBUF");
+        assert_eq!(v["commands"][0], "sysctl -w net.core.rmem_max=1048576");
+    }
+}

@@ -1,0 +1,221 @@
+//! One end read alone, and the limits beside the window: what a single snapshot may say, stalls
+//! and bursts that are not queues, a send buffer behind a queue, losses and a sender that does
+//! not write; and the borders between them.
+use super::*;
+
+/// A receiver read once (no interval) knows no rate: never a window limit; the caps it would
+/// meet are factors with their gain, and the verdict says how to get one.
+#[test]
+fn a_receiver_snapshot_without_a_rate_never_names_a_window_limit() {
+    let mut n = rcv(2.0, 50_000_000);
+    n.scaling_ratio = Some(160);
+    n.since_data_recv_us = Some(0);
+    n.since_data_sent_us = Some(0);
+    let v = verdict(&Input {
+        now: &n,
+        before: None,
+        host: &host(),
+        target_bps: None,
+        peer: None,
+        min_rcv_rtt_us: None,
+    });
+    assert_eq!(v.limit, Limit::Unknown, "{v:?}");
+    assert_eq!(v.window_limited, None);
+    assert!(
+        v.setting.as_ref().unwrap().contains("read it twice"),
+        "{v:?}"
+    );
+    let ids: Vec<Limit> = v.factors.iter().map(|f| f.limit).collect();
+    assert!(
+        ids.contains(&Limit::RcvbufLocked) && ids.contains(&Limit::LowRatio),
+        "{v:?}"
+    );
+    assert!(v.factors[0]
+        .suggested
+        .starts_with("a potential gain, not the limit"));
+}
+
+/// An idle control connection (iperf3's, a scrape's keep-alive): nothing sent or received for
+/// seconds, nothing waiting; idle in one snapshot too, with no fix.
+#[test]
+fn an_idle_control_connection_is_idle_in_one_snapshot() {
+    for receiving in [true, false] {
+        let mut n = if receiving {
+            rcv(2.0, 300)
+        } else {
+            snd(2.0, 300, 1000, 0)
+        };
+        n.since_data_recv_us = Some(5_000_000);
+        n.since_data_sent_us = Some(5_000_000);
+        n.packets_out = Some(0);
+        n.unsent = Some(0);
+        n.unread = Some(0);
+        let v = verdict(&Input {
+            now: &n,
+            before: None,
+            host: &host(),
+            target_bps: None,
+            peer: None,
+            min_rcv_rtt_us: None,
+        });
+        assert_eq!(v.limit, Limit::Idle, "{v:?}");
+        assert_eq!(v.suggested, None);
+        assert!(v
+            .setting
+            .unwrap()
+            .contains("no data sent or received for 5000.0 ms"));
+    }
+}
+
+/// `curl --limit-rate` with reno, the sender alone: zero-window stalls inflate srtt (47 ms on a
+/// 21 ms path) with a large variance (17 ms): not a queue; held by the peer's window most of its
+/// busy time yet far under what the window allows: the peer's reader.
+#[test]
+fn stalls_are_not_queues() {
+    let s = |ts: f64, acked| {
+        let busy = (ts * 1e6) as u64;
+        let mut f = snd(ts, acked, busy, busy * 9 / 10);
+        f.snd_wnd = Some(2_000_000);
+        f.srtt_us = Some(47 * MS);
+        f.rttvar_us = Some(17 * MS);
+        f.min_rtt_us = Some(21 * MS);
+        f.packets_out = Some(10);
+        f
+    };
+    let v = judge(&s(1.0, 0), &s(2.0, 16_000_000 / 8), &host(), None);
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    assert!(v
+        .setting
+        .unwrap()
+        .contains("closed by the peer's application"));
+    // the same RTT held steadily (a standing queue): the queue
+    let mut q = s(2.0, 16_000_000 / 8);
+    q.rttvar_us = Some(2 * MS);
+    q.snd_wnd = Some(100_000);
+    let v = judge(&s(1.0, 0), &q, &host(), None);
+    assert_eq!(v.limit, Limit::PathQueue, "{v:?}");
+}
+
+/// nginx `limit_rate 2m`, the receiver alone: its RTT estimate spans the sender's pauses (112 ms
+/// on a 21 ms path) while its window is far from full: not a queue; the sender's side decides.
+#[test]
+fn a_receivers_rtt_over_bursts_is_not_a_queue() {
+    let r = |ts: f64, rx| {
+        let mut f = rcv(ts, rx);
+        f.rcvbuf_locked = Some(false);
+        f.sk_rcvbuf = Some(6 << 20);
+        f.window_clamp = Some(win_from_space(6 << 20, 229) as u32);
+        f.scaling_ratio = Some(229);
+        f.rcv_rtt_us = Some(112 * MS);
+        f.min_rtt_us = Some(21 * MS);
+        f
+    };
+    let v = judge(&r(1.0, 0), &r(2.0, 16_000_000 / 8), &host(), None);
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+    assert!(v.setting.unwrap().contains("on the sending host"));
+}
+
+/// 200 Mbit/s behind a deep queue with reno, nothing set: the queue stretched the RTT until the
+/// send buffer looked full (Little's law); at the base RTT the buffer would carry far more, so
+/// a bigger one cannot help: the queue, not `sndbuf`.
+#[test]
+fn a_send_buffer_behind_a_queue_is_not_named() {
+    let s = |ts: f64, acked| {
+        let busy = (ts * 1e6) as u64;
+        let mut f = snd(ts, acked, busy, 0);
+        f.sk_sndbuf = Some(4 << 20);
+        f.wmem_queued = Some(4 << 20);
+        f.snd_wnd = Some(32 << 20);
+        f.snd_cwnd = Some(3000);
+        f.packets_out = Some(2800);
+        f.srtt_us = Some(170 * MS);
+        f.rttvar_us = Some(3 * MS);
+        f.min_rtt_us = Some(20 * MS);
+        f
+    };
+    let v = judge(&s(1.0, 0), &s(2.0, 191_000_000 / 8), &host(), None);
+    assert_eq!(v.limit, Limit::PathQueue, "{v:?}");
+}
+
+/// 1 % loss on a 20 ms path with reno: cwnd 12 and full, a retransmission per hundred
+/// segments: losses hold the congestion window. With a few retransmissions a flow at its
+/// window's ceiling is still the window's.
+#[test]
+fn losses_hold_the_congestion_window() {
+    let s = |ts: f64, acked: u64, retrans: u32| {
+        let busy = (ts * 1e6) as u64;
+        let mut f = snd(ts, acked, busy, 0);
+        f.snd_wnd = Some(4 << 20);
+        f.snd_cwnd = Some(12);
+        f.packets_out = Some(12);
+        f.snd_ssthresh = Some(6);
+        f.total_retrans = Some(retrans);
+        f.unsent = Some(1 << 20);
+        f.srtt_us = Some(21 * MS);
+        f.rttvar_us = Some(2 * MS);
+        f.min_rtt_us = Some(20 * MS);
+        f
+    };
+    // 7.6 Mbit/s: 656 segments delivered in the second, 7 retransmitted
+    let v = judge(&s(1.0, 0, 100), &s(2.0, 7_600_000 / 8, 107), &host(), None);
+    assert_eq!(v.limit, Limit::Congestion, "{v:?}");
+    assert!(v
+        .setting
+        .as_ref()
+        .unwrap()
+        .contains("7 segments retransmitted"));
+    assert!(v.setting.unwrap().contains("ssthresh 6"));
+    // the same sender without losses: its cwnd holds it, but nothing says why
+    let v = judge(&s(1.0, 0, 100), &s(2.0, 7_600_000 / 8, 100), &host(), None);
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+    // at the peer's window's ceiling with a few retransmissions: the window
+    let w = |ts: f64, acked: u64, retrans: u32| {
+        let mut f = s(ts, acked, retrans);
+        f.snd_wnd = Some(65_535);
+        f.snd_cwnd = Some(100);
+        f.packets_out = Some(45);
+        f
+    };
+    let v = judge(&w(1.0, 0, 100), &w(2.0, 24_000_000 / 8, 101), &host(), None);
+    assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
+}
+
+/// nginx `limit_rate 2m`, the sender: nothing waits unsent, the congestion window has room, the
+/// kernel marks its deliveries app-limited: the application. Behind a window it fills, the
+/// window is named (lifting it would raise the rate); far under it, the application.
+#[test]
+fn a_sender_that_does_not_write_is_app_limited() {
+    let s = |ts: f64, acked: u64, wnd: u32| {
+        let busy = (ts * 0.3e6) as u64;
+        let mut f = snd(ts, acked, busy, 0);
+        f.snd_wnd = Some(wnd);
+        f.snd_cwnd = Some(200);
+        f.packets_out = Some(20);
+        f.unsent = Some(0);
+        f.app_limited = Some(true);
+        f.srtt_us = Some(21 * MS);
+        f.min_rtt_us = Some(21 * MS);
+        f
+    };
+    let v = judge(
+        &s(1.0, 0, 4 << 20),
+        &s(2.0, 16_000_000 / 8, 4 << 20),
+        &host(),
+        None,
+    );
+    assert_eq!(v.limit, Limit::AppLimited, "{v:?}");
+    assert!(v
+        .setting
+        .as_ref()
+        .unwrap()
+        .contains("does not write fast enough"));
+    assert!(v.setting.unwrap().contains("in flight 30 % of the time"));
+    // behind a 40 KB window it fills (15.6 Mbit/s at 21 ms): the window
+    let v = judge(
+        &s(1.0, 0, 41_000),
+        &s(2.0, 15_000_000 / 8, 41_000),
+        &host(),
+        None,
+    );
+    assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
+}
