@@ -19,6 +19,18 @@ use crate::{
     view,
 };
 
+/// Without `-i`, how long after the first reading the sockets moving data are read again.
+const SECOND_READING: Duration = Duration::from_millis(250);
+
+/// A connection that sent or received data lately (or whose source cannot say).
+fn moving(f: &tcpwin_model::facts::SockFacts) -> bool {
+    f.state == tcpwin_model::facts::ESTABLISHED
+        && f.idle_now().map_or(
+            f.bytes_received.unwrap_or(0) + f.bytes_acked.unwrap_or(0) > 0,
+            |idle| !idle,
+        )
+}
+
 pub fn run(args: SsArgs) -> Result<()> {
     args.kernel.validate()?;
     // a process's sockets live in its namespace: read that one unless --netns says otherwise
@@ -58,6 +70,20 @@ pub fn run(args: SsArgs) -> Result<()> {
     loop {
         let t0 = Instant::now();
         let mut seen = targets.read(&mut src, hz)?;
+        // one reading has no rate: without -i, sockets moving data are read again a moment
+        // later and judged over that interval (said on stderr)
+        if args.interval.is_none() && seen.iter().any(|s| moving(&s.facts)) {
+            judge = Judge::new(args.target.target);
+            judge.judge(seen.iter().map(|s| (&s.facts, &*s.host)));
+            if wait_or_stop(SECOND_READING) {
+                break;
+            }
+            seen = targets.read(&mut src, hz)?;
+            eprintln!(
+                "tcpwin-trace: verdicts over the {} ms between two readings (one reading has no rate to hold against a window; -i MS for longer intervals)",
+                SECOND_READING.as_millis()
+            );
+        }
         // sock_diag's tcp_info carries the advertised window from 6.2 only: say why it is null
         if !said_rcv_wnd
             && matches!(src, Source::SockDiag)

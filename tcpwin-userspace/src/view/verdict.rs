@@ -1,5 +1,5 @@
 //! A verdict as text: the limit, its numbers, why, the fix, and the factors beside it.
-use tcpwin_model::verdict::{fmt_rate, fmt_rtt, Basis, Verdict};
+use tcpwin_model::verdict::{fmt_rate, fmt_rtt, Basis, Fix, Verdict};
 
 /// `rcvbuf-locked (rate 210.0 Mbit/s, window 539136 B, rtt 18.0 ms); fix: ...`: the limit, the
 /// numbers that say why, and what to change, on one line.
@@ -18,6 +18,42 @@ pub fn verdict_short(v: &Verdict) -> String {
     }
     if let Some(fix) = &v.suggested {
         s.push_str(&format!("; fix: {fix}"));
+    }
+    s
+}
+
+/// A fix's commands, each alone on its line (pasteable as it stands, as root), then what the
+/// application must ask for and what the kernel will then allow.
+fn fix_lines(f: &Fix) -> String {
+    let mut s = String::new();
+    if !f.commands.is_empty() {
+        s.push_str("\n    run as root:");
+        for c in &f.commands {
+            s.push_str(&format!("\n      {c}"));
+        }
+    }
+    if let Some(a) = &f.app {
+        s.push_str(&format!(
+            "\n    in the application{}: {} >= {} ({})",
+            a.process
+                .as_ref()
+                .map(|p| format!(" ({p})"))
+                .unwrap_or_default(),
+            a.option,
+            a.bytes,
+            a.how.join("; ")
+        ));
+    }
+    if let (Some(w), Some(c)) = (f.window, f.ceiling_bps) {
+        s.push_str(&format!(
+            "\n    then: a window of up to {w} B, {} at the base RTT{}",
+            fmt_rate(c),
+            if f.new_connections {
+                " (connections opened after the change)"
+            } else {
+                ""
+            }
+        ));
     }
     s
 }
@@ -60,6 +96,9 @@ pub fn verdict_line(v: &Verdict) -> String {
     if let Some(sug) = &v.suggested {
         s.push_str(&format!("\n    fix: {sug}"));
     }
+    if let Some(f) = &v.fix {
+        s.push_str(&fix_lines(f));
+    }
     for f in &v.factors {
         s.push_str(&format!(
             "\n    also {}: {}; fix: {}{}",
@@ -99,6 +138,7 @@ mod tests {
             limit: Limit::LowRatio,
             setting: "scaling_ratio=160".into(),
             suggested: "receiver GRO on".into(),
+            fix: None,
             window_gain: Some(229.0 / 160.0),
         });
         let t = verdict_line(&v);
@@ -117,6 +157,44 @@ mod tests {
         assert_eq!(t.matches("x1.43").count(), 1, "{t}");
     }
 
+    /// The commands of a fix each stand alone on a line (pasteable), the application's option
+    /// beside, and what the kernel then allows.
+    #[test]
+    fn a_fixs_commands_stand_on_their_own_lines() {
+        let mut v = Verdict::unknown(Side::Receiving);
+        v.limit = Limit::RcvbufLocked;
+        v.suggested = Some("for 1.00 Gbit/s ...".into());
+        v.fix = Some(tcpwin_model::verdict::Fix {
+            commands: vec!["sysctl -w net.core.rmem_max=2097152".into()],
+            app: Some(tcpwin_model::verdict::AppFix::new(
+                "SO_RCVBUF",
+                2097152,
+                None,
+            )),
+            window: Some(2654208),
+            ceiling_bps: Some(1_179_648_000),
+            new_connections: true,
+            ..Default::default()
+        });
+        let t = verdict_line(&v);
+        let lines: Vec<&str> = t.lines().collect();
+        let i = lines
+            .iter()
+            .position(|l| l.trim() == "run as root:")
+            .unwrap();
+        assert_eq!(lines[i + 1], "      sysctl -w net.core.rmem_max=2097152");
+        assert!(
+            lines[i + 2].contains("SO_RCVBUF >= 2097152 (iperf3 -w 2097152;"),
+            "{t}"
+        );
+        assert!(
+            lines[i + 3].contains(
+                "2654208 B, 1.18 Gbit/s at the base RTT (connections opened after the change)"
+            ),
+            "{t}"
+        );
+    }
+
     /// The trace's default: the limit, rate, window, RTT and the fix, nothing else.
     #[test]
     fn the_short_form_is_one_line() {
@@ -132,6 +210,7 @@ mod tests {
             limit: Limit::LowRatio,
             setting: "scaling_ratio=160".into(),
             suggested: "receiver GRO on".into(),
+            fix: None,
             window_gain: None,
         });
         assert_eq!(
