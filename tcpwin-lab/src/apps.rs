@@ -40,6 +40,8 @@ pub enum App {
     NginxCurl {
         sndbuf: Option<u32>,
         limit_rate: Option<u64>,
+        /// nginx's own `limit_rate` (the server sends slowly), bit/s
+        server_rate: Option<u64>,
     },
 }
 
@@ -63,10 +65,17 @@ impl App {
                 }
                 s
             }
-            App::NginxCurl { sndbuf, limit_rate } => {
+            App::NginxCurl {
+                sndbuf,
+                limit_rate,
+                server_rate,
+            } => {
                 let mut s = "nginx".to_string();
                 if let Some(b) = sndbuf {
                     s.push_str(&format!(" sndbuf={}k", b >> 10));
+                }
+                if let Some(r) = server_rate {
+                    s.push_str(&format!(" limit_rate {}k", r / 8 / 1000));
                 }
                 s.push_str(" -> curl");
                 if let Some(r) = limit_rate {
@@ -137,7 +146,11 @@ impl App {
                     dir: None,
                 })
             }
-            App::NginxCurl { sndbuf, limit_rate } => {
+            App::NginxCurl {
+                sndbuf,
+                limit_rate,
+                server_rate,
+            } => {
                 let dir = std::env::temp_dir()
                     .join(format!("tcpwin-lab-nginx-{}-{port}", std::process::id()));
                 std::fs::create_dir_all(dir.join("www"))?;
@@ -149,10 +162,13 @@ impl App {
                     listen.push_str(&format!(" sndbuf={b}"));
                 }
                 let d = dir.display();
+                let throttle = server_rate
+                    .map(|r| format!(" limit_rate {};", r / 8))
+                    .unwrap_or_default();
                 std::fs::write(
                     dir.join("nginx.conf"),
                     format!(
-                        "daemon off;\nmaster_process off;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  sendfile on;\n  server {{ listen {listen}; root {d}/www; }}\n}}\n"
+                        "daemon off;\nmaster_process off;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  sendfile on;\n  server {{ listen {listen}; root {d}/www;{throttle} }}\n}}\n"
                     ),
                 )?;
                 let server = Proc(

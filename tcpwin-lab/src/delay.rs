@@ -204,12 +204,22 @@ pub struct Bottleneck {
     pub queue_bytes: u64,
 }
 
+/// What the line does to the frames towards the receiver besides delaying them: a bottleneck,
+/// and a share of frames lost at random (a lossy link), per million.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Impair {
+    pub bottleneck: Option<Bottleneck>,
+    pub loss_ppm: u32,
+}
+
 /// What one direction did.
 #[derive(Debug, Default)]
 pub struct DirStats {
     pub forwarded: AtomicU64,
     /// dropped by the bottleneck's full queue (congestion, as a router drops)
     pub bottleneck_drops: AtomicU64,
+    /// dropped on purpose, at random: the lossy link asked for
+    pub lost: AtomicU64,
     /// over the queue limit
     pub queue_drops: AtomicU64,
     /// sends the kernel refused (the receiver's veth queue full); the ring keeps such a frame
@@ -234,6 +244,7 @@ pub struct DirStats {
 pub struct Totals {
     pub forwarded: u64,
     pub bottleneck_drops: u64,
+    pub lost: u64,
     pub queue_drops: u64,
     pub send_retries: u64,
     pub socket_drops: u64,
@@ -453,6 +464,9 @@ struct Inbox {
     queue_limit: usize,
     delay: Duration,
     bottleneck: Option<Bottleneck>,
+    /// frames lost on purpose per million, and the generator that picks them (xorshift64)
+    loss_ppm: u32,
+    rng: u64,
     /// when the bottleneck link is free again
     link_free: Instant,
     /// buffers to reuse
@@ -474,6 +488,16 @@ impl Inbox {
             };
             let arrived = now();
             buf.truncate(len);
+            if self.loss_ppm > 0 {
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                if self.rng % 1_000_000 < self.loss_ppm as u64 {
+                    st.lost.fetch_add(1, Ordering::Relaxed);
+                    self.free.push(buf);
+                    continue;
+                }
+            }
             // how long the frame waited in the receive socket before the line read it (the
             // kernel's arrival stamp): lateness the line adds on this side
             if let Some(waited) = kernel_ns.and_then(|k| waited_us(k, realtime_ns())) {
@@ -518,7 +542,7 @@ fn forward(
     mut tx: TxRing,
     delay: Duration,
     queue_limit: usize,
-    bottleneck: Option<Bottleneck>,
+    impair: Impair,
     stop: Arc<AtomicBool>,
     st: Arc<DirStats>,
 ) -> Result<()> {
@@ -527,7 +551,9 @@ fn forward(
         queued: 0,
         queue_limit,
         delay,
-        bottleneck,
+        bottleneck: impair.bottleneck,
+        loss_ppm: impair.loss_ppm,
+        rng: 0x9e37_79b9_7f4a_7c15,
         link_free: Instant::now(),
         free: Vec::new(),
     };
@@ -616,7 +642,7 @@ impl DelayLine {
         one_way: Duration,
         queue_limit: usize,
         mtu: u32,
-        bottleneck: Option<Bottleneck>,
+        impair: Impair,
     ) -> Result<DelayLine> {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = [Arc::new(DirStats::default()), Arc::new(DirStats::default())];
@@ -627,8 +653,8 @@ impl DelayLine {
                 .with_context(|| format!("the path namespace {}", netns.display()))?;
             let (from, to) = (from.to_string(), to.to_string());
             let (stop, st, ready) = (stop.clone(), stats[i].clone(), ready_tx.clone());
-            // the bottleneck is on the way to `b` (the receiver); the ACKs pass freely
-            let neck = if i == 0 { bottleneck } else { None };
+            // the bottleneck and the losses are on the way to `b` (the receiver); the ACKs pass
+            let neck = if i == 0 { impair } else { Impair::default() };
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("delay-{from}"))
@@ -682,6 +708,7 @@ impl DelayLine {
             t.forwarded += s.forwarded.load(Ordering::Relaxed);
             t.queue_drops += s.queue_drops.load(Ordering::Relaxed);
             t.bottleneck_drops += s.bottleneck_drops.load(Ordering::Relaxed);
+            t.lost += s.lost.load(Ordering::Relaxed);
             t.send_retries += s.send_retries.load(Ordering::Relaxed);
             t.socket_drops += s.socket_drops.load(Ordering::Relaxed);
             t.late += s.late.load(Ordering::Relaxed);
@@ -708,6 +735,7 @@ impl DelayLine {
                 &s.forwarded,
                 &s.queue_drops,
                 &s.bottleneck_drops,
+                &s.lost,
                 &s.send_retries,
                 &s.late,
                 &s.max_late_us,
@@ -742,6 +770,8 @@ mod tests {
             queue_limit: 1 << 20,
             delay: Duration::from_millis(9),
             bottleneck,
+            loss_ppm: 0,
+            rng: 1,
             link_free: Instant::now(),
             free: Vec::new(),
         }

@@ -8,7 +8,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::delay::{Bottleneck, DelayLine, Totals};
+use crate::delay::{Bottleneck, DelayLine, Impair, Totals};
 
 /// The path namespace of a WAN pair: its delay line and bottleneck.
 pub struct WanPath {
@@ -179,7 +179,18 @@ impl Pair {
     /// be polled alone and GRO would merge nothing.
     pub fn set_receiver_gro(&self, on: bool) -> Result<()> {
         Self::offload(&self.b, self.dev_b, "gro", on)?;
-        if on && self.path.is_some() {
+        if on {
+            self.threaded_napi()?;
+        }
+        Ok(())
+    }
+
+    /// Behind a delay line, the receiver's veth polls in a thread of its own (threaded NAPI, which
+    /// veth has only with GRO on): frames the line sends together are polled, and merged,
+    /// together, as a NIC's interrupt coalescing would hand them over. Also what makes a GRO
+    /// turned on later (a printed fix) merge as a NIC's would.
+    pub fn threaded_napi(&self) -> Result<()> {
+        if self.path.is_some() {
             run(Self::exec(&self.b, "sh").args([
                 "-c",
                 &format!("echo 1 > /sys/class/net/{}/threaded", self.dev_b),
@@ -245,6 +256,19 @@ impl Pair {
         rtt: Duration,
         rate_bps: Option<u64>,
         queue: Option<u64>,
+    ) -> Result<Pair> {
+        Self::create_wan_lossy(prefix, mtu, rtt, rate_bps, queue, 0)
+    }
+
+    /// As [`Pair::create_wan_with`], losing `loss_ppm` per million of the frames towards the
+    /// receiver at random (a lossy link; counted apart from the line's own drops).
+    pub fn create_wan_lossy(
+        prefix: &str,
+        mtu: u32,
+        rtt: Duration,
+        rate_bps: Option<u64>,
+        queue: Option<u64>,
+        loss_ppm: u32,
     ) -> Result<Pair> {
         if rtt < WAN_RTT_RANGE.0 || rtt > WAN_RTT_RANGE.1 {
             bail!(
@@ -336,7 +360,10 @@ impl Pair {
             one_way,
             queue_limit,
             mtu,
-            in_path,
+            Impair {
+                bottleneck: in_path,
+                loss_ppm,
+            },
         )?;
         if let Some(w) = p.path.as_mut() {
             w.line = Some(line);

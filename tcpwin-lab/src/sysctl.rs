@@ -15,12 +15,19 @@ fn path_of(key: &str) -> String {
 impl GlobalSysctl {
     /// Sets `key` in the initial namespace (the caller's) and remembers its value.
     pub fn set(key: &str, value: &str) -> Result<GlobalSysctl> {
+        let g = GlobalSysctl::keep(key)?;
+        std::fs::write(&g.path, value).with_context(|| format!("setting {key}={value} (root)"))?;
+        Ok(g)
+    }
+
+    /// Remembers `key`'s value now, to restore it when the guard drops: for a setting something
+    /// else (a command run as printed) is about to change.
+    pub fn keep(key: &str) -> Result<GlobalSysctl> {
         let path = path_of(key);
         let saved = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {key}"))?
             .trim()
             .to_string();
-        std::fs::write(&path, value).with_context(|| format!("setting {key}={value} (root)"))?;
         Ok(GlobalSysctl { path, saved })
     }
 }

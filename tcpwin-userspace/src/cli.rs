@@ -283,6 +283,11 @@ pub struct LabArgs {
     /// control x end: expected vs got)
     #[arg(long, value_name = "N", default_value_t = 1, requires = "scenario", value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
+    /// Apply each window limit's fix as its JSON gives it (commands run as printed, the socket
+    /// option given to the program), run the transfer again, and hold it to the same path's rate
+    /// with nothing set: fails when a fix does not repair its transfer
+    #[arg(long, requires = "scenario")]
+    pub apply_fix: bool,
     /// Congestion controls to run each scenario with (set per namespace: bbr and reno)
     #[arg(long, value_name = "LIST", default_value = "bbr,reno", requires = "scenario", value_delimiter = ',', value_parser = ["bbr", "reno"])]
     pub cc: Vec<String>,

@@ -270,15 +270,26 @@ fn wait(child: &mut std::process::Child, secs: u64, what: &str) -> std::process:
 /// not judged if it stays late: said, and counted). How closely one run's throughput follows
 /// the prediction is a property of this machine, reported by `lab --repeat` as a spread, not
 /// asserted here. With reno the sender's own TCP_INFO agrees: rwnd-limited most of the time
-/// where the window binds, almost never where it does not. Nothing is left behind, the global
-/// rmem_max is restored.
+/// where the window binds, almost never where it does not. Each end is also read as a user
+/// first reads it (one snapshot, on its own host) and must name what that end can see. Each
+/// window or buffer limit's fix is applied as printed (`--apply-fix`) and must repair the
+/// transfer: 80 % of the same path's rate with nothing set, and no window named any more.
+/// Nothing is left behind, the global rmem_max is restored.
 #[test]
 fn wan_scenarios_show_their_verdicts() {
     use tcpwin_model::{rows::WanRow, verdict::Limit};
     require_root();
     let before = rmem_max();
     let mut child = Command::new(exe())
-        .args(["lab", "--scenario", "all", "--quick", "--json", "--svg"])
+        .args([
+            "lab",
+            "--scenario",
+            "all",
+            "--quick",
+            "--apply-fix",
+            "--json",
+            "--svg",
+        ])
         .arg(svg_dir("wan"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -294,7 +305,7 @@ fn wan_scenarios_show_their_verdicts() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
-    assert_eq!(rows.len(), 26, "{out}\n{err}");
+    assert_eq!(rows.len(), 32, "{out}\n{err}");
     // the drawing: one predicted and one measured bar per row, each labelled with its value
     let texts = svg_texts(&svg_dir("wan").join("wan.svg"));
     for r in rows.iter().filter(|r| r.throughput_bps.is_some()) {
@@ -319,7 +330,7 @@ fn wan_scenarios_show_their_verdicts() {
     // judged little proves little
     assert!(
         late.len() <= 2,
-        "{} of 26 rows could not be judged: the delay line was late (see above)",
+        "{} of 32 rows could not be judged: the delay line was late (see above)",
         late.len()
     );
     for r in &rows {
@@ -359,6 +370,32 @@ fn wan_scenarios_show_their_verdicts() {
         }
         assert!(r.accepts(r.verdict), "receiver's verdict {ctx}");
         assert!(r.accepts(r.sender_verdict), "sender's verdict {ctx}");
+        // each end read as a user reads it first: one snapshot, alone or with its peer; and
+        // over an interval
+        for read in &r.reads {
+            assert!(read.accepted, "{read:?} read: {ctx}");
+        }
+        assert_eq!(r.reads.len(), 8, "two reads x two views x two ends: {ctx}");
+        // the fix, pasted: every window limit carries one, each command runs as printed (the
+        // lab ran it with bash -c: a placeholder would have failed it), and the transfer then
+        // reaches the path's rate with neither end naming a window any more
+        if r.expected.is_receiver_cap() || r.expected == Limit::Sndbuf {
+            let fixed = r
+                .fixed
+                .as_ref()
+                .unwrap_or_else(|| panic!("no fix applied: {ctx}"));
+            for c in &r.fix.as_ref().unwrap().commands {
+                assert!(
+                    !c.contains('<') && !c.contains("..."),
+                    "placeholder in {c}: {ctx}"
+                );
+            }
+            if fixed.on_time {
+                assert!(fixed.closed, "the fix did not repair the transfer: {ctx}");
+            } else {
+                eprintln!("FIX NOT JUDGED (the path stayed late): {ctx}");
+            }
+        }
         if r.app != "own endpoints" {
             continue;
         }

@@ -274,6 +274,7 @@ pub fn run(args: crate::cli::LabArgs) -> Result<()> {
                     quick: args.quick,
                     repeat: args.repeat,
                     ccs: args.cc.clone(),
+                    apply_fix: args.apply_fix,
                 },
                 &mut show,
             )?,
@@ -292,8 +293,9 @@ pub fn run(args: crate::cli::LabArgs) -> Result<()> {
         if !json {
             table::wan_notes(&rows);
             table::print_accuracy(&acc);
+            table::print_fix_loops(&wan::fix_loops(&rows));
         }
-        return wan::outcome(&acc);
+        return wan::outcome(&acc, &rows);
     }
     let opts = LabOpts {
         full: args.full,

@@ -1,4 +1,6 @@
 //! Lab results as text tables or JSON lines.
+use std::collections::BTreeMap;
+
 use tcpwin_model::{
     rows::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow},
     verdict::{fmt_rate, Limit},
@@ -240,12 +242,27 @@ pub fn wan_notes(rows: &[WanRow]) {
     }
 }
 
+/// The fix loop: per scenario row and congestion control, the fixes that repaired their
+/// transfer (the rate at 80 % of the same path with nothing set, no window limit named after).
+pub fn print_fix_loops(t: &BTreeMap<(String, String, String), (u32, u32)>) {
+    if t.is_empty() {
+        return;
+    }
+    println!(
+        "\n{:<18} {:<58} {:<5} fixes that closed the loop",
+        "scenario", "setup", "cc"
+    );
+    for ((scenario, setup, cc), (ok, n)) in t {
+        println!("{scenario:<18} {setup:<58} {cc:<5} {ok}/{n}");
+    }
+}
+
 /// The accuracy table: scenario x congestion control x end, expected vs got over the runs; the
 /// measured / predicted throughput as a spread (median, worst); rows not judged (late path).
 pub fn print_accuracy(t: &super::wan::Accuracy) {
     println!(
-        "\n{:<18} {:<58} {:<5} {:<9} {:<37} {:>8}  {:<17} got",
-        "scenario", "setup", "cc", "end", "expected", "accuracy", "measured/predicted"
+        "\n{:<18} {:<58} {:<5} {:<24} {:<37} {:>8}  {:<17} got",
+        "scenario", "setup", "cc", "read", "expected", "accuracy", "measured/predicted"
     );
     for (k, x) in t {
         let got: Vec<String> = x.got.iter().map(|(l, c)| format!("{l} x{c}")).collect();
@@ -259,11 +276,22 @@ pub fn print_accuracy(t: &super::wan::Accuracy) {
             String::new()
         };
         println!(
-            "{:<18} {:<58} {:<5} {:<9} {:<37} {:>3}/{:<3} {:>3.0}%  {:<17} {}{unjudged}",
+            "{:<18} {:<58} {:<5} {:<24} {:<37} {:>3}/{:<3} {:>3.0}%  {:<17} {}{unjudged}",
             k.scenario,
             k.setup,
             k.cc,
-            k.end,
+            format!(
+                "{} {} {}",
+                match k.read {
+                    tcpwin_model::rows::Read::Snapshot => "snapshot",
+                    tcpwin_model::rows::Read::Interval => "interval",
+                },
+                match k.view {
+                    tcpwin_model::rows::View::Both => "both",
+                    tcpwin_model::rows::View::Alone => "alone",
+                },
+                k.end
+            ),
             match k.also {
                 Some(a) => format!("{}|{}", k.expected.id(), a.id()),
                 None => k.expected.id().to_string(),

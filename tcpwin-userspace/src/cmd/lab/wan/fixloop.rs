@@ -1,0 +1,114 @@
+//! `--apply-fix`: a verdict's fix applied exactly as its JSON gives it — each command run as
+//! printed (`bash -c`), the application's socket option given to the program as its own option
+//! (an operator edits nginx's `listen ... sndbuf=`, iperf3's `-w`) — then the transfer run again
+//! on the same path. A global sysctl a command changes is saved first and restored when the row
+//! ends.
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use tcpwin_lab::{apps::App, sysctl::GlobalSysctl};
+use tcpwin_model::verdict::Fix;
+
+use super::run::Setup;
+
+/// `sysctl -w net.core.KEY=VALUE`: a global setting, saved before the command runs and restored
+/// when the row ends.
+fn global_sysctl(cmd: &str) -> Option<&str> {
+    let (k, _) = cmd.strip_prefix("sysctl -w ")?.split_once('=')?;
+    k.starts_with("net.core.").then_some(k)
+}
+
+/// Applies `fix` to the row's setup; returns what was done, in words.
+pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    for cmd in &fix.commands {
+        if let Some(k) = global_sysctl(cmd) {
+            st.globals.push(GlobalSysctl::keep(k)?);
+        }
+        let out = Command::new("bash")
+            .args(["-c", cmd])
+            .output()
+            .with_context(|| format!("running {cmd}"))?;
+        if !out.status.success() {
+            bail!(
+                "the fix's command failed as printed: {cmd}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        done.push(cmd.clone());
+        // the lab's veth is a NIC only with threaded NAPI (see Pair::threaded_napi): plumbing of
+        // the lab, not part of the fix
+        if cmd.contains(" gro on") {
+            st.pair.threaded_napi()?;
+        }
+    }
+    if let Some(a) = &fix.app {
+        let bytes = u32::try_from(a.bytes).context("a socket option over 4 GiB")?;
+        let said = match (a.option.as_str(), st.app) {
+            (
+                "SO_RCVBUF" | "SO_SNDBUF",
+                Some(App::Iperf3 {
+                    reverse, streams, ..
+                }),
+            ) => {
+                st.app = Some(App::Iperf3 {
+                    window: Some(bytes),
+                    reverse,
+                    streams,
+                });
+                format!("iperf3 -w {bytes}")
+            }
+            (
+                "SO_SNDBUF",
+                Some(App::NginxCurl {
+                    limit_rate,
+                    server_rate,
+                    ..
+                }),
+            ) => {
+                st.app = Some(App::NginxCurl {
+                    sndbuf: Some(bytes),
+                    limit_rate,
+                    server_rate,
+                });
+                format!("nginx: listen ... sndbuf={bytes}")
+            }
+            ("SO_RCVBUF", None) => {
+                st.rcvbuf = Some(bytes);
+                format!("the lab's receiver: --rcvbuf {bytes}")
+            }
+            ("TCP_WINDOW_CLAMP", None) => {
+                st.window_clamp = Some(bytes);
+                format!("the lab's receiver: --window-clamp {bytes}")
+            }
+            (o, app) => bail!(
+                "the fix asks {o} of {}, which the lab cannot give it",
+                app.map(|a| a.describe())
+                    .unwrap_or_else(|| "the lab's own endpoints".into())
+            ),
+        };
+        done.push(said);
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_global_sysctls_are_restored_settings() {
+        assert_eq!(
+            global_sysctl("sysctl -w net.core.rmem_max=2097152"),
+            Some("net.core.rmem_max")
+        );
+        assert_eq!(
+            global_sysctl("ip netns exec x sysctl -w net.ipv4.tcp_rmem='4096 131072 2515284'"),
+            None
+        );
+        assert_eq!(
+            global_sysctl("sysctl -w net.ipv4.tcp_window_scaling=1"),
+            None
+        );
+    }
+}

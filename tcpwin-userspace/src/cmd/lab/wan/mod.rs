@@ -1,0 +1,650 @@
+//! The lab's paths and scenarios: sender, path and receiver namespaces, the path delaying every
+//! frame rtt/2 each way and limiting the rate towards the receiver (at the sender's own egress,
+//! where TCP small queues keep the queue short, or inside the path with a deep queue, as a home
+//! router or a cable modem holds one; losing a share of frames at random, as a lossy link); or a
+//! plain veth pair (a fast path, RTTs in µs).
+//!
+//! `--path` measures the path itself. `--scenario` sets up a slow transfer — the articles' (64 KB
+//! without window scaling, an SO_RCVBUF capped by rmem_max, autotuning at tcp_rmem's max, GRO's
+//! ratio), and the ones real programs show (iperf3 `-w`/`-R`/`-P`, nginx `sndbuf=` and
+//! `limit_rate`, curl `--limit-rate`, a lossy link, a route's window metric, a bottleneck with a
+//! deep queue) — with each congestion control, reads the connection four ways (one snapshot or
+//! an interval; both ends together or each alone) and sets each verdict beside what that way of
+//! reading can tell. `--repeat N` runs each N times and prints the accuracy table; any mismatch
+//! makes the lab exit non-zero. `--apply-fix` applies each window limit's fix as its JSON gives
+//! it, runs the transfer again and holds it to the same path's rate with nothing set.
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use tcpwin_lab::{apps::App, harness::check_stop};
+use tcpwin_model::{
+    rows::{FixedRun, Read, View, WanRow, FIX_CLOSES_SHARE},
+    units::PathSpec,
+    verdict::{Limit, Verdict},
+};
+
+use crate::{
+    gather::snapshot,
+    kernel::{btf::VMLINUX, iter::SocketIter},
+};
+
+mod fixloop;
+mod reads;
+mod run;
+mod specs;
+
+use specs::{rows, Path, Recv, Spec, BASE, M};
+
+/// The congestion controls every scenario runs with: the namespace default (only these two may
+/// be set per namespace here), so real programs use it too.
+pub const CCS: [&str; 2] = ["bbr", "reno"];
+
+/// Attempts at a row whose path was late (its delay line fell behind: the RTT, the verdict's
+/// base, was not the path's) before it is reported unjudged.
+const ATTEMPTS: u32 = 3;
+
+/// What a transfer gave: its row, with the joined interval verdicts of both ends.
+struct Judged {
+    row: WanRow,
+    receiver: Verdict,
+    sender: Option<Verdict>,
+}
+
+/// One transfer on the row's setup, judged (the interval verdicts, both ends read together,
+/// are the row's own; the four ways of reading in `reads`).
+fn judge_run(
+    exe: &std::path::Path,
+    it: &mut snapshot::Source,
+    s: &Spec,
+    st: &run::Setup,
+    cc: &str,
+    run_no: u32,
+) -> Result<Judged> {
+    let r = run::transfer(exe, it, s, st, cc)?;
+    let [first, _, last] = &r.readings;
+    let target = st.rate_bps;
+    let (rx, tx) = reads::ends(first, last, target).with_context(|| {
+        format!(
+            "no connection on port {} was read in {} / {}",
+            run::PORT,
+            st.pair.a,
+            st.pair.b
+        )
+    })?;
+    let verdicts = reads::judged(first, last, target);
+    let v = verdicts[rx].clone();
+    let sv = tx.map(|t| verdicts[t].clone());
+    let expected = s.expected_with(cc);
+    let facts = &last[rx].facts;
+    let totals = st
+        .pair
+        .path
+        .as_ref()
+        .map(|p| p.totals())
+        .unwrap_or_default();
+    let app_rate = match (s.recv, st.app) {
+        (Recv::SlowReader { bps }, None) => bps,
+        (
+            _,
+            Some(App::NginxCurl {
+                limit_rate: Some(r),
+                ..
+            }),
+        ) => r,
+        (
+            _,
+            Some(App::NginxCurl {
+                server_rate: Some(r),
+                ..
+            }),
+        ) => r,
+        _ => u64::MAX,
+    };
+    let sender_report = r.sender.as_ref();
+    let row = WanRow {
+        scenario: s.scenario.into(),
+        condition: s.recv.describe()
+            + &s.wmem_max
+                .map(|m| format!(", sender tcp_wmem max {m}"))
+                .unwrap_or_default()
+            + &(if s.loss_ppm > 0 {
+                format!(", {:.1} % lost", s.loss_ppm as f64 / 1e4)
+            } else {
+                String::new()
+            }),
+        app: s
+            .app
+            .map(|a| a.describe())
+            .unwrap_or_else(|| "own endpoints".into()),
+        run: run_no,
+        queue_ms: st.queue_ms,
+        rtt_ms: st.rtt_ms as f64,
+        min_rtt_ms: sender_report
+            .map(|r| r.min_rtt_us as f64 / 1000.0)
+            .or(v.base_rtt_us.map(|b| b as f64 / 1000.0)),
+        rate_limit_bps: st.rate_bps,
+        mtu: s.mtu,
+        gro: s.gro,
+        cc: cc.into(),
+        window: v.window,
+        ceiling_bps: v.ceiling_bps,
+        // the slowest of the window (at the base RTT), the bottleneck and the application
+        predicted_bps: [
+            v.base_ceiling_bps.or(v.ceiling_bps),
+            st.rate_bps,
+            Some(app_rate),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .filter(|c| *c != u64::MAX),
+        throughput_bps: r.throughput_bps,
+        rwnd_limited_share: sender_report
+            .and_then(|r| r.busy_us.filter(|b| *b > 0).zip(r.rwnd_limited_us))
+            .map(|(b, r)| r as f64 / b as f64)
+            .or(sv.as_ref().and_then(|t| t.rwnd_limited_share)),
+        snd_wnd: sender_report.and_then(|r| r.steady_snd_wnd),
+        verdict: Some(v.limit),
+        sender_verdict: sv.as_ref().map(|t| t.limit),
+        expected: expected.0,
+        also_expected: expected.1,
+        rtt_us: v.rtt_us,
+        base_rtt_us: v.base_rtt_us,
+        queue_us: v.queue_us,
+        setting: v.setting.clone(),
+        suggested: v.suggested.clone(),
+        scaling_ratio: facts.scaling_ratio,
+        window_clamp: facts.window_clamp,
+        sk_rcvbuf: facts.sk_rcvbuf,
+        path_late: totals.late,
+        path_max_late_us: totals.max_late_us,
+        path_drops: totals.own_drops(),
+        path_rx_late: totals.rx_late,
+        path_max_rx_wait_us: totals.max_rx_wait_us,
+        path_forwarded: totals.forwarded,
+        path_added_rtt_us: totals.added_rtt_us,
+        // veth has no delay line: nothing to be late
+        path_on_time: st.pair.path.as_ref().is_none_or(|p| totals.on_time(p.rtt)),
+        attempt: 1,
+        reads: reads::reads(&r.readings, (rx, tx), expected, target),
+        fix: None,
+        fixed: None,
+    };
+    Ok(Judged {
+        row,
+        receiver: v,
+        sender: sv,
+    })
+}
+
+/// A window limit's fix to apply: the one the joined verdict carries (a receiver's cap from the
+/// receiving end, the send buffer from the sending end).
+fn fix_of(j: &Judged) -> Option<tcpwin_model::verdict::Fix> {
+    let v = if j.receiver.limit == Limit::Sndbuf {
+        j.sender.as_ref()?
+    } else {
+        &j.receiver
+    };
+    (v.limit.is_window() || v.limit == Limit::Sndbuf)
+        .then(|| v.fix.clone())
+        .flatten()
+}
+
+/// Whether a verdict still names a window (or a buffer) after its fix.
+fn still_limited(l: Option<Limit>) -> bool {
+    l.is_some_and(|l| l.is_window() || l == Limit::Sndbuf)
+}
+
+/// A transfer on a set-up path, run again (up to `ATTEMPTS`) while its delay line is late.
+fn on_time_run(
+    exe: &std::path::Path,
+    it: &mut snapshot::Source,
+    s: &Spec,
+    st: &run::Setup,
+    cc: &str,
+    run_no: u32,
+) -> Result<Judged> {
+    let mut attempt = 1;
+    loop {
+        let j = judge_run(exe, it, s, st, cc, run_no)?;
+        if j.row.path_on_time || attempt == ATTEMPTS {
+            return Ok(j);
+        }
+        attempt += 1;
+        check_stop()?;
+    }
+}
+
+/// What the scenarios ask for: which, the quick subset, how many runs, which congestion
+/// controls, and whether each window limit's fix is applied and the transfer run again.
+pub struct Plan<'a> {
+    pub scenario: &'a str,
+    pub quick: bool,
+    pub repeat: u32,
+    pub ccs: Vec<String>,
+    pub apply_fix: bool,
+}
+
+/// The rows of one scenario run: the row (its path late: run again, up to `ATTEMPTS`), and with
+/// `--apply-fix` its fix applied and the transfer run again beside the same path's baseline.
+fn one_row(
+    exe: &std::path::Path,
+    it: &mut snapshot::Source,
+    s: &Spec,
+    cc: &str,
+    run_no: u32,
+    n: &mut usize,
+    apply_fix: bool,
+) -> Result<WanRow> {
+    let mut attempt = 1;
+    let (mut j, mut st) = loop {
+        let st = run::setup(s, cc, *n)?;
+        *n += 1;
+        let mut j = judge_run(exe, it, s, &st, cc, run_no)?;
+        j.row.attempt = attempt;
+        if j.row.path_on_time || attempt == ATTEMPTS {
+            break (j, st);
+        }
+        eprintln!(
+            "lab: the path was late (the delay line added {} us to a round trip on average; {} of {} frames more than 1 ms late): running the row again",
+            j.row.path_added_rtt_us,
+            j.row.path_late + j.row.path_rx_late,
+            j.row.path_forwarded
+        );
+        attempt += 1;
+        check_stop()?;
+    };
+    let fix = fix_of(&j).filter(|_| apply_fix);
+    if let Some(fix) = fix {
+        check_stop()?;
+        let applied = fixloop::apply(&fix, &mut st)?;
+        let after = on_time_run(exe, it, s, &st, cc, run_no)?;
+        drop(st);
+        // the same path with nothing set
+        let base = s.baseline();
+        let bst = run::setup(&base, cc, *n)?;
+        *n += 1;
+        let b = on_time_run(exe, it, &base, &bst, cc, run_no)?;
+        drop(bst);
+        let (rate, baseline) = (after.row.throughput_bps, b.row.throughput_bps);
+        let closed = rate
+            .zip(baseline)
+            .is_some_and(|(r, b)| r as f64 >= FIX_CLOSES_SHARE * b as f64)
+            && !still_limited(after.row.verdict)
+            && !still_limited(after.row.sender_verdict)
+            // every way of reading it clears too: each end alone, one snapshot
+            && after.row.reads.iter().all(|r| !still_limited(r.verdict));
+        j.row.fix = Some(fix);
+        j.row.fixed = Some(FixedRun {
+            applied,
+            throughput_bps: rate,
+            baseline_bps: baseline,
+            verdict: after.row.verdict,
+            sender_verdict: after.row.sender_verdict,
+            reads: after.row.reads,
+            closed,
+            on_time: after.row.path_on_time && b.row.path_on_time,
+        });
+    }
+    Ok(j.row)
+}
+
+/// `--scenario`: every row asked, with every congestion control, `repeat` times; each row is
+/// handed to `each` as it completes.
+pub fn scenarios(
+    exe: &std::path::Path,
+    plan: &Plan,
+    each: &mut dyn FnMut(&WanRow) -> Result<()>,
+) -> Result<Vec<WanRow>> {
+    let specs = rows(plan.scenario, plan.quick)?;
+    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(
+        std::path::Path::new(VMLINUX),
+        None,
+    )?));
+    let mut out = Vec::new();
+    let mut n = 0;
+    for run_no in 1..=plan.repeat {
+        for s in &specs {
+            for cc in &plan.ccs {
+                check_stop()?;
+                eprintln!(
+                    "lab: run {run_no}/{}: {} {}, {}, {}: {} ({cc})",
+                    plan.repeat,
+                    s.scenario,
+                    match s.path {
+                        Path::Veth => "veth".to_string(),
+                        Path::Wan {
+                            rtt_ms,
+                            rate_bps,
+                            queue_ms,
+                        } => format!(
+                            "rtt {rtt_ms} ms, {} Mbit/s{}",
+                            rate_bps / M,
+                            queue_ms
+                                .map(|q| format!(", {q} ms queue"))
+                                .unwrap_or_default()
+                        ),
+                    },
+                    format_args!("MTU {} GRO {}", s.mtu, if s.gro { "on" } else { "off" }),
+                    s.app
+                        .map(|a| a.describe())
+                        .unwrap_or_else(|| "own endpoints".into()),
+                    s.recv.describe()
+                );
+                let row = one_row(exe, &mut it, s, cc, run_no, &mut n, plan.apply_fix)
+                    .with_context(|| format!("row {s:?} with {cc}"))?;
+                each(&row)?;
+                out.push(row);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One line of the accuracy table: a scenario's row with one congestion control, one way of
+/// reading, one end.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AccuracyKey {
+    pub scenario: String,
+    pub setup: String,
+    pub cc: String,
+    pub read: Read,
+    pub view: View,
+    pub end: String,
+    pub expected: Limit,
+    pub also: Option<Limit>,
+}
+
+/// One key's runs: how many named the scenario's limit, of how many judged, the verdicts got,
+/// and each run's measured / predicted throughput (a property of the path and this machine,
+/// stated as a spread, never a pass or fail); rows not judged because their path was late.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub ok: u32,
+    pub n: u32,
+    pub got: BTreeMap<Limit, u32>,
+    pub throughput_ratios: Vec<f64>,
+    pub unjudged: u32,
+}
+
+impl Tally {
+    /// The median and the worst (farthest from 1) of measured / predicted.
+    pub fn spread(&self) -> Option<(f64, f64)> {
+        let mut v = self.throughput_ratios.clone();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let median = v[v.len() / 2];
+        let worst = v
+            .iter()
+            .copied()
+            .max_by(|a, b| (a - 1.0).abs().total_cmp(&(b - 1.0).abs()))?;
+        Some((median, worst))
+    }
+}
+
+pub type Accuracy = BTreeMap<AccuracyKey, Tally>;
+
+/// A row's verdicts by way of reading: its `reads`, or (a row without them) the joined interval
+/// verdicts of both ends.
+fn reads_of(r: &WanRow) -> Vec<(Read, View, String, Option<Limit>, bool)> {
+    if !r.reads.is_empty() {
+        return r
+            .reads
+            .iter()
+            .map(|x| (x.read, x.view, x.end.clone(), x.verdict, x.accepted))
+            .collect();
+    }
+    [("receiver", r.verdict), ("sender", r.sender_verdict)]
+        .into_iter()
+        .map(|(e, got)| {
+            (
+                Read::Interval,
+                View::Both,
+                e.to_string(),
+                got,
+                r.accepts(got),
+            )
+        })
+        .collect()
+}
+
+/// Expected against got, per scenario row x congestion control x way of reading x end; rows
+/// whose path was late are counted apart, not judged.
+pub fn accuracy(rows: &[WanRow]) -> Accuracy {
+    let mut t: Accuracy = BTreeMap::new();
+    for r in rows {
+        for (read, view, end, got, ok) in reads_of(r) {
+            let key = AccuracyKey {
+                scenario: r.scenario.clone(),
+                setup: format!("{}; {}", r.app, r.condition),
+                cc: r.cc.clone(),
+                read,
+                view,
+                end,
+                expected: r.expected,
+                also: r.also_expected,
+            };
+            let e = t.entry(key).or_default();
+            if !r.path_on_time {
+                e.unjudged += 1;
+                continue;
+            }
+            e.n += 1;
+            if ok {
+                e.ok += 1;
+            }
+            *e.got.entry(got.unwrap_or(Limit::Unknown)).or_default() += 1;
+            if let (Read::Interval, View::Both, Some(m), Some(p)) = (
+                read,
+                view,
+                r.throughput_bps,
+                r.predicted_bps.filter(|p| *p > 0),
+            ) {
+                e.throughput_ratios.push(m as f64 / p as f64);
+            }
+        }
+    }
+    t
+}
+
+/// The fix loop per scenario row and congestion control: (fixes that closed the loop, fixes
+/// applied and judged: a run whose path was late is not).
+pub fn fix_loops(rows: &[WanRow]) -> BTreeMap<(String, String, String), (u32, u32)> {
+    let mut t: BTreeMap<(String, String, String), (u32, u32)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.path_on_time) {
+        if let Some(f) = r.fixed.as_ref().filter(|f| f.on_time) {
+            let e = t
+                .entry((
+                    r.scenario.clone(),
+                    format!("{}; {}", r.app, r.condition),
+                    r.cc.clone(),
+                ))
+                .or_default();
+            e.1 += 1;
+            if f.closed {
+                e.0 += 1;
+            }
+        }
+    }
+    t
+}
+
+/// The lab's outcome: an error naming how many verdicts differ from their scenario's, or how
+/// many fixes did not repair their transfer (the lab exits 1), or Ok.
+pub fn outcome(t: &Accuracy, rows: &[WanRow]) -> Result<()> {
+    let missed: u32 = t.values().map(|x| x.n - x.ok).sum();
+    let all: u32 = t.values().map(|x| x.n).sum();
+    if missed > 0 {
+        bail!(
+            "{missed} of {all} verdicts differ from the limit their scenario sets up (marked (!))"
+        );
+    }
+    let loops = fix_loops(rows);
+    let open: u32 = loops.values().map(|(ok, n)| n - ok).sum();
+    if open > 0 {
+        bail!(
+            "{open} of {} fixes did not repair their transfer",
+            loops.values().map(|(_, n)| n).sum::<u32>()
+        );
+    }
+    Ok(())
+}
+
+/// `--path`: the path alone, measured with ample windows.
+pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
+    // without a rate the path is as fast as the delay line holds
+    let rate = p.rate_bps.unwrap_or(tcpwin_lab::netns::WAN_MAX_RATE);
+    let s = Spec {
+        scenario: "path",
+        path: Path::Wan {
+            rtt_ms: p.rtt.as_millis() as u64,
+            rate_bps: rate,
+            queue_ms: None,
+        },
+        ..BASE
+    };
+    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(
+        std::path::Path::new(VMLINUX),
+        None,
+    )?));
+    let mut n = 0;
+    one_row(exe, &mut it, &s, "reno", 1, &mut n, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenario_names() {
+        let all = rows("all", false).unwrap();
+        assert_eq!(all.len(), 31);
+        assert_eq!(rows("all", true).unwrap().len(), 16);
+        assert_eq!(rows("gro", false).unwrap().len(), 2);
+        let e = rows("nope", false).unwrap_err().to_string();
+        assert!(e.contains("wscale-off") && e.contains("all"), "{e}");
+        // every limit a verdict can name on a connection judged from both ends has a scenario
+        // (taken from Limit::ALL, so a new limit needs one); not: memory pressure (host-wide),
+        // peer-window (a sender alone), idle and unknown
+        for l in Limit::ALL.iter().copied().filter(|l| {
+            !matches!(
+                l,
+                Limit::MemoryPressure | Limit::PeerWindow | Limit::Idle | Limit::Unknown
+            )
+        }) {
+            assert!(all.iter().any(|s| s.expected == l), "no scenario shows {l}");
+        }
+    }
+
+    fn row(expected: Limit, got: Limit, cc: &str) -> WanRow {
+        WanRow {
+            scenario: "s".into(),
+            condition: "c".into(),
+            app: "a".into(),
+            run: 1,
+            queue_ms: None,
+            rtt_ms: 20.0,
+            min_rtt_ms: None,
+            rate_limit_bps: None,
+            mtu: 1500,
+            gro: true,
+            cc: cc.into(),
+            window: None,
+            ceiling_bps: None,
+            predicted_bps: None,
+            throughput_bps: None,
+            rwnd_limited_share: None,
+            snd_wnd: None,
+            verdict: Some(got),
+            sender_verdict: Some(expected),
+            expected,
+            also_expected: None,
+            rtt_us: None,
+            base_rtt_us: None,
+            queue_us: None,
+            setting: None,
+            suggested: None,
+            scaling_ratio: None,
+            window_clamp: None,
+            sk_rcvbuf: None,
+            path_late: 0,
+            path_max_late_us: 0,
+            path_drops: 0,
+            path_rx_late: 0,
+            path_max_rx_wait_us: 0,
+            path_forwarded: 0,
+            path_added_rtt_us: 0,
+            path_on_time: true,
+            attempt: 1,
+            reads: Vec::new(),
+            fix: None,
+            fixed: None,
+        }
+    }
+
+    #[test]
+    fn accuracy_counts_per_congestion_control_and_end() {
+        let rows = vec![
+            row(Limit::Sndbuf, Limit::Sndbuf, "bbr"),
+            row(Limit::Sndbuf, Limit::NotWindowLimited, "bbr"),
+            row(Limit::Sndbuf, Limit::Sndbuf, "reno"),
+        ];
+        let t = accuracy(&rows);
+        let bbr_rx = t
+            .iter()
+            .find(|(k, _)| k.cc == "bbr" && k.end == "receiver")
+            .unwrap()
+            .1;
+        assert_eq!((bbr_rx.ok, bbr_rx.n), (1, 2));
+        let bbr_tx = t
+            .iter()
+            .find(|(k, _)| k.cc == "bbr" && k.end == "sender")
+            .unwrap()
+            .1;
+        assert_eq!((bbr_tx.ok, bbr_tx.n), (2, 2));
+        assert_eq!(t.len(), 4);
+        // one mismatch: the lab fails, saying how many
+        let e = outcome(&t, &rows).unwrap_err().to_string();
+        assert!(e.starts_with("1 of 6 verdicts differ"), "{e}");
+        assert!(outcome(&accuracy(&rows[2..]), &rows[2..]).is_ok());
+        // a fix that did not repair its transfer fails the lab too
+        let mut open = rows[2].clone();
+        open.fixed = Some(FixedRun {
+            applied: vec!["sysctl -w net.core.rmem_max=1".into()],
+            throughput_bps: Some(10),
+            baseline_bps: Some(100),
+            verdict: Some(Limit::RcvbufLocked),
+            sender_verdict: None,
+            reads: vec![],
+            closed: false,
+            on_time: true,
+        });
+        let e = outcome(&accuracy(std::slice::from_ref(&open)), &[open])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("1 of 1 fixes did not repair"), "{e}");
+    }
+
+    /// A row measured on a late path is not judged (not a match, not a miss), and the
+    /// throughput is a spread: median and the run farthest from the prediction.
+    #[test]
+    fn late_paths_are_not_judged_and_throughput_is_a_spread() {
+        let mut late = row(Limit::Sndbuf, Limit::NotWindowLimited, "bbr");
+        late.path_on_time = false;
+        let ratio = |m: u64| {
+            let mut r = row(Limit::Sndbuf, Limit::Sndbuf, "bbr");
+            r.predicted_bps = Some(100);
+            r.throughput_bps = Some(m);
+            r
+        };
+        let rows = [late, ratio(90), ratio(100), ratio(70)];
+        let t = accuracy(&rows);
+        assert!(outcome(&t, &rows).is_ok());
+        let rx = t.iter().find(|(k, _)| k.end == "receiver").unwrap().1;
+        assert_eq!((rx.ok, rx.n, rx.unjudged), (3, 3, 1));
+        assert_eq!(rx.spread(), Some((0.9, 0.7)));
+        assert_eq!(Tally::default().spread(), None);
+    }
+}

@@ -1,0 +1,475 @@
+//! The lab's scenarios: each row a path, the receiver's (or sender's) setting, the traffic (the
+//! lab's own endpoints or a real program), and the limit it is built to show.
+use anyhow::{bail, Result};
+use tcpwin_lab::apps::App;
+use tcpwin_model::verdict::Limit;
+
+/// What the receiver's side is set to in a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Recv {
+    /// the namespace's defaults: autotuning
+    Auto,
+    /// `net.ipv4.tcp_window_scaling=0` in the receiver's namespace
+    WscaleOff,
+    /// the receiver asks SO_RCVBUF `req`, with net.core.rmem_max set to `rmem_max`
+    SoRcvbuf { req: u32, rmem_max: u64 },
+    /// autotuning up to `tcp_rmem[2]` = this
+    RmemMax(u64),
+    /// autotuning off, the buffer pinned at this (`tcp_moderate_rcvbuf=0`, tcp_rmem)
+    Pinned(u64),
+    /// pinned at `buf`, and TCP_WINDOW_CLAMP `clamp` set by the application
+    Clamped { buf: u64, clamp: u32 },
+    /// autotuning, the application reading `bps` only
+    SlowReader { bps: u64 },
+    /// autotuning, and the receiver's route to the sender carrying `window N`
+    RouteWindow(u32),
+}
+
+impl Recv {
+    pub(super) fn describe(self) -> String {
+        match self {
+            Recv::Auto => "autotuning".into(),
+            Recv::WscaleOff => "tcp_window_scaling=0".into(),
+            Recv::SoRcvbuf { req, rmem_max } => {
+                format!("SO_RCVBUF {req}, rmem_max {rmem_max}")
+            }
+            Recv::RmemMax(m) => format!("autotuning, tcp_rmem max {m}"),
+            Recv::Pinned(b) => format!("pinned {b} (tcp_moderate_rcvbuf=0)"),
+            Recv::Clamped { buf, clamp } => format!("pinned {buf}, TCP_WINDOW_CLAMP {clamp}"),
+            Recv::SlowReader { bps } => format!("application reads {} Mbit/s", bps / M),
+            Recv::RouteWindow(w) => format!("autotuning, route window {w}"),
+        }
+    }
+}
+
+/// The path of a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Path {
+    /// veth between two namespaces: RTTs of tens of µs
+    Veth,
+    /// the delay line, `rate` at the sender's egress (no queue) or inside the path with a queue
+    /// of `queue_ms` at that rate
+    Wan {
+        rtt_ms: u64,
+        rate_bps: u64,
+        queue_ms: Option<u32>,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Spec {
+    pub(super) scenario: &'static str,
+    pub(super) path: Path,
+    pub(super) mtu: u32,
+    pub(super) gro: bool,
+    pub(super) recv: Recv,
+    /// None: the lab's own endpoints (with the receiver's socket options of `recv`)
+    pub(super) app: Option<App>,
+    pub(super) expected: Limit,
+    /// a second verdict that says the same to the user, where the path decides between them
+    /// (the window not the limit: `not-window-limited` without a queue, `path-queue` when reno
+    /// fills the bottleneck's queue)
+    pub(super) also: Option<Limit>,
+    /// one of the rows CI runs (`--quick`): the main contrasts
+    pub(super) quick: bool,
+    /// what the congestion control changes: bbr's expected verdicts where they differ from
+    /// reno's (e.g. on a lossy path, where bbr does not back off)
+    pub(super) bbr: Option<(Limit, Option<Limit>)>,
+    /// frames lost at random towards the receiver, per million
+    pub(super) loss_ppm: u32,
+    /// the sender's tcp_wmem max (its send buffer's autotuning cap), when set
+    pub(super) wmem_max: Option<u64>,
+}
+
+pub(super) const M: u64 = 1_000_000;
+const RMEM_MAX_003: u64 = 425_984;
+const RMEM_MAX_BIG: u64 = 16 << 20;
+
+const fn wan(rtt_ms: u64, rate_mbit: u64) -> Path {
+    Path::Wan {
+        rtt_ms,
+        rate_bps: rate_mbit * M,
+        queue_ms: None,
+    }
+}
+
+const fn deep(rtt_ms: u64, rate_mbit: u64, queue_ms: u32) -> Path {
+    Path::Wan {
+        rtt_ms,
+        rate_bps: rate_mbit * M,
+        queue_ms: Some(queue_ms),
+    }
+}
+
+/// The defaults a row changes.
+pub(super) const BASE: Spec = Spec {
+    scenario: "",
+    path: wan(20, 100),
+    mtu: 1500,
+    gro: true,
+    recv: Recv::Auto,
+    app: None,
+    expected: Limit::NotWindowLimited,
+    also: Some(Limit::PathQueue),
+    quick: false,
+    bbr: None,
+    loss_ppm: 0,
+    wmem_max: None,
+};
+
+const fn iperf3(window: Option<u32>, reverse: bool, streams: u8) -> Option<App> {
+    Some(App::Iperf3 {
+        window,
+        reverse,
+        streams,
+    })
+}
+
+/// Every row, by scenario. Rates are scaled to what the delay line holds on this machine kind
+/// (see `tcpwin_lab::netns::WAN_MAX_RATE`); the articles' RTTs are kept.
+pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
+    use Limit::*;
+    let sweep = |req: u32, expected: Limit| Spec {
+        scenario: "window-sweep",
+        path: wan(40, 200),
+        recv: Recv::SoRcvbuf {
+            req,
+            rmem_max: RMEM_MAX_BIG,
+        },
+        expected,
+        also: (expected == NotWindowLimited).then_some(PathQueue),
+        ..BASE
+    };
+    let all = [
+        // 002: 64 KB without window scaling
+        Spec {
+            scenario: "wscale-off",
+            recv: Recv::WscaleOff,
+            expected: WscaleOff,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "wscale-off",
+            path: wan(100, 100),
+            recv: Recv::WscaleOff,
+            expected: WscaleOff,
+            also: None,
+            ..BASE
+        },
+        // 002's table: the window from 64 KB up, until the bottleneck takes over (ceilings
+        // within 10 % of the bottleneck are left out: either verdict would be fair there)
+        sweep(32 << 10, RcvbufLocked),
+        sweep(128 << 10, RcvbufLocked),
+        sweep(256 << 10, RcvbufLocked),
+        sweep(2 << 20, NotWindowLimited),
+        sweep(8 << 20, NotWindowLimited),
+        // 003: SO_RCVBUF 4 MB capped by rmem_max 425984, then rmem_max raised
+        Spec {
+            scenario: "rmem-max",
+            path: wan(18, 1000),
+            gro: false,
+            recv: Recv::SoRcvbuf {
+                req: 4 << 20,
+                rmem_max: RMEM_MAX_003,
+            },
+            expected: RcvbufLocked,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "rmem-max",
+            path: wan(18, 1000),
+            gro: false,
+            recv: Recv::SoRcvbuf {
+                req: 4 << 20,
+                rmem_max: RMEM_MAX_BIG,
+            },
+            expected: NotWindowLimited,
+            ..BASE
+        },
+        Spec {
+            scenario: "autotune-max",
+            path: wan(18, 300),
+            recv: Recv::RmemMax(512 << 10),
+            expected: AutotuneMax,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // two caps: tcp_rmem max 512 KB and no GRO (ratio ~160); the operator's setting is the
+        // primary limit (doubling it doubles the rate), the ratio a factor (+43 % with GRO)
+        Spec {
+            scenario: "autotune-max",
+            path: wan(20, 300),
+            gro: false,
+            recv: Recv::RmemMax(512 << 10),
+            expected: AutotuneMax,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // one pinned buffer, the ratio decides the window: GRO off (162) cannot carry the
+        // path's 180 Mbit/s at 40 ms, GRO alone would (229: 937 984 B); GRO on behind 100 Mbit/s
+        // the window no longer binds
+        Spec {
+            scenario: "gro",
+            path: wan(40, 180),
+            gro: false,
+            recv: Recv::Pinned(1 << 20),
+            expected: LowRatio,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "gro",
+            path: wan(40, 100),
+            recv: Recv::Pinned(1 << 20),
+            expected: NotWindowLimited,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "not-window-limited",
+            path: wan(20, 40),
+            expected: NotWindowLimited,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "window-clamp",
+            path: wan(20, 300),
+            recv: Recv::Clamped {
+                buf: 4 << 20,
+                clamp: 200_000,
+            },
+            expected: WindowClamp,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "app-not-reading",
+            path: wan(20, 300),
+            recv: Recv::SlowReader { bps: 20 * M },
+            expected: AppNotReading,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // behind a bottleneck with a deep queue the window is not what binds, even when it is
+        // small: base RTT 2 ms, 20 Mbit/s, 250 ms of queue; scaling off (64 KB / 2 ms would be
+        // 262 Mbit/s): turning scaling on changes nothing
+        Spec {
+            scenario: "queue",
+            path: deep(2, 20, 250),
+            recv: Recv::WscaleOff,
+            app: iperf3(None, false, 1),
+            expected: PathQueue,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // the fix for autotune-max applied behind a deep queue: a bigger window only fills it
+        Spec {
+            scenario: "queue",
+            path: deep(18, 100, 100),
+            recv: Recv::RmemMax(16 << 20),
+            app: iperf3(None, false, 1),
+            expected: PathQueue,
+            also: Some(NotWindowLimited),
+            ..BASE
+        },
+        // iperf3 -w 8K on a fast veth: both ends' buffers set (SO_SNDBUF and SO_RCVBUF); the
+        // receiver's locked buffer binds, at both ends
+        Spec {
+            scenario: "iperf3",
+            path: Path::Veth,
+            app: iperf3(Some(8 << 10), false, 1),
+            expected: RcvbufLocked,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // iperf3 -R: the server sends; the receiving client's tcp_rmem max binds
+        Spec {
+            scenario: "iperf3",
+            path: wan(18, 300),
+            recv: Recv::RmemMax(512 << 10),
+            app: iperf3(None, true, 1),
+            expected: AutotuneMax,
+            also: None,
+            ..BASE
+        },
+        // iperf3 -P 4: four streams, each held by tcp_rmem max 128 KB (4 x 46 Mbit/s < 300)
+        Spec {
+            scenario: "iperf3",
+            path: wan(20, 300),
+            recv: Recv::RmemMax(128 << 10),
+            app: iperf3(None, false, 4),
+            expected: AutotuneMax,
+            also: None,
+            ..BASE
+        },
+        // nginx with `listen ... sndbuf=32k`: its 64 KB send buffer holds the flow
+        Spec {
+            scenario: "nginx",
+            path: wan(20, 300),
+            app: Some(App::NginxCurl {
+                sndbuf: Some(32 << 10),
+                limit_rate: None,
+                server_rate: None,
+            }),
+            expected: Sndbuf,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // curl --limit-rate 1M: the reader, not the window
+        Spec {
+            scenario: "nginx",
+            path: wan(20, 300),
+            app: Some(App::NginxCurl {
+                sndbuf: None,
+                limit_rate: Some(8 * M),
+                server_rate: None,
+            }),
+            expected: AppNotReading,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        Spec {
+            scenario: "nginx",
+            path: wan(20, 100),
+            app: Some(App::NginxCurl {
+                sndbuf: None,
+                limit_rate: None,
+                server_rate: None,
+            }),
+            expected: NotWindowLimited,
+            ..BASE
+        },
+        // the window scale the handshake chose: iperf3 -w 1004300 locks a buffer whose window
+        // at the initial ratio (1004300) gives scale 4: the window stops at 1048560
+        Spec {
+            scenario: "scale",
+            path: wan(20, 500),
+            gro: false,
+            app: iperf3(Some(1_004_300), false, 1),
+            expected: ScaleCap,
+            also: None,
+            ..BASE
+        },
+        // a route's `window 65536` on the receiver's route to the sender: scale 1, 131070
+        Spec {
+            scenario: "scale",
+            path: wan(20, 300),
+            recv: Recv::RouteWindow(65536),
+            expected: ScaleCap,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // iperf3 -w 64K behind 500 Mbit/s at 20 ms: the locked buffer
+        Spec {
+            scenario: "iperf3",
+            path: wan(20, 500),
+            gro: false,
+            app: iperf3(Some(64 << 10), false, 1),
+            expected: RcvbufLocked,
+            also: None,
+            ..BASE
+        },
+        // the sender's send buffer capped by tcp_wmem max 256 KiB (its autotuning's cap)
+        Spec {
+            scenario: "sndbuf",
+            path: wan(20, 300),
+            wmem_max: Some(256 << 10),
+            expected: Sndbuf,
+            also: None,
+            ..BASE
+        },
+        // 1 % of the frames lost on the path: reno's congestion window holds the flow; bbr does
+        // not back off on loss and fills the path
+        Spec {
+            scenario: "loss",
+            path: wan(20, 300),
+            app: iperf3(None, false, 1),
+            loss_ppm: 10_000,
+            expected: Congestion,
+            also: None,
+            bbr: Some((NotWindowLimited, Some(PathQueue))),
+            quick: true,
+            ..BASE
+        },
+        // nginx `limit_rate 2m`: the server sends slowly (curl reads as fast as it can)
+        Spec {
+            scenario: "app-limited",
+            path: wan(20, 300),
+            app: Some(App::NginxCurl {
+                sndbuf: None,
+                limit_rate: None,
+                server_rate: Some(16 * M),
+            }),
+            expected: AppLimited,
+            also: None,
+            quick: true,
+            ..BASE
+        },
+        // 200 Mbit/s behind a deep queue, nothing set: the queue, whatever the buffers look like
+        Spec {
+            scenario: "queue",
+            path: deep(20, 200, 100),
+            app: iperf3(None, false, 1),
+            expected: PathQueue,
+            also: Some(NotWindowLimited),
+            ..BASE
+        },
+    ];
+    let names: Vec<&str> = {
+        let mut v: Vec<&str> = all.iter().map(|s| s.scenario).collect();
+        v.dedup();
+        v
+    };
+    if scenario != "all" && !names.contains(&scenario) {
+        bail!(
+            "--scenario {scenario}: no such scenario (one of: {}, all)",
+            names.join(", ")
+        );
+    }
+    Ok(all
+        .iter()
+        .filter(|s| (scenario == "all" || s.scenario == scenario) && (!quick || s.quick))
+        .copied()
+        .collect())
+}
+
+impl Spec {
+    /// The verdicts this row accepts with congestion control `cc`, both ends read together.
+    pub(super) fn expected_with(&self, cc: &str) -> (Limit, Option<Limit>) {
+        match (cc, self.bbr) {
+            ("bbr", Some(e)) => e,
+            _ => (self.expected, self.also),
+        }
+    }
+
+    /// The path's own rate with nothing set, what a repaired transfer should reach: the same
+    /// path, the namespace's defaults, the lab's own endpoints.
+    pub(super) fn baseline(&self) -> Spec {
+        Spec {
+            scenario: "baseline",
+            recv: Recv::Auto,
+            app: None,
+            wmem_max: None,
+            gro: true,
+            expected: Limit::NotWindowLimited,
+            also: Some(Limit::PathQueue),
+            bbr: None,
+            ..*self
+        }
+    }
+}
