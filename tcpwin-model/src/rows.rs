@@ -177,14 +177,30 @@ pub struct FixedRun {
     pub baseline_bps: Option<u64>,
     pub verdict: Option<crate::verdict::Limit>,
     pub sender_verdict: Option<crate::verdict::Limit>,
+    /// the receiver after the fix: its window, ratio and window_clamp
+    #[serde(default)]
+    pub window: Option<u64>,
+    #[serde(default)]
+    pub scaling_ratio: Option<u8>,
+    #[serde(default)]
+    pub window_clamp: Option<u32>,
     /// the transfer after the fix read four ways, as the row's `reads`
     #[serde(default)]
     pub reads: Vec<ReadVerdict>,
     /// the rate reached 80 % of the baseline and no end, however read, names a window limit
     pub closed: bool,
-    /// both runs' delay lines kept the path's RTT (a late run is not judged)
+    /// both runs' delay lines kept the path's RTT
     #[serde(default = "yes")]
     pub on_time: bool,
+}
+
+impl FixedRun {
+    /// Whether the loop is judged: a late path only adds RTT, which makes the window look
+    /// tighter and the rate lower, so a loop closed on it is closed; one left open on it says
+    /// nothing and is not judged.
+    pub fn judged(&self) -> bool {
+        self.on_time || self.closed
+    }
 }
 
 /// A repaired transfer reaches this share of the same path's rate with nothing set.

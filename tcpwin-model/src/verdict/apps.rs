@@ -67,15 +67,25 @@ pub(super) fn backlog_binds(
 
 /// A sender alone, held by the peer's window most of its busy time, yet sending at under half
 /// what the window it sees now allows at the base RTT (on a path of a millisecond or more): the
-/// peer's window was mostly far smaller, closed by its reader (`curl --limit-rate`). The verdict
-/// into `v`, true when it is that.
-pub(super) fn peer_stalls(v: &mut Verdict, s: End, rate: u64, window: u64, base: u32) -> bool {
+/// peer's window was mostly far smaller, closed by its reader (`curl --limit-rate`). Where the
+/// RTT looks queued, at under half what the window allows even over that RTT: a queue drains a
+/// full window at window / RTT (Little's law), zero-window stalls do not (and swing the RTT
+/// they are measured over). The verdict into `v`, true when it is that.
+pub(super) fn peer_stalls(
+    v: &mut Verdict,
+    s: End,
+    rate: u64,
+    window: u64,
+    (base, rtt): (u32, u32),
+    queued: bool,
+) -> bool {
     let held =
         v.rwnd_limited_share.is_some_and(|x| x >= 0.5) && super::sender::cwnd_bound(s).is_none();
+    let over = if queued { rtt } else { base };
     if base < super::path::QUEUE_MIN_US
         || !held
         || window == 0
-        || rate as f64 >= 0.5 * ceiling_bps(window, base) as f64
+        || rate as f64 >= 0.5 * ceiling_bps(window, over) as f64
     {
         return false;
     }

@@ -114,7 +114,19 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     let fills_window =
         window > 0 && rate as f64 >= super::WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64;
     let allows = fmt_rate(ceiling_bps(window, u.binds_at));
-    if u.queued {
+    // a sender with nothing more to send is held by its application, whatever short queue its
+    // bursts leave at the bottleneck (nginx `limit_rate`: 2-4 ms over a 20 ms path)
+    if let Some(why) = u.sender.and_then(|s| sender::app_limited(s, rate)) {
+        v.limit = Limit::AppLimited;
+        v.setting = Some(format!(
+            "{why}; the transfer used {} of the {allows} its window allows",
+            fmt_rate(rate)
+        ));
+        v.suggested = Some(
+            "nothing in TCP: the sending application's own pace (a rate limit, its disk, its CPU, what it is asked for)"
+                .into(),
+        );
+    } else if u.queued {
         let queue = rtt.saturating_sub(base);
         v.limit = Limit::PathQueue;
         v.setting = Some(format!(
@@ -128,16 +140,6 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
         ));
         v.suggested = Some(
             "no window change: a larger window only lengthens the queue. The bottleneck's rate is what the flow gets; an AQM there (fq_codel, cake) or a pacing sender (bbr) shortens the queue"
-                .into(),
-        );
-    } else if let Some(why) = u.sender.and_then(|s| sender::app_limited(s, rate)) {
-        v.limit = Limit::AppLimited;
-        v.setting = Some(format!(
-            "{why}; the transfer used {} of the {allows} its window allows",
-            fmt_rate(rate)
-        ));
-        v.suggested = Some(
-            "nothing in TCP: the sending application's own pace (a rate limit, its disk, its CPU, what it is asked for)"
                 .into(),
         );
     } else if let Some(why) = u.sender.and_then(|s| sender::congestion(s, rate)) {

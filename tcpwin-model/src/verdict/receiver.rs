@@ -119,6 +119,15 @@ impl Ctx<'_> {
         fix
     }
 
+    /// A finished fix whose window is also held to `cap` (a clamp it asks for).
+    pub fn within(&self, mut fix: Fix, cap: u64) -> Fix {
+        if let Some(w) = fix.window.as_mut() {
+            *w = (*w).min(cap);
+            fix.ceiling_bps = self.base.map(|b| ceiling_bps(*w, b));
+        }
+        fix
+    }
+
     /// The window after a fix over the window now.
     pub fn gain(&self, fix: &Fix) -> Option<f64> {
         fix.window.map(|w| w as f64 / self.w.max(1) as f64)

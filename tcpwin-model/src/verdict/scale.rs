@@ -232,14 +232,18 @@ pub(super) fn window_clamp(c: &Ctx) -> Option<Found> {
             format!(
                 "window_clamp={clamp} below the {bw} the buffer allows: TCP_WINDOW_CLAMP set by the application"
             ),
-            c.finish(
-                Fix {
-                    app: Some(AppFix::new("TCP_WINDOW_CLAMP", w, c.f.comm.clone())),
-                    ..Fix::default()
-                },
-                c.rcvbuf.unwrap_or(0),
-                None,
-                c.shift,
+            // the window is then the clamp asked, within what the buffer gives
+            c.within(
+                c.finish(
+                    Fix {
+                        app: Some(AppFix::new("TCP_WINDOW_CLAMP", w, c.f.comm.clone())),
+                        ..Fix::default()
+                    },
+                    c.rcvbuf.unwrap_or(0),
+                    None,
+                    c.shift,
+                ),
+                w,
             ),
         ),
     };

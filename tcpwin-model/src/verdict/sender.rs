@@ -10,6 +10,8 @@ use super::{
 /// A sender the kernel counted sndbuf-limited for more than this share of its busy time is
 /// bound by its own send buffer.
 const SNDBUF_LIMITED_SHARE: f64 = 0.5;
+/// Segments an interval must deliver for its own share of retransmissions to be read.
+const RETRANS_MIN_SEGMENTS: u64 = 1000;
 /// Data queued to send at this share of the send buffer or more: the application is blocked on
 /// its buffer.
 const SNDBUF_FULL: f64 = 0.5;
@@ -57,8 +59,10 @@ pub(super) fn app_limited(s: End, rate: u64) -> Option<String> {
         return None;
     }
     let busy = s.busy_share();
+    // nothing in flight and nothing to send: no window, queue or loss holds it at this moment
+    let empty = f.packets_out == Some(0);
     let flagged = f.app_limited == Some(true);
-    if !flagged && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
+    if !flagged && !empty && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
         return None;
     }
     Some(format!(
@@ -78,12 +82,20 @@ pub(super) fn congestion(s: End, rate: u64) -> Option<String> {
     let retrans = s.grew(|f| f.total_retrans)? as u64;
     let (_, acked) = s.moved();
     let delivered = (acked / mss.max(1)).max(1);
+    // an interval too short to hold a share of losses (one snapshot's quarter second at a few
+    // Mbit/s: ~150 segments, 1.5 losses at 1 %) is judged over the connection's life
+    let (retrans, delivered, over) = if delivered >= RETRANS_MIN_SEGMENTS {
+        (retrans, delivered, "")
+    } else {
+        let life = (f.bytes_acked? / mss.max(1)).max(1);
+        (f.total_retrans? as u64, life, " over the connection's life")
+    };
     let share = retrans as f64 / delivered as f64;
     if share < RETRANS_SHARE || rate == 0 {
         return None;
     }
     Some(format!(
-        "losses hold the congestion window: {retrans} segments retransmitted ({:.2} % of those delivered), cwnd {} segments full ({inflight} B in flight){}",
+        "losses hold the congestion window: {retrans} segments retransmitted{over} ({:.2} % of those delivered), cwnd {} segments full ({inflight} B in flight){}",
         share * 100.0,
         f.snd_cwnd.unwrap_or(0),
         f.snd_ssthresh
@@ -105,6 +117,17 @@ pub(super) fn sndbuf_binds(
     let Some(why) = sndbuf_bound(s, rate, rtt) else {
         return false;
     };
+    // a buffer that lets out the rate asked (`--target`) at the base RTT is not the limit: a
+    // bigger one would not raise the rate towards it (behind a queue the RTT inflates until any
+    // buffer looks full, and one snapshot may not see the queue)
+    let allows = |t: u64| {
+        s.now
+            .sk_sndbuf
+            .is_some_and(|b| ceiling_bps(2 * b as u64, sizing.base_us) >= t)
+    };
+    if sizing.target.is_some_and(allows) {
+        return false;
+    }
     // the send buffer holds what is in flight and what waits: twice the window the rate needs
     // (the kernel doubles an SO_SNDBUF request, and autotunes up to tcp_wmem[2])
     let need = 2 * sizing.window();

@@ -191,7 +191,8 @@ fn two_caps_the_setting_first_the_ratio_beside_it() {
         .iter()
         .find(|x| x.limit == Limit::LowRatio)
         .expect("the ratio as a factor");
-    assert!((gro.window_gain.unwrap() - 229.0 / 160.0).abs() < 1e-9);
+    // the gain promised is GRO's floor: two segments merged
+    assert!((gro.window_gain.unwrap() - 193.0 / 160.0).abs() < 1e-9);
     assert!(v
         .suggested
         .unwrap()
@@ -287,8 +288,8 @@ fn low_ratio_on_a_pinned_buffer_when_gro_alone_reaches_the_target() {
         tcp_rmem: Some([4096, 1 << 20, 1 << 20]),
         ..host()
     };
-    // 663552 B / 36 ms = 147 Mbit/s ceiling; the path's 200 Mbit/s needs 900 000 B: GRO's
-    // 937 984 reaches it
+    // 663552 B / 36 ms = 147 Mbit/s ceiling; the path's 150 Mbit/s needs 675 000 B: GRO's
+    // window at its floor ratio (193: 790 528, less a segment) reaches it
     let f = |ts: f64, rx: u64| {
         let mut n = rcv(ts, rx);
         n.rcvbuf_locked = Some(false);
@@ -301,10 +302,27 @@ fn low_ratio_on_a_pinned_buffer_when_gro_alone_reaches_the_target() {
     let v = judge(
         &f(1.0, 0),
         &f(2.0, 140_000_000 / 8),
+        &gro_off(h.clone()),
+        Some(150_000_000),
+    );
+    assert_eq!(v.limit, Limit::LowRatio, "{v:?}");
+    assert_eq!(
+        v.fix.unwrap().window,
+        Some(win_from_space(1 << 20, 193) - 1448)
+    );
+    // 200 Mbit/s needs 900 000 B: GRO at its floor does not promise it (at 229 it would), so
+    // the buffer leads and GRO stays a factor
+    let v = judge(
+        &f(1.0, 0),
+        &f(2.0, 140_000_000 / 8),
         &gro_off(h),
         Some(200_000_000),
     );
-    assert_eq!(v.limit, Limit::LowRatio, "{v:?}");
+    assert_eq!(v.limit, Limit::AutotuneMax, "{v:?}");
+    assert!(
+        v.factors.iter().any(|x| x.limit == Limit::LowRatio),
+        "{v:?}"
+    );
 }
 
 #[test]
@@ -312,8 +330,21 @@ fn window_clamp_below_the_buffer() {
     let mut n = rcv(2.0, 50_000_000 / 8);
     n.rcvbuf_locked = Some(false);
     n.window_clamp = Some(100_000);
-    let v = judge(&rcv(1.0, 0), &n, &host(), None);
+    let v = judge(&rcv(1.0, 0), &n, &host(), Some(200_000_000));
     assert_eq!(v.limit, Limit::WindowClamp, "{v:?}");
+    // the fix asks a clamp of 200 Mbit/s x 18 ms and a quarter (562 500); the window is then that
+    // clamp, within the buffer's 539 136 at ratio 162
+    let fix = v.fix.unwrap();
+    assert_eq!(fix.app.unwrap().bytes, 562_500);
+    assert_eq!(fix.window, Some(539_136u64.min(562_500) - 1448));
+    let v = judge(&rcv(1.0, 0), &n, &host(), Some(100_000_000));
+    let fix = v.fix.unwrap();
+    assert_eq!(fix.app.unwrap().bytes, 281_250);
+    assert_eq!(
+        fix.window,
+        Some(281_250),
+        "the clamp asked, under the buffer's window"
+    );
 }
 
 #[test]

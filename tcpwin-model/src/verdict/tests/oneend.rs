@@ -67,6 +67,47 @@ fn an_idle_control_connection_is_idle_in_one_snapshot() {
     }
 }
 
+/// nginx `limit_rate`, the sender read twice a quarter second apart between two bursts: nothing
+/// moved in the interval, but data was sent 300 ms ago: not idle, judged over the connection's
+/// life (the application's pace). A second later with nothing sent: idle.
+#[test]
+fn a_quarter_second_between_bursts_is_not_idle() {
+    let s = |ts: f64, since_sent: u64| {
+        let mut f = snd(ts, 4_000_000, 1_000_000, 0);
+        f.snd_wnd = Some(4 << 20);
+        f.snd_cwnd = Some(200);
+        f.packets_out = Some(0);
+        f.unsent = Some(0);
+        f.app_limited = Some(true);
+        f.since_data_sent_us = Some(since_sent);
+        f.since_data_recv_us = Some(5_000_000);
+        f.srtt_us = Some(21 * MS);
+        f.min_rtt_us = Some(21 * MS);
+        f
+    };
+    let v = judge(&s(2.0, 50_000), &s(2.25, 300_000), &host(), None);
+    assert_eq!(v.limit, Limit::AppLimited, "{v:?}");
+    assert_eq!(v.basis, Basis::Life, "{v:?}");
+    let v = judge(&s(2.0, 50_000), &s(3.25, 1_300_000), &host(), None);
+    assert_eq!(v.limit, Limit::Idle, "{v:?}");
+    // its receiver alone: nothing arrived in the quarter second, data 300 ms ago, the window
+    // open and nothing unread: not the window (the sender's side tells), not idle
+    let r = |ts: f64, since: u64| {
+        let mut f = rcv(ts, 4_000_000);
+        f.since_data_recv_us = Some(since);
+        f.since_data_sent_us = Some(5_000_000);
+        f
+    };
+    let v = judge(&r(2.0, 50_000), &r(2.25, 300_000), &host(), None);
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+    assert!(v
+        .setting
+        .unwrap()
+        .contains("nothing arrived in the interval"));
+    let v = judge(&r(2.0, 50_000), &r(3.25, 1_300_000), &host(), None);
+    assert_eq!(v.limit, Limit::Idle, "{v:?}");
+}
+
 /// `curl --limit-rate` with reno, the sender alone: zero-window stalls inflate srtt (47 ms on a
 /// 21 ms path) with a large variance (17 ms): not a queue; held by the peer's window most of its
 /// busy time yet far under what the window allows: the peer's reader.
@@ -94,6 +135,12 @@ fn stalls_are_not_queues() {
     q.snd_wnd = Some(100_000);
     let v = judge(&s(1.0, 0), &q, &host(), None);
     assert_eq!(v.limit, Limit::PathQueue, "{v:?}");
+    // a steady RTT over a window the flow drains at a tenth of window / RTT: a queue would
+    // drain the full window at window / RTT, so the peer's window was mostly closed
+    let mut st = s(2.0, 16_000_000 / 8);
+    st.rttvar_us = Some(2 * MS);
+    let v = judge(&s(1.0, 0), &st, &host(), None);
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
 }
 
 /// nginx `limit_rate 2m`, the receiver alone: its RTT estimate spans the sender's pauses (112 ms
@@ -156,8 +203,9 @@ fn losses_hold_the_congestion_window() {
         f.min_rtt_us = Some(20 * MS);
         f
     };
-    // 7.6 Mbit/s: 656 segments delivered in the second, 7 retransmitted
-    let v = judge(&s(1.0, 0, 100), &s(2.0, 7_600_000 / 8, 107), &host(), None);
+    // 7.6 Mbit/s: 656 segments delivered in the second, 7 retransmitted (too few segments for
+    // the interval's own share: the connection's life, the same here)
+    let v = judge(&s(1.0, 0, 0), &s(2.0, 7_600_000 / 8, 7), &host(), None);
     assert_eq!(v.limit, Limit::Congestion, "{v:?}");
     assert!(v
         .setting
@@ -166,7 +214,16 @@ fn losses_hold_the_congestion_window() {
         .contains("7 segments retransmitted"));
     assert!(v.setting.unwrap().contains("ssthresh 6"));
     // the same sender without losses: its cwnd holds it, but nothing says why
-    let v = judge(&s(1.0, 0, 100), &s(2.0, 7_600_000 / 8, 100), &host(), None);
+    let v = judge(&s(1.0, 0, 0), &s(2.0, 7_600_000 / 8, 0), &host(), None);
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+    // an interval long enough for its own share (1726 segments) without losses, after losses
+    // earlier in the connection's life: not congestion now
+    let v = judge(
+        &s(1.0, 10_000_000, 100),
+        &s(2.0, 10_000_000 + 20_000_000 / 8, 100),
+        &host(),
+        None,
+    );
     assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
     // at the peer's window's ceiling with a few retransmissions: the window
     let w = |ts: f64, acked: u64, retrans: u32| {
@@ -210,6 +267,17 @@ fn a_sender_that_does_not_write_is_app_limited() {
         .unwrap()
         .contains("does not write fast enough"));
     assert!(v.setting.unwrap().contains("in flight 30 % of the time"));
+    // its bursts leave a short steady queue at the bottleneck (23.5 ms over 20.2): still the
+    // application, not the queue (a queue holds only a sender with more to send)
+    let q = |ts: f64, acked: u64| {
+        let mut f = s(ts, acked, 4 << 20);
+        f.srtt_us = Some(23_500);
+        f.rttvar_us = Some(500);
+        f.min_rtt_us = Some(20_200);
+        f
+    };
+    let v = judge(&q(1.0, 0), &q(2.0, 16_000_000 / 8), &host(), None);
+    assert_eq!(v.limit, Limit::AppLimited, "{v:?}");
     // behind a 40 KB window it fills (15.6 Mbit/s at 21 ms): the window
     let v = judge(
         &s(1.0, 0, 41_000),

@@ -42,6 +42,37 @@ fn a_small_send_buffer_is_found_without_the_chrono() {
     );
 }
 
+/// nginx after its fix (`sndbuf=943642`: sk_sndbuf 1 887 284) behind 300 Mbit/s with bbr, read
+/// in one snapshot while the RTT stood at 60 ms over a 20 ms path: the rate follows what the
+/// buffer lets out over that RTT, but the buffer lets out the 300 Mbit/s asked at the base RTT:
+/// not the limit (a bigger one would not raise the rate towards the target).
+#[test]
+fn a_buffer_that_allows_the_target_is_not_named() {
+    let s = |ts: f64, acked: u64| {
+        let mut f = snd(ts, acked, 1_000_000 * ts as u64, 0);
+        f.sk_sndbuf = Some(1_887_284);
+        f.sndbuf_locked = Some(true);
+        f.wmem_queued = Some(1_800_000);
+        f.snd_wnd = Some(8_000_000);
+        f.snd_cwnd = Some(2000);
+        f.packets_out = Some(1400);
+        f.srtt_us = Some(60 * MS);
+        f.rttvar_us = Some(30 * MS);
+        f.min_rtt_us = Some(20 * MS);
+        f
+    };
+    let v = judge(
+        &s(1.0, 0),
+        &s(1.25, 280_000_000 / 8 / 4),
+        &host(),
+        Some(300_000_000),
+    );
+    assert_ne!(v.limit, Limit::Sndbuf, "{v:?}");
+    // without a target the same reading sizes for 1 Gbit/s, which that buffer does not let out
+    let v = judge(&s(1.0, 0), &s(1.25, 280_000_000 / 8 / 4), &host(), None);
+    assert_eq!(v.limit, Limit::Sndbuf, "{v:?}");
+}
+
 /// A bbr sender behind a 200 Mbit/s bottleneck with an 8 MB window and a full 4 MB send buffer:
 /// pacing holds most of the buffer unsent; the buffer is not the limit.
 #[test]
