@@ -294,6 +294,7 @@ pub fn run(args: crate::cli::LabArgs) -> Result<()> {
             table::wan_notes(&rows);
             table::print_accuracy(&acc);
             table::print_fix_loops(&wan::fix_loops(&rows));
+            table::print_summary(&wan::summary(&rows));
         }
         return wan::outcome(&acc, &rows);
     }

@@ -242,6 +242,54 @@ pub fn wan_notes(rows: &[WanRow]) {
     }
 }
 
+/// Each scenario row in one line: the verdicts right per way of reading (both congestion
+/// controls, both ends, every run) and the fixes that closed the loop.
+pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
+    println!(
+        "\n{:<18} {:<58} {:<44} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "scenario",
+        "setup",
+        "expected (both ends together)",
+        "snap both",
+        "snap alone",
+        "int both",
+        "int alone",
+        "fixed"
+    );
+    let cell = |(ok, n): (u32, u32)| {
+        if n == 0 {
+            "-".to_string()
+        } else {
+            format!("{ok}/{n}")
+        }
+    };
+    for ((scenario, setup), x) in t {
+        let expected: Vec<&String> = x.expected.values().collect();
+        let expected = if expected.windows(2).all(|w| w[0] == w[1]) {
+            expected.first().map(|e| e.to_string()).unwrap_or_default()
+        } else {
+            x.expected
+                .iter()
+                .map(|(cc, e)| format!("{cc}: {e}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        println!(
+            "{scenario:<18} {setup:<58} {expected:<44} {:>9} {:>9} {:>9} {:>9} {:>7}{}",
+            cell(x.reads[0]),
+            cell(x.reads[1]),
+            cell(x.reads[2]),
+            cell(x.reads[3]),
+            cell(x.fixes),
+            if x.unjudged > 0 {
+                format!("  ({} not judged: path late)", x.unjudged)
+            } else {
+                String::new()
+            }
+        );
+    }
+}
+
 /// The fix loop: per scenario row and congestion control, the fixes that repaired their
 /// transfer (the rate at 80 % of the same path with nothing set, no window limit named after).
 pub fn print_fix_loops(t: &BTreeMap<(String, String, String), (u32, u32)>) {

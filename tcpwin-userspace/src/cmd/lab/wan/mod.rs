@@ -166,7 +166,13 @@ fn judge_run(
         // veth has no delay line: nothing to be late
         path_on_time: st.pair.path.as_ref().is_none_or(|p| totals.on_time(p.rtt)),
         attempt: 1,
-        reads: reads::reads(&r.readings, (rx, tx), expected, target),
+        reads: reads::reads(
+            &r.readings,
+            (rx, tx),
+            expected,
+            target,
+            st.pair.path.is_none(),
+        ),
         fix: None,
         fixed: None,
     };
@@ -254,7 +260,8 @@ fn one_row(
         attempt += 1;
         check_stop()?;
     };
-    let fix = fix_of(&j).filter(|_| apply_fix);
+    // a path without a bottleneck (veth) has no rate a fix could be sized for and reached
+    let fix = fix_of(&j).filter(|_| apply_fix && st.rate_bps.is_some());
     if let Some(fix) = fix {
         check_stop()?;
         let applied = fixloop::apply(&fix, &mut st)?;
@@ -281,6 +288,9 @@ fn one_row(
             baseline_bps: baseline,
             verdict: after.row.verdict,
             sender_verdict: after.row.sender_verdict,
+            window: after.row.window,
+            scaling_ratio: after.row.scaling_ratio,
+            window_clamp: after.row.window_clamp,
             reads: after.row.reads,
             closed,
             on_time: after.row.path_on_time && b.row.path_on_time,
@@ -449,12 +459,66 @@ pub fn accuracy(rows: &[WanRow]) -> Accuracy {
     t
 }
 
+/// One scenario row over every run, both congestion controls and both ends: verdicts right per
+/// way of reading (snapshot both, snapshot alone, interval both, interval alone), fixes that
+/// closed the loop, and what each congestion control expected.
+#[derive(Default, Debug, PartialEq)]
+pub struct Summary {
+    /// (right, judged) per way of reading, in `READS` order
+    pub reads: [(u32, u32); 4],
+    /// (closed, applied and judged)
+    pub fixes: (u32, u32),
+    /// the verdicts accepted with both ends read together, per congestion control
+    pub expected: BTreeMap<String, String>,
+    /// runs whose path was late: not judged
+    pub unjudged: u32,
+}
+
+/// The four ways of reading, in the summary's column order.
+pub const READS: [(Read, View); 4] = [
+    (Read::Snapshot, View::Both),
+    (Read::Snapshot, View::Alone),
+    (Read::Interval, View::Both),
+    (Read::Interval, View::Alone),
+];
+
+/// Every scenario row summarised (see `Summary`), keyed by (scenario, setup).
+pub fn summary(rows: &[WanRow]) -> BTreeMap<(String, String), Summary> {
+    let mut t: BTreeMap<(String, String), Summary> = BTreeMap::new();
+    for r in rows {
+        let e = t
+            .entry((r.scenario.clone(), format!("{}; {}", r.app, r.condition)))
+            .or_default();
+        e.expected
+            .entry(r.cc.clone())
+            .or_insert_with(|| match r.also_expected {
+                Some(a) => format!("{}|{}", r.expected.id(), a.id()),
+                None => r.expected.id().to_string(),
+            });
+        if !r.path_on_time {
+            e.unjudged += 1;
+            continue;
+        }
+        for (read, view, _, _, ok) in reads_of(r) {
+            if let Some(i) = READS.iter().position(|x| *x == (read, view)) {
+                e.reads[i].1 += 1;
+                e.reads[i].0 += ok as u32;
+            }
+        }
+        if let Some(f) = r.fixed.as_ref().filter(|f| f.judged()) {
+            e.fixes.1 += 1;
+            e.fixes.0 += f.closed as u32;
+        }
+    }
+    t
+}
+
 /// The fix loop per scenario row and congestion control: (fixes that closed the loop, fixes
-/// applied and judged: a run whose path was late is not).
+/// applied and judged: see `FixedRun::judged`).
 pub fn fix_loops(rows: &[WanRow]) -> BTreeMap<(String, String, String), (u32, u32)> {
     let mut t: BTreeMap<(String, String, String), (u32, u32)> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.path_on_time) {
-        if let Some(f) = r.fixed.as_ref().filter(|f| f.on_time) {
+        if let Some(f) = r.fixed.as_ref().filter(|f| f.judged()) {
             let e = t
                 .entry((
                     r.scenario.clone(),
@@ -617,10 +681,22 @@ mod tests {
             baseline_bps: Some(100),
             verdict: Some(Limit::RcvbufLocked),
             sender_verdict: None,
+            window: None,
+            scaling_ratio: None,
+            window_clamp: None,
             reads: vec![],
             closed: false,
             on_time: true,
         });
+        // the summary: one line per scenario row, both congestion controls and ends merged
+        let t = summary(&[rows[0].clone(), rows[1].clone(), open.clone()]);
+        assert_eq!(t.len(), 1);
+        let x = t.values().next().unwrap();
+        // (interval, both): 2 + 1 + 2 right of 6
+        assert_eq!(x.reads[2], (5, 6));
+        assert_eq!(x.reads[0], (0, 0), "no snapshot reads in these rows");
+        assert_eq!(x.fixes, (0, 1));
+        assert_eq!(x.expected.len(), 2);
         let e = outcome(&accuracy(std::slice::from_ref(&open)), &[open])
             .unwrap_err()
             .to_string();

@@ -72,8 +72,20 @@ fn verdict_of(
 
 /// What an end read alone may name where both ends together name `expected`: a receiver cannot
 /// see the sender's buffer, application or congestion window (the window is not the limit, it
-/// says, and the sender's side decides); a sender sees a receiver's cap as the peer's window.
-pub(super) fn accepted(expected: (Limit, Option<Limit>), view: View, end: &str) -> Vec<Limit> {
+/// says, and the sender's side decides), nor a queue its window does not fill; a sender sees a
+/// receiver's cap as the peer's window. On a µs path (`us_path`: veth, no delay line) a
+/// receiver alone cannot tell a small window from a slow sender either: window / RTT there is
+/// many times what any window-bound flow reaches (the ACK turnaround, not the RTT, paces it),
+/// and only the sender's rwnd-limited time tells; it says `not-window-limited` and sends the
+/// user to the sending host, which names the peer's window. Nor can it tell a reader that reads
+/// in bursts (`curl --limit-rate`) when both its readings fall between two bursts: an open
+/// window, nothing unread; the sending end names the peer's reader.
+pub(super) fn accepted(
+    expected: (Limit, Option<Limit>),
+    view: View,
+    end: &str,
+    us_path: bool,
+) -> Vec<Limit> {
     let both: Vec<Limit> = [Some(expected.0), expected.1]
         .into_iter()
         .flatten()
@@ -82,9 +94,20 @@ pub(super) fn accepted(expected: (Limit, Option<Limit>), view: View, end: &str) 
         return both;
     }
     let sender_side = |l: Limit| matches!(l, Limit::Sndbuf | Limit::Congestion | Limit::AppLimited);
+    let receiver_cap = both.iter().any(|l| l.class() == Class::ReceiverCap);
+    let or_not_window = || [both.clone(), vec![Limit::NotWindowLimited]].concat();
     match end {
         "receiver" if both.iter().any(|l| sender_side(*l)) => vec![Limit::NotWindowLimited],
-        "sender" if both.iter().any(|l| l.class() == Class::ReceiverCap) => vec![Limit::PeerWindow],
+        "receiver"
+            if both.contains(&Limit::PathQueue) && !both.contains(&Limit::NotWindowLimited) =>
+        {
+            or_not_window()
+        }
+        "receiver" if us_path && receiver_cap => or_not_window(),
+        // a reader that reads in bursts, read alone between two of them: an open window and
+        // nothing unread; only the sender's time held by the window tells
+        "receiver" if both.contains(&Limit::AppNotReading) => or_not_window(),
+        "sender" if receiver_cap => vec![Limit::PeerWindow],
         "sender" if both.contains(&Limit::AppNotReading) => {
             vec![Limit::AppNotReading, Limit::PeerWindow]
         }
@@ -98,6 +121,7 @@ pub(super) fn reads(
     (rx, tx): (usize, Option<usize>),
     expected: (Limit, Option<Limit>),
     target: Option<u64>,
+    us_path: bool,
 ) -> Vec<ReadVerdict> {
     let [first, soon, last] = readings;
     let mut out = Vec::new();
@@ -119,7 +143,8 @@ pub(super) fn reads(
                     view,
                     end: end.to_string(),
                     verdict: got,
-                    accepted: got.is_some_and(|g| accepted(expected, view, end).contains(&g)),
+                    accepted: got
+                        .is_some_and(|g| accepted(expected, view, end, us_path).contains(&g)),
                 });
             }
         }
@@ -135,16 +160,52 @@ mod tests {
     fn an_end_alone_names_what_it_can_see() {
         use Limit::*;
         let e = (Sndbuf, None);
-        assert_eq!(accepted(e, View::Both, "receiver"), vec![Sndbuf]);
-        assert_eq!(accepted(e, View::Alone, "receiver"), vec![NotWindowLimited]);
-        assert_eq!(accepted(e, View::Alone, "sender"), vec![Sndbuf]);
+        assert_eq!(accepted(e, View::Both, "receiver", false), vec![Sndbuf]);
+        assert_eq!(
+            accepted(e, View::Alone, "receiver", false),
+            vec![NotWindowLimited]
+        );
+        assert_eq!(accepted(e, View::Alone, "sender", false), vec![Sndbuf]);
         let e = (AutotuneMax, None);
-        assert_eq!(accepted(e, View::Alone, "sender"), vec![PeerWindow]);
-        assert_eq!(accepted(e, View::Alone, "receiver"), vec![AutotuneMax]);
+        assert_eq!(accepted(e, View::Alone, "sender", false), vec![PeerWindow]);
+        assert_eq!(
+            accepted(e, View::Alone, "receiver", false),
+            vec![AutotuneMax]
+        );
         let e = (NotWindowLimited, Some(PathQueue));
         assert_eq!(
-            accepted(e, View::Alone, "sender"),
+            accepted(e, View::Alone, "sender", false),
             vec![NotWindowLimited, PathQueue]
+        );
+        // a queue the receiver's window does not fill, alone: the window is not the limit
+        let e = (PathQueue, None);
+        assert_eq!(
+            accepted(e, View::Alone, "receiver", false),
+            vec![PathQueue, NotWindowLimited]
+        );
+        assert_eq!(accepted(e, View::Alone, "sender", false), vec![PathQueue]);
+        // a µs path: a receiver alone cannot tell its small window from a slow sender
+        let e = (RcvbufLocked, None);
+        assert_eq!(
+            accepted(e, View::Alone, "receiver", true),
+            vec![RcvbufLocked, NotWindowLimited]
+        );
+        assert_eq!(
+            accepted(e, View::Alone, "receiver", false),
+            vec![RcvbufLocked]
+        );
+        assert_eq!(
+            accepted(e, View::Both, "receiver", true),
+            vec![RcvbufLocked]
+        );
+        let e = (AppNotReading, None);
+        assert_eq!(
+            accepted(e, View::Alone, "receiver", false),
+            vec![AppNotReading, NotWindowLimited]
+        );
+        assert_eq!(
+            accepted(e, View::Alone, "sender", false),
+            vec![AppNotReading, PeerWindow]
         );
     }
 }

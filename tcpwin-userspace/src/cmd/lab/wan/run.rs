@@ -39,8 +39,17 @@ pub(super) struct Setup {
     pub window_clamp: Option<u32>,
     /// the program and its options (the row's, or a fix's)
     pub app: Option<App>,
-    /// global sysctls changed for the row (or by a fix), restored on drop
+    /// global sysctls changed for the row (or by a fix), restored on drop, the last changed
+    /// first (a fix's guard saved the row's value; the row's guard the machine's)
     pub globals: Vec<GlobalSysctl>,
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        while let Some(g) = self.globals.pop() {
+            drop(g);
+        }
+    }
 }
 
 /// Creates the row's path (`n` keeps namespace names apart) and sets it up with congestion
