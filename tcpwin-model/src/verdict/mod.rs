@@ -64,6 +64,8 @@ use sizing::{ceiling_bps, Sizing};
 
 /// A flow at this share of its window / RTT ceiling or more is window-limited.
 pub const WINDOW_LIMITED_SHARE: f64 = 0.7;
+/// A flow at this share of window / RTT runs its window full.
+const FULL_WINDOW_SHARE: f64 = 0.9;
 /// Without a queue on the path, a sender rwnd-limited this share of its busy time or more is
 /// window-bound (the kernel's chrono as support, never alone behind a queue): bbr paces and shows
 /// 30-40 % where the window binds, `iperf3 -w 8K` on veth 29-40 %, a flow the window does not
@@ -376,10 +378,19 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     // a window that allows the rate asked (`--target`) at the base RTT is not the limit, however
     // full it runs: lifting it would not raise the rate towards the target
     let allows_target = i.target_bps.is_some_and(|t| ceiling_bps(window, base) >= t);
+    // behind a queue a flow at window / RTT is ambiguous (a bottleneck at its rate, or a window
+    // whose bursts queue): with `--target` it is not, a window too small for the target at the
+    // base RTT that the flow runs full over the RTT it sees (or that stops the sender most of its
+    // busy time) holds it
+    let short_of_target = queued
+        && i.target_bps.is_some()
+        && (rate as f64 >= FULL_WINDOW_SHARE * ceiling_bps(window, rtt) as f64
+            || v.rwnd_limited_share.is_some_and(|x| x >= 0.5));
     let binds = window > 0
         && !allows_target
         && (rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, binds_at) as f64
-            || rwnd_stopped);
+            || rwnd_stopped
+            || short_of_target);
     v.window_limited = Some(binds);
     if !binds {
         path::window_unbound(

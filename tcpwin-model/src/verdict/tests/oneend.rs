@@ -287,3 +287,40 @@ fn a_sender_that_does_not_write_is_app_limited() {
     );
     assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
 }
+
+/// The sender of a reader at 20 Mbit/s (reno), alone, read as the reader had just freed some
+/// buffer: the peer's window 90 KB, the RTT 27 ms over a 20 ms base (the bursts the window's
+/// openings send queue at the bottleneck), 20 Mbit/s, stopped by the peer's window 98 % of its
+/// busy time. Without a target that is a 20 Mbit/s bottleneck's queue as much as a window; with
+/// `--target 300mbit` the window, 36 Mbit/s at the base RTT, is what holds it.
+#[test]
+fn a_window_short_of_the_target_behind_its_own_queue_binds() {
+    let s = |ts: f64, acked: u64| {
+        let busy = (ts * 1e6) as u64;
+        let mut f = snd(ts, acked, busy, busy * 98 / 100);
+        f.snd_wnd = Some(90_000);
+        f.srtt_us = Some(27 * MS);
+        f.rttvar_us = Some(MS);
+        f.min_rtt_us = Some(20 * MS);
+        f.packets_out = Some(48);
+        f.snd_cwnd = Some(200);
+        f
+    };
+    let v = judge(
+        &s(1.0, 0),
+        &s(2.0, 20_000_000 / 8),
+        &host(),
+        Some(300_000_000),
+    );
+    assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
+    let v = judge(&s(1.0, 0), &s(2.0, 20_000_000 / 8), &host(), None);
+    assert_ne!(v.limit, Limit::PeerWindow, "{v:?}");
+    // a target the window allows at the base RTT: the queue, not the window
+    let v = judge(
+        &s(1.0, 0),
+        &s(2.0, 20_000_000 / 8),
+        &host(),
+        Some(20_000_000),
+    );
+    assert_eq!(v.limit, Limit::PathQueue, "{v:?}");
+}
