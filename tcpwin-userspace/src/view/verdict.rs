@@ -94,6 +94,13 @@ pub fn verdict_line(v: &Verdict) -> String {
         s.push_str(&format!("\n    why: {set}"));
     }
     if let Some(sug) = &v.suggested {
+        // the commands and the application's option follow on lines of their own: the fix line
+        // keeps what they are sized for
+        let words = v.fix.as_ref().map(|f| f.words()).unwrap_or_default();
+        let sug = match sug.strip_suffix(words.as_str()) {
+            Some(head) if !words.is_empty() => head.trim_end_matches([':', ' ']),
+            _ => sug.as_str(),
+        };
         s.push_str(&format!("\n    fix: {sug}"));
     }
     if let Some(f) = &v.fix {
@@ -163,8 +170,7 @@ mod tests {
     fn a_fixs_commands_stand_on_their_own_lines() {
         let mut v = Verdict::unknown(Side::Receiving);
         v.limit = Limit::RcvbufLocked;
-        v.suggested = Some("for 1.00 Gbit/s ...".into());
-        v.fix = Some(tcpwin_model::verdict::Fix {
+        let fix = tcpwin_model::verdict::Fix {
             commands: vec!["sysctl -w net.core.rmem_max=2097152".into()],
             app: Some(tcpwin_model::verdict::AppFix::new(
                 "SO_RCVBUF",
@@ -175,8 +181,13 @@ mod tests {
             ceiling_bps: Some(1_179_648_000),
             new_connections: true,
             ..Default::default()
-        });
+        };
+        v.suggested = Some(format!("for 1.00 Gbit/s at 18.0 ms: {}", fix.words()));
+        v.fix = Some(fix);
         let t = verdict_line(&v);
+        // the fix line says what it is sized for, the commands follow once each
+        assert!(t.contains("\n    fix: for 1.00 Gbit/s at 18.0 ms\n"), "{t}");
+        assert_eq!(t.matches("rmem_max=2097152").count(), 1, "{t}");
         let lines: Vec<&str> = t.lines().collect();
         let i = lines
             .iter()
