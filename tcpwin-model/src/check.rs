@@ -11,21 +11,7 @@ use crate::{facts::HostLimits, verdict::fmt_rate};
 /// measured.
 pub const DEFAULT_RATIO: u8 = 128;
 
-/// One network interface as netlink reports it (absent: not reported).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Iface {
-    pub name: String,
-    /// the kernel's index (what a route's `dev` refers to)
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub index: Option<u32>,
-    pub mtu: Option<u32>,
-    pub gro: Option<bool>,
-    pub lro: Option<bool>,
-    pub tso: Option<bool>,
-    pub gso: Option<bool>,
-    /// an XDP program is attached (driver, generic or offloaded)
-    pub xdp: Option<bool>,
-}
+pub use crate::facts::Iface;
 
 /// How the running kernel turns a buffer into a window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -278,7 +278,7 @@ pub struct HostLimits {
     pub routes: Vec<Route>,
     /// the namespace's interfaces (GRO, MTU: what the ratio depends on)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ifaces: Vec<crate::check::Iface>,
+    pub ifaces: Vec<Iface>,
 }
 
 /// A route, as `ip route` writes it.
@@ -341,7 +341,7 @@ impl HostLimits {
     }
 
     /// The interface a connection to `peer` uses (by its route).
-    pub fn iface_to(&self, peer: IpAddr) -> Option<&crate::check::Iface> {
+    pub fn iface_to(&self, peer: IpAddr) -> Option<&Iface> {
         let dev = self.route_to(peer)?.dev.as_ref()?;
         self.ifaces.iter().find(|i| &i.name == dev)
     }
@@ -448,4 +448,20 @@ mod tests {
         );
         assert_eq!(HostLimits::triple("1 2"), None);
     }
+}
+
+/// One network interface as netlink reports it (absent: not reported).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Iface {
+    pub name: String,
+    /// the kernel's index (what a route's `dev` refers to)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    pub mtu: Option<u32>,
+    pub gro: Option<bool>,
+    pub lro: Option<bool>,
+    pub tso: Option<bool>,
+    pub gso: Option<bool>,
+    /// an XDP program is attached (driver, generic or offloaded)
+    pub xdp: Option<bool>,
 }

@@ -116,15 +116,21 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     let allows = fmt_rate(ceiling_bps(window, u.binds_at));
     // a sender with nothing more to send is held by its application, whatever short queue its
     // bursts leave at the bottleneck (nginx `limit_rate`: 2-4 ms over a 20 ms path)
-    if let Some(why) = u.sender.and_then(|s| sender::app_limited(s, rate)) {
-        v.limit = Limit::AppLimited;
+    // what the sender says holds it, and the share of the window's ceiling it used
+    let held = |v: &mut Verdict, limit: Limit, why: String, suggested: &str| {
+        v.limit = limit;
         v.setting = Some(format!(
             "{why}; the transfer used {} of the {allows} its window allows",
             fmt_rate(rate)
         ));
-        v.suggested = Some(
-            "nothing in TCP: the sending application's own pace (a rate limit, its disk, its CPU, what it is asked for)"
-                .into(),
+        v.suggested = Some(suggested.into());
+    };
+    if let Some(why) = u.sender.and_then(|s| sender::app_limited(s, rate)) {
+        held(
+            v,
+            Limit::AppLimited,
+            why,
+            "nothing in TCP: the sending application's own pace (a rate limit, its disk, its CPU, what it is asked for)",
         );
     } else if u.queued {
         let queue = rtt.saturating_sub(base);
@@ -143,14 +149,11 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
                 .into(),
         );
     } else if let Some(why) = u.sender.and_then(|s| sender::congestion(s, rate)) {
-        v.limit = Limit::Congestion;
-        v.setting = Some(format!(
-            "{why}; the transfer used {} of the {allows} its window allows",
-            fmt_rate(rate)
-        ));
-        v.suggested = Some(
-            "no window change: the losses on the path (a lossy link, a policer, a full queue upstream); a congestion control that does not back off on every loss (bbr: `sysctl -w net.ipv4.tcp_congestion_control=bbr`) keeps a lossy path fuller"
-                .into(),
+        held(
+            v,
+            Limit::Congestion,
+            why,
+            "no window change: the losses on the path (a lossy link, a policer, a full queue upstream); a congestion control that does not back off on every loss (bbr: `sysctl -w net.ipv4.tcp_congestion_control=bbr`) keeps a lossy path fuller",
         );
     } else {
         v.limit = Limit::NotWindowLimited;

@@ -32,7 +32,7 @@ pub(super) fn gro_off(h: HostLimits) -> HostLimits {
             metric: None,
             window: None,
         }],
-        ifaces: vec![crate::check::Iface {
+        ifaces: vec![crate::facts::Iface {
             name: "eth0".into(),
             index: Some(2),
             mtu: Some(1500),
