@@ -482,13 +482,34 @@ pub const READS: [(Read, View); 4] = [
     (Read::Interval, View::Alone),
 ];
 
-/// Every scenario row summarised (see `Summary`), keyed by (scenario, setup).
+/// A row's setup as the summary names it: the application, the condition, the path (its RTT,
+/// rate and queue, or plain veth) and GRO when it is off: rows that differ only in the path or
+/// GRO are different setups.
+pub fn setup_of(r: &WanRow) -> String {
+    let path = match r.rate_limit_bps {
+        None => "veth".to_string(),
+        Some(rate) => format!(
+            "{:.0} ms, {} Mbit/s{}",
+            r.rtt_ms,
+            rate / 1_000_000,
+            r.queue_ms
+                .map(|q| format!(", {q} ms queue"))
+                .unwrap_or_default()
+        ),
+    };
+    format!(
+        "{}; {}; {path}{}",
+        r.app,
+        r.condition,
+        if r.gro { "" } else { "; GRO off" }
+    )
+}
+
+/// Every scenario row summarised (see `Summary`), keyed by (scenario, setup: see `setup_of`).
 pub fn summary(rows: &[WanRow]) -> BTreeMap<(String, String), Summary> {
     let mut t: BTreeMap<(String, String), Summary> = BTreeMap::new();
     for r in rows {
-        let e = t
-            .entry((r.scenario.clone(), format!("{}; {}", r.app, r.condition)))
-            .or_default();
+        let e = t.entry((r.scenario.clone(), setup_of(r))).or_default();
         e.expected
             .entry(r.cc.clone())
             .or_insert_with(|| match r.also_expected {
@@ -697,6 +718,14 @@ mod tests {
         assert_eq!(x.reads[0], (0, 0), "no snapshot reads in these rows");
         assert_eq!(x.fixes, (0, 1));
         assert_eq!(x.expected.len(), 2);
+        // the same scenario with GRO off, or on another path, is a row of its own
+        let mut gro_off = rows[0].clone();
+        gro_off.gro = false;
+        let mut slower = rows[0].clone();
+        slower.rate_limit_bps = Some(40_000_000);
+        let t = summary(&[rows[0].clone(), gro_off, slower]);
+        assert_eq!(t.len(), 3, "{:?}", t.keys().collect::<Vec<_>>());
+        assert!(t.keys().any(|(_, s)| s.ends_with("; GRO off")));
         let e = outcome(&accuracy(std::slice::from_ref(&open)), &[open])
             .unwrap_err()
             .to_string();
