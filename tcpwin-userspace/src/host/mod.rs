@@ -3,6 +3,7 @@
 pub mod ifname;
 pub mod kconfig;
 pub mod netdev;
+pub mod netlink;
 pub mod netns;
 pub mod owner;
 pub mod process;

@@ -103,28 +103,16 @@ async fn features(by_name: &mut BTreeMap<String, Iface>) -> Result<()> {
 }
 
 /// Every interface of the calling thread's namespace. Features the kernel does not report stay
-/// absent (e.g. without ethtool netlink, before 5.6).
-///
-/// Callable from anywhere, inside an async runtime too (the live trace judges from its tokio
-/// task): the netlink exchange runs on a thread of its own with its own runtime. A new thread
-/// starts in its creator's network namespace, so the interfaces are still the caller's.
+/// absent (e.g. without ethtool netlink, before 5.6). Callable from inside a runtime too (see
+/// `netlink::exchange`).
 pub fn interfaces() -> Result<Vec<Iface>> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_io()
-                .build()?;
-            rt.block_on(async {
-                let mut by_name = BTreeMap::new();
-                links(&mut by_name).await?;
-                if let Err(e) = features(&mut by_name).await {
-                    eprintln!("tcpwin-trace: interface offloads unknown ({e:#}): GRO/LRO/TSO/GSO reported as absent");
-                }
-                Ok(by_name.into_values().collect())
-            })
-        })
-        .join()
-        .map_err(|_| anyhow::anyhow!("reading interfaces: the netlink thread panicked"))?
+    super::netlink::exchange(|| async {
+        let mut by_name = BTreeMap::new();
+        links(&mut by_name).await?;
+        if let Err(e) = features(&mut by_name).await {
+            eprintln!("tcpwin-trace: interface offloads unknown ({e:#}): GRO/LRO/TSO/GSO reported as absent");
+        }
+        Ok(by_name.into_values().collect())
     })
 }
 

@@ -60,11 +60,9 @@ fn route(m: &RouteMessage, names: &dyn Fn(u32) -> Option<String>) -> Option<Rout
 }
 
 /// The main table's unicast routes, IPv4 and IPv6; `names` gives an interface's name by index.
-pub fn routes(names: &dyn Fn(u32) -> Option<String>) -> Result<Vec<Route>> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?;
-    rt.block_on(async {
+/// Callable from inside a runtime too (see `netlink::exchange`).
+pub fn routes(names: &(dyn Fn(u32) -> Option<String> + Sync)) -> Result<Vec<Route>> {
+    super::netlink::exchange(|| async {
         let (conn, handle, _) = rtnetlink::new_connection().context("rtnetlink socket")?;
         tokio::spawn(conn);
         let mut out = Vec::new();
