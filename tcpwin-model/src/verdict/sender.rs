@@ -6,6 +6,7 @@ use super::{
     sizing::{ceiling_bps, fmt_rate, fmt_rtt, Sizing},
     Limit, Verdict,
 };
+use crate::facts::SockFacts;
 
 /// A sender the kernel counted sndbuf-limited for more than this share of its busy time is
 /// bound by its own send buffer.
@@ -42,11 +43,31 @@ const APP_BUSY_SHARE: f64 = 0.5;
 
 /// The sending application does not write fast enough: nothing waits unsent, the congestion
 /// window has room, and the kernel says the sender had less data than the path would take
-/// (`delivery_rate_app_limited`) or it was busy well under the interval. Why, or None.
+/// (`delivery_rate_app_limited`) or it was busy well under the interval. Read at the later
+/// reading, or at the earlier one when the later caught a burst just written (a sender that
+/// writes in bursts, nginx `limit_rate`, has data unsent for a moment after each write; a
+/// sender with more to send always has). Why, or None.
 pub(super) fn app_limited(s: End, rate: u64) -> Option<String> {
-    let f = s.now;
+    if rate == 0 {
+        return None;
+    }
+    let busy = s.busy_share();
+    let (inflight, cwnd, flagged) =
+        writer_idle(s.now, busy).or_else(|| writer_idle(s.before?, busy))?;
+    Some(format!(
+        "the sending application does not write fast enough: nothing waits to be sent, the congestion window has room ({inflight} B in flight of {cwnd} B){}{}",
+        if flagged { ", and the kernel marks its deliveries app-limited" } else { "" },
+        busy.map(|b| format!(", data in flight {:.0} % of the time", b * 100.0))
+            .unwrap_or_default()
+    ))
+}
+
+/// One reading of a sender with nothing to send: nothing unsent, its buffer not full, the
+/// congestion window with room, and the kernel's app-limited mark, nothing in flight, or busy
+/// (`busy`: over the interval) under [`APP_BUSY_SHARE`]. (in flight, cwnd, marked), or None.
+fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
     let mss = f.mss_cache? as u64;
-    if f.unsent? as u64 >= mss || rate == 0 {
+    if f.unsent? as u64 >= mss {
         return None;
     }
     // an application blocked on a full send buffer writes as fast as the buffer lets it
@@ -58,19 +79,13 @@ pub(super) fn app_limited(s: End, rate: u64) -> Option<String> {
     if inflight + 2 * mss >= cwnd {
         return None;
     }
-    let busy = s.busy_share();
     // nothing in flight and nothing to send: no window, queue or loss holds it at this moment
     let empty = f.packets_out == Some(0);
     let flagged = f.app_limited == Some(true);
     if !flagged && !empty && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
         return None;
     }
-    Some(format!(
-        "the sending application does not write fast enough: nothing waits to be sent, the congestion window has room ({inflight} B in flight of {cwnd} B){}{}",
-        if flagged { ", and the kernel marks its deliveries app-limited" } else { "" },
-        busy.map(|b| format!(", data in flight {:.0} % of the time", b * 100.0))
-            .unwrap_or_default()
-    ))
+    Some((inflight, cwnd, flagged))
 }
 
 /// Losses hold the congestion window down and the window holds the flow: retransmissions at

@@ -286,6 +286,18 @@ fn a_sender_that_does_not_write_is_app_limited() {
         None,
     );
     assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
+    // the later reading caught a burst just written (data unsent, not marked app-limited), the
+    // earlier one the writer idle: still the application (nginx `limit_rate`, bbr)
+    let mut burst = s(2.0, 12_000_000 / 8, 4 << 20);
+    burst.unsent = Some(30_000);
+    burst.app_limited = Some(false);
+    let v = judge(&s(1.0, 0, 4 << 20), &burst, &host(), None);
+    assert_eq!(v.limit, Limit::AppLimited, "{v:?}");
+    // a bulk sender has data unsent at both readings: never the application
+    let mut bulk0 = s(1.0, 0, 4 << 20);
+    bulk0.unsent = Some(30_000);
+    let v = judge(&bulk0, &burst, &host(), None);
+    assert_ne!(v.limit, Limit::AppLimited, "{v:?}");
 }
 
 /// The sender of a reader at 20 Mbit/s (reno), alone, read as the reader had just freed some
