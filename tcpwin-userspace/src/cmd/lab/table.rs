@@ -245,8 +245,28 @@ pub fn wan_notes(rows: &[WanRow]) {
 /// Each scenario row in one line: the verdicts right per way of reading (both congestion
 /// controls, both ends, every run) and the fixes that closed the loop.
 pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
+    let expected_of = |x: &super::wan::Summary| {
+        let e: Vec<&String> = x.expected.values().collect();
+        if e.windows(2).all(|w| w[0] == w[1]) {
+            e.first().map(|e| e.to_string()).unwrap_or_default()
+        } else {
+            x.expected
+                .iter()
+                .map(|(cc, e)| format!("{cc}: {e}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+    };
+    // columns as wide as their longest cell: setups name the path and GRO
+    let sw = t.keys().map(|(_, s)| s.len()).max().unwrap_or(0).max(5);
+    let ew = t
+        .values()
+        .map(|x| expected_of(x).len())
+        .max()
+        .unwrap_or(0)
+        .max(29);
     println!(
-        "\n{:<18} {:<58} {:<44} {:>9} {:>9} {:>9} {:>9} {:>7}",
+        "\n{:<18} {:<sw$} {:<ew$} {:>9} {:>10} {:>9} {:>9} {:>7}",
         "scenario",
         "setup",
         "expected (both ends together)",
@@ -264,18 +284,9 @@ pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
         }
     };
     for ((scenario, setup), x) in t {
-        let expected: Vec<&String> = x.expected.values().collect();
-        let expected = if expected.windows(2).all(|w| w[0] == w[1]) {
-            expected.first().map(|e| e.to_string()).unwrap_or_default()
-        } else {
-            x.expected
-                .iter()
-                .map(|(cc, e)| format!("{cc}: {e}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
+        let expected = expected_of(x);
         println!(
-            "{scenario:<18} {setup:<58} {expected:<44} {:>9} {:>9} {:>9} {:>9} {:>7}{}",
+            "{scenario:<18} {setup:<sw$} {expected:<ew$} {:>9} {:>10} {:>9} {:>9} {:>7}{}",
             cell(x.reads[0]),
             cell(x.reads[1]),
             cell(x.reads[2]),
@@ -288,6 +299,22 @@ pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
             }
         );
     }
+    let sum = |f: &dyn Fn(&super::wan::Summary) -> (u32, u32)| {
+        t.values()
+            .map(f)
+            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+    };
+    println!(
+        "{:<18} {:<sw$} {:<ew$} {:>9} {:>10} {:>9} {:>9} {:>7}",
+        "all",
+        "",
+        "",
+        cell(sum(&|x| x.reads[0])),
+        cell(sum(&|x| x.reads[1])),
+        cell(sum(&|x| x.reads[2])),
+        cell(sum(&|x| x.reads[3])),
+        cell(sum(&|x| x.fixes)),
+    );
 }
 
 /// The fix loop: per scenario row and congestion control, the fixes that repaired their
