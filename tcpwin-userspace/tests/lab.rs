@@ -479,7 +479,7 @@ fn wan_scenarios_show_their_verdicts() {
         "GRO raises the ratio: {off:?} {on:?}"
     );
     assert!(
-        off.suggested.as_deref().unwrap().contains("GRO on"),
+        off.suggested.as_deref().unwrap().contains("gro on"),
         "{off:?}"
     );
     // 003: the verdict names rmem_max and the values that fit (rmem_max is global)

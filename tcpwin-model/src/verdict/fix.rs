@@ -65,7 +65,18 @@ impl Fix {
     /// The fix in words, for the one-line text: the commands, the application's option, when
     /// it applies.
     pub fn words(&self) -> String {
-        let mut parts: Vec<String> = self.commands.clone();
+        // a net.core setting is one for the whole host: said beside the command, not in it
+        let mut parts: Vec<String> = self
+            .commands
+            .iter()
+            .map(|c| {
+                if c.contains(" net.core.") {
+                    format!("{c} (global: every namespace)")
+                } else {
+                    c.clone()
+                }
+            })
+            .collect();
         if let Some(a) = &self.app {
             parts.push(format!(
                 "{}an {} request >= {} ({})",
@@ -100,7 +111,7 @@ mod tests {
         };
         assert_eq!(
             f.words(),
-            "sysctl -w net.core.rmem_max=1048576; iperf3: an SO_RCVBUF request >= 1048576 (iperf3 -w 1048576; nginx: listen ... rcvbuf=1048576) (new connections)"
+            "sysctl -w net.core.rmem_max=1048576 (global: every namespace); iperf3: an SO_RCVBUF request >= 1048576 (iperf3 -w 1048576; nginx: listen ... rcvbuf=1048576) (new connections)"
         );
         let v = serde_json::to_value(&f).unwrap();
         assert_eq!(v["app"]["option"], "SO_RCVBUF");
