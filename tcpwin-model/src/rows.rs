@@ -192,14 +192,29 @@ pub struct FixedRun {
     /// both runs' delay lines kept the path's RTT
     #[serde(default = "yes")]
     pub on_time: bool,
+    /// a fix that turns GRO on: the receiver's veth merged segments after it (its ratio rose).
+    /// The lab's veth stands in for a NIC by polling in a thread of its own; with the CPUs busy
+    /// that thread can poll each frame alone, and then GRO merges nothing however it is set
+    #[serde(default = "yes")]
+    pub gro_merged: bool,
 }
 
 impl FixedRun {
     /// Whether the loop is judged: a late path only adds RTT, which makes the window look
     /// tighter and the rate lower, so a loop closed on it is closed; one left open on it says
-    /// nothing and is not judged.
+    /// nothing and is not judged. Likewise a GRO fix after which the lab's veth merged nothing: the lab did not stand in
+    /// for a NIC on that run, so an open loop says nothing about the fix.
     pub fn judged(&self) -> bool {
-        self.on_time || self.closed
+        (self.on_time && self.gro_merged) || self.closed
+    }
+
+    /// Why an open loop is not judged, in words; None when it is judged.
+    pub fn unjudged_because(&self) -> Option<&'static str> {
+        match (self.judged(), self.on_time) {
+            (true, _) => None,
+            (false, false) => Some("path late"),
+            (false, true) => Some("GRO on, the lab's veth merged nothing"),
+        }
     }
 }
 

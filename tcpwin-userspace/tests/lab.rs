@@ -420,6 +420,8 @@ fn wan_scenarios_show_their_verdicts() {
             }
             // the window the fix printed is the one the kernel then allows: exactly where the
             // fix sets the buffer or the clamp (within 2 %), at least where it is GRO's floor
+            // (on a run where the lab's veth merged: with the CPUs busy its NAPI thread can
+            // poll each frame alone; the lab then reruns and says it did not judge the fix)
             let fix = r.fix.as_ref().unwrap();
             if let (Some(said), Some(got)) = (fix.window, fixed.window) {
                 let rel = got as f64 / said as f64;
@@ -430,14 +432,22 @@ fn wan_scenarios_show_their_verdicts() {
                         "window {got} after, {said} printed: {ctx}"
                     );
                 }
-                if fix.commands.iter().any(|c| c.contains(" gro on")) {
+                if fix.commands.iter().any(|c| c.contains(" gro on")) && fixed.gro_merged {
                     assert!(rel >= 0.98, "window {got} after, {said} printed: {ctx}");
                 }
             }
             if fixed.judged() {
                 assert!(fixed.closed, "the fix did not repair the transfer: {ctx}");
             } else {
-                eprintln!("FIX NOT JUDGED (open, on a path that stayed late): {ctx}");
+                eprintln!(
+                    "FIX NOT JUDGED (open, {}): {ctx}",
+                    fixed.unjudged_because().unwrap_or("-")
+                );
+                // the veth merged nothing, so the ratio is the one before: the receiver still
+                // names it (the tool does not call an unchanged limit lifted)
+                if !fixed.gro_merged {
+                    assert_eq!(fixed.verdict, Some(Limit::LowRatio), "{ctx}");
+                }
             }
         }
         if r.app != "own endpoints" {

@@ -217,14 +217,15 @@ pub fn wan_notes(rows: &[WanRow]) {
         .filter(|r| r.path_drops > 0 || r.path_late + r.path_rx_late > 0)
     {
         println!(
-            "path {} {} (attempt {}): {} us added to a round trip on average; {} of {} frames more than 1 ms late (leaving: latest {} us; waiting to be read: longest {} us), {} lost by the delay line{}",
+            "path {} {} (attempt {}): {} us added to a round trip on average; of {} frames, {} left more than 1 ms late (latest {} us) and {} waited more than 1 ms to be read (longest {} us), {} lost by the delay line{}",
             r.scenario,
             r.condition,
             r.attempt,
             r.path_added_rtt_us,
-            r.path_late + r.path_rx_late,
             r.path_forwarded,
+            r.path_late,
             r.path_max_late_us,
+            r.path_rx_late,
             r.path_max_rx_wait_us,
             r.path_drops,
             if r.path_on_time { "" } else { ": not judged" }
@@ -239,6 +240,23 @@ pub fn wan_notes(rows: &[WanRow]) {
             r.setting.as_deref().unwrap_or("-"),
             r.suggested.as_deref().unwrap_or("-")
         );
+    }
+}
+
+/// What the summary did not judge, and why: runs on a late path, fixes whose run the lab could
+/// not stand behind.
+fn not_judged(x: &super::wan::Summary) -> String {
+    let mut why = Vec::new();
+    if x.unjudged > 0 {
+        why.push(format!("{} not judged: path late", x.unjudged));
+    }
+    for (reason, n) in &x.fixes_unjudged {
+        why.push(format!("{n} fix not judged: {reason}"));
+    }
+    if why.is_empty() {
+        String::new()
+    } else {
+        format!("  ({})", why.join("; "))
     }
 }
 
@@ -292,11 +310,7 @@ pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
             cell(x.reads[2]),
             cell(x.reads[3]),
             cell(x.fixes),
-            if x.unjudged > 0 {
-                format!("  ({} not judged: path late)", x.unjudged)
-            } else {
-                String::new()
-            }
+            not_judged(x)
         );
     }
     let sum = |f: &dyn Fn(&super::wan::Summary) -> (u32, u32)| {
@@ -323,20 +337,23 @@ pub fn print_fix_loops(t: &BTreeMap<(String, String, String), (u32, u32)>) {
     if t.is_empty() {
         return;
     }
+    let sw = t.keys().map(|(_, s, _)| s.len()).max().unwrap_or(0).max(5);
     println!(
-        "\n{:<18} {:<58} {:<5} fixes that closed the loop",
+        "\n{:<18} {:<sw$} {:<5} fixes that closed the loop",
         "scenario", "setup", "cc"
     );
     for ((scenario, setup, cc), (ok, n)) in t {
-        println!("{scenario:<18} {setup:<58} {cc:<5} {ok}/{n}");
+        println!("{scenario:<18} {setup:<sw$} {cc:<5} {ok}/{n}");
     }
 }
 
 /// The accuracy table: scenario x congestion control x end, expected vs got over the runs; the
 /// measured / predicted throughput as a spread (median, worst); rows not judged (late path).
 pub fn print_accuracy(t: &super::wan::Accuracy) {
+    // setups name the path and GRO: the column as wide as the longest
+    let sw = t.keys().map(|k| k.setup.len()).max().unwrap_or(0).max(5);
     println!(
-        "\n{:<18} {:<58} {:<5} {:<24} {:<37} {:>8}  {:<17} got",
+        "\n{:<18} {:<sw$} {:<5} {:<24} {:<37} {:>8}  {:<17} got",
         "scenario", "setup", "cc", "read", "expected", "accuracy", "measured/predicted"
     );
     for (k, x) in t {
@@ -351,7 +368,7 @@ pub fn print_accuracy(t: &super::wan::Accuracy) {
             String::new()
         };
         println!(
-            "{:<18} {:<58} {:<5} {:<24} {:<37} {:>3}/{:<3} {:>3.0}%  {:<17} {}{unjudged}",
+            "{:<18} {:<sw$} {:<5} {:<24} {:<37} {:>3}/{:<3} {:>3.0}%  {:<17} {}{unjudged}",
             k.scenario,
             k.setup,
             k.cc,

@@ -252,10 +252,11 @@ fn one_row(
             break (j, st);
         }
         eprintln!(
-            "lab: the path was late (the delay line added {} us to a round trip on average; {} of {} frames more than 1 ms late): running the row again",
+            "lab: the path was late (the delay line added {} us to a round trip on average; of {} frames, {} left more than 1 ms late and {} waited more than 1 ms to be read; a frame can be both): running the row again",
             j.row.path_added_rtt_us,
-            j.row.path_late + j.row.path_rx_late,
-            j.row.path_forwarded
+            j.row.path_forwarded,
+            j.row.path_late,
+            j.row.path_rx_late
         );
         attempt += 1;
         check_stop()?;
@@ -265,7 +266,25 @@ fn one_row(
     if let Some(fix) = fix {
         check_stop()?;
         let applied = fixloop::apply(&fix, &mut st)?;
-        let after = on_time_run(exe, it, s, &st, cc, run_no)?;
+        let mut after = on_time_run(exe, it, s, &st, cc, run_no)?;
+        // GRO turned on by the fix: the lab's veth merges only when its NAPI thread finds
+        // frames waiting together; on a busy machine it can poll each alone. Run again while
+        // the ratio shows nothing merged, then say so rather than judge the fix on it
+        let turns_gro_on = fix.commands.iter().any(|c| c.contains(" gro on"));
+        let mut attempt = 1;
+        while turns_gro_on
+            && !merged(j.row.scaling_ratio, after.row.scaling_ratio)
+            && attempt < ATTEMPTS
+        {
+            eprintln!(
+                "lab: GRO is on and the receiver's veth merged nothing (ratio {} as before the fix: its NAPI thread polled each frame alone): running the fixed transfer again",
+                after.row.scaling_ratio.map(|r| r.to_string()).unwrap_or("-".into())
+            );
+            attempt += 1;
+            check_stop()?;
+            after = on_time_run(exe, it, s, &st, cc, run_no)?;
+        }
+        let gro_merged = !turns_gro_on || merged(j.row.scaling_ratio, after.row.scaling_ratio);
         drop(st);
         // the same path with nothing set
         let base = s.baseline();
@@ -294,9 +313,21 @@ fn one_row(
             reads: after.row.reads,
             closed,
             on_time: after.row.path_on_time && b.row.path_on_time,
+            gro_merged,
         });
     }
     Ok(j.row)
+}
+
+/// Whether GRO merged anything in a run, from the receiver's ratio before GRO was turned on and
+/// after: the kernel moves the ratio only on a segment longer than the last (a merged one), so
+/// one merge in the run leaves it above the unmerged ratio.
+fn merged(before: Option<u8>, after: Option<u8>) -> bool {
+    match (before, after) {
+        (Some(b), Some(a)) => a > b,
+        // nothing to compare: judge the fix as it is
+        _ => true,
+    }
 }
 
 /// `--scenario`: every row asked, with every congestion control, `repeat` times; each row is
@@ -428,7 +459,7 @@ pub fn accuracy(rows: &[WanRow]) -> Accuracy {
         for (read, view, end, got, ok) in reads_of(r) {
             let key = AccuracyKey {
                 scenario: r.scenario.clone(),
-                setup: format!("{}; {}", r.app, r.condition),
+                setup: setup_of(r),
                 cc: r.cc.clone(),
                 read,
                 view,
@@ -472,6 +503,8 @@ pub struct Summary {
     pub expected: BTreeMap<String, String>,
     /// runs whose path was late: not judged
     pub unjudged: u32,
+    /// fixes applied but not judged, per reason (see `FixedRun::unjudged_because`)
+    pub fixes_unjudged: BTreeMap<&'static str, u32>,
 }
 
 /// The four ways of reading, in the summary's column order.
@@ -526,9 +559,16 @@ pub fn summary(rows: &[WanRow]) -> BTreeMap<(String, String), Summary> {
                 e.reads[i].0 += ok as u32;
             }
         }
-        if let Some(f) = r.fixed.as_ref().filter(|f| f.judged()) {
-            e.fixes.1 += 1;
-            e.fixes.0 += f.closed as u32;
+        match r.fixed.as_ref() {
+            Some(f) if f.judged() => {
+                e.fixes.1 += 1;
+                e.fixes.0 += f.closed as u32;
+            }
+            Some(f) => {
+                let why = f.unjudged_because().unwrap_or("not judged");
+                *e.fixes_unjudged.entry(why).or_default() += 1;
+            }
+            None => {}
         }
     }
     t
@@ -541,11 +581,7 @@ pub fn fix_loops(rows: &[WanRow]) -> BTreeMap<(String, String, String), (u32, u3
     for r in rows.iter().filter(|r| r.path_on_time) {
         if let Some(f) = r.fixed.as_ref().filter(|f| f.judged()) {
             let e = t
-                .entry((
-                    r.scenario.clone(),
-                    format!("{}; {}", r.app, r.condition),
-                    r.cc.clone(),
-                ))
+                .entry((r.scenario.clone(), setup_of(r), r.cc.clone()))
                 .or_default();
             e.1 += 1;
             if f.closed {
@@ -708,6 +744,7 @@ mod tests {
             reads: vec![],
             closed: false,
             on_time: true,
+            gro_merged: true,
         });
         // the summary: one line per scenario row, both congestion controls and ends merged
         let t = summary(&[rows[0].clone(), rows[1].clone(), open.clone()]);
@@ -723,13 +760,73 @@ mod tests {
         gro_off.gro = false;
         let mut slower = rows[0].clone();
         slower.rate_limit_bps = Some(40_000_000);
-        let t = summary(&[rows[0].clone(), gro_off, slower]);
+        let t = summary(&[rows[0].clone(), gro_off.clone(), slower.clone()]);
         assert_eq!(t.len(), 3, "{:?}", t.keys().collect::<Vec<_>>());
         assert!(t.keys().any(|(_, s)| s.ends_with("; GRO off")));
+        // and so in the accuracy table and the fix loops, keyed the same way
+        let t = accuracy(&[rows[0].clone(), gro_off.clone(), slower.clone()]);
+        assert_eq!(t.keys().filter(|k| k.end == "receiver").count(), 3);
+        let mut fixed = [rows[0].clone(), gro_off, slower];
+        for r in fixed.iter_mut() {
+            r.fixed = open.fixed.clone();
+        }
+        assert_eq!(fix_loops(&fixed).len(), 3);
         let e = outcome(&accuracy(std::slice::from_ref(&open)), &[open])
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("1 of 1 fixes did not repair"), "{e}");
+    }
+
+    /// A GRO fix run on which the lab's veth merged nothing (the ratio as before) is not
+    /// judged, and the summary says so; one that merged, or closed anyway, is.
+    #[test]
+    fn a_gro_fix_on_a_veth_that_merged_nothing_is_said_not_judged() {
+        assert!(!merged(Some(158), Some(158)));
+        assert!(!merged(Some(160), Some(158)));
+        assert!(merged(Some(158), Some(193)));
+        assert!(merged(None, Some(158)), "nothing to compare: judged");
+        let mut r = row(Limit::LowRatio, Limit::LowRatio, "bbr");
+        let f = FixedRun {
+            applied: vec!["ethtool -K veth-b gro on".into()],
+            throughput_bps: Some(80),
+            baseline_bps: Some(100),
+            verdict: Some(Limit::LowRatio),
+            sender_verdict: None,
+            window: None,
+            scaling_ratio: Some(158),
+            window_clamp: None,
+            reads: vec![],
+            closed: false,
+            on_time: true,
+            gro_merged: false,
+        };
+        assert!(!f.judged());
+        assert_eq!(
+            f.unjudged_because(),
+            Some("GRO on, the lab's veth merged nothing")
+        );
+        r.fixed = Some(f.clone());
+        let t = summary(std::slice::from_ref(&r));
+        let x = t.values().next().unwrap();
+        assert_eq!(x.fixes, (0, 0));
+        assert_eq!(
+            x.fixes_unjudged
+                .get("GRO on, the lab's veth merged nothing"),
+            Some(&1)
+        );
+        assert!(outcome(&accuracy(std::slice::from_ref(&r)), &[r.clone()]).is_ok());
+        // a closed loop is closed however the veth merged; a late path is said as such
+        let closed = FixedRun {
+            closed: true,
+            ..f.clone()
+        };
+        assert!(closed.judged() && closed.unjudged_because().is_none());
+        let late = FixedRun {
+            on_time: false,
+            gro_merged: true,
+            ..f
+        };
+        assert_eq!(late.unjudged_because(), Some("path late"));
     }
 
     /// A row measured on a late path is not judged (not a match, not a miss), and the
