@@ -188,6 +188,23 @@ impl TxRing {
     }
 }
 
+/// Where the line puts frames and hands them to the kernel (the TX ring; a fake in tests).
+trait Ring {
+    /// Puts a frame in the next slot; false when that slot is still taken (the ring is full).
+    fn put(&mut self, frame: &[u8]) -> bool;
+    /// Sends the frames put so far; false when the kernel refused.
+    fn flush(&self) -> bool;
+}
+
+impl Ring for TxRing {
+    fn put(&mut self, frame: &[u8]) -> bool {
+        TxRing::put(self, frame)
+    }
+    fn flush(&self) -> bool {
+        TxRing::flush(self)
+    }
+}
+
 impl Drop for TxRing {
     fn drop(&mut self) {
         // SAFETY: unmapping the mapping this struct made, once.
@@ -536,6 +553,46 @@ impl Inbox {
     }
 }
 
+/// Puts the frames due by `now` in the ring and hands them to the kernel; returns how many
+/// were put. A refused send leaves its frames in the ring for the next one, so a ring that is
+/// full while frames are due is handed over too: with every slot held by frames the kernel
+/// refused, nothing else would ever send them again (the line stalled for good on a busy
+/// machine: a transfer that never finished).
+fn hand_over(inbox: &mut Inbox, tx: &mut dyn Ring, now: Instant, st: &DirStats) -> usize {
+    let mut put = 0;
+    while let Some((due, frame)) = inbox.queue.front() {
+        if *due > now {
+            break;
+        }
+        if !tx.put(frame) {
+            // every slot waits for the receiver to free its frame: send what is put, retry
+            break;
+        }
+        put += 1;
+        let late = now.saturating_duration_since(*due).as_micros() as u64;
+        st.added_us.fetch_add(late, Ordering::Relaxed);
+        if late > LATE_US {
+            st.late.fetch_add(1, Ordering::Relaxed);
+        }
+        st.max_late_us.fetch_max(late, Ordering::Relaxed);
+        let (_, frame) = inbox.queue.pop_front().expect("front exists");
+        inbox.queued -= frame.len();
+        inbox.free.push(frame);
+    }
+    if put > 0 {
+        // a refused send is counted; the kernel keeps the frame and retries it next time
+        let mut refused = 0;
+        while !tx.flush() && refused < put {
+            refused += 1;
+        }
+        st.send_retries.fetch_add(refused as u64, Ordering::Relaxed);
+        st.forwarded.fetch_add(put as u64, Ordering::Relaxed);
+    } else if inbox.queue.front().is_some_and(|(due, _)| *due <= now) && !tx.flush() {
+        st.send_retries.fetch_add(1, Ordering::Relaxed);
+    }
+    put
+}
+
 /// One direction: receive on `from`, hold `delay`, send on `to`.
 fn forward(
     rx: OwnedFd,
@@ -559,41 +616,12 @@ fn forward(
     };
     let mut stats_read = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let now = Instant::now();
-        let mut put = 0;
-        while let Some((due, frame)) = inbox.queue.front() {
-            if *due > now {
-                break;
-            }
-            if !tx.put(frame) {
-                // every slot waits for the receiver to free its frame: send what is put, retry
-                break;
-            }
-            put += 1;
-            let late = now.saturating_duration_since(*due).as_micros() as u64;
-            st.added_us.fetch_add(late, Ordering::Relaxed);
-            if late > LATE_US {
-                st.late.fetch_add(1, Ordering::Relaxed);
-            }
-            st.max_late_us.fetch_max(late, Ordering::Relaxed);
-            let (_, frame) = inbox.queue.pop_front().expect("front exists");
-            inbox.queued -= frame.len();
-            inbox.free.push(frame);
-        }
-        if put > 0 {
-            // a refused send is counted; the kernel keeps the frame and retries it next time
-            let mut refused = 0;
-            while !tx.flush() && refused < put {
-                refused += 1;
-            }
-            st.send_retries.fetch_add(refused as u64, Ordering::Relaxed);
-            st.forwarded.fetch_add(put as u64, Ordering::Relaxed);
-        }
-        if inbox
-            .queue
-            .front()
-            .is_some_and(|(due, _)| *due <= Instant::now())
-            && put == 0
+        let put = hand_over(&mut inbox, &mut tx, Instant::now(), &st);
+        if put == 0
+            && inbox
+                .queue
+                .front()
+                .is_some_and(|(due, _)| *due <= Instant::now())
         {
             // the ring is full: give the receiver a moment
             std::thread::sleep(Duration::from_micros(100));
@@ -775,6 +803,66 @@ mod tests {
             link_free: Instant::now(),
             free: Vec::new(),
         }
+    }
+
+    /// A ring whose kernel refuses sends for a while: the frames put before
+    /// the refusals wait in their slots for the next send.
+    struct Refusing {
+        slots: usize,
+        waiting: std::cell::Cell<usize>,
+        refusals: std::cell::Cell<u32>,
+        sent: std::cell::Cell<usize>,
+    }
+
+    impl Ring for Refusing {
+        fn put(&mut self, _: &[u8]) -> bool {
+            if self.waiting.get() == self.slots {
+                return false;
+            }
+            self.waiting.set(self.waiting.get() + 1);
+            true
+        }
+        fn flush(&self) -> bool {
+            if self.refusals.get() > 0 {
+                self.refusals.set(self.refusals.get() - 1);
+                return false;
+            }
+            self.sent.set(self.sent.get() + self.waiting.take());
+            true
+        }
+    }
+
+    /// Sends refused until the ring is full: the full ring is handed over again, so every
+    /// due frame leaves (the line used to wait forever for a free slot that only a send
+    /// frees).
+    #[test]
+    fn a_ring_full_of_refused_frames_is_sent_again() {
+        let mut b = inbox(None);
+        let now = Instant::now();
+        for _ in 0..3 {
+            b.queued += 100;
+            b.queue.push_back((now, vec![0u8; 100]));
+        }
+        let mut ring = Refusing {
+            slots: 2,
+            waiting: 0.into(),
+            refusals: 3.into(),
+            sent: 0.into(),
+        };
+        let st = DirStats::default();
+        assert_eq!(hand_over(&mut b, &mut ring, now, &st), 2);
+        assert_eq!(
+            (ring.waiting.get(), ring.sent.get()),
+            (2, 0),
+            "both refused"
+        );
+        for _ in 0..3 {
+            hand_over(&mut b, &mut ring, now, &st);
+        }
+        assert!(b.queue.is_empty());
+        assert_eq!(ring.sent.get() + ring.waiting.get(), 3);
+        hand_over(&mut b, &mut ring, now, &st);
+        assert_eq!(ring.sent.get(), 3, "every frame sent");
     }
 
     /// Frames read one after the other while the clock moves (a long drain): each is due

@@ -60,7 +60,13 @@ fn judge_run(
     cc: &str,
     run_no: u32,
 ) -> Result<Judged> {
-    let r = run::transfer(exe, it, s, st, cc)?;
+    // a transfer that fails or never ends says what the delay line did meanwhile
+    let r = run::transfer(exe, it, s, st, cc).with_context(|| {
+        format!(
+            "the path's delay line meanwhile: {:?}",
+            st.pair.path.as_ref().map(|p| p.totals())
+        )
+    })?;
     let [first, _, last] = &r.readings;
     let target = st.rate_bps;
     let (rx, tx) = reads::ends(first, last, target).with_context(|| {
