@@ -284,7 +284,21 @@ impl Transfer<'_> {
     /// Waits for the sender (bounded) and returns its reports.
     pub fn finish_sender(&self, mut child: Proc) -> Result<Vec<EndpointReport>> {
         let out = drain(child.stdout.take());
-        wait_bounded(&mut child, self.timeout, "sender")?;
+        // a sender that never finishes: both ends' sockets as ss shows them before it is
+        // stopped, to tell a stalled path (unacked data, RTO backing off) from a stalled reader
+        wait_bounded_saying(&mut child, self.timeout, "sender", &|| {
+            [&self.pair.a, &self.pair.b]
+                .iter()
+                .map(|ns| {
+                    Pair::exec(ns, "ss")
+                        .args(["-tinmH"])
+                        .output()
+                        .map(|o| format!("{ns}: {}", String::from_utf8_lossy(&o.stdout).trim()))
+                        .unwrap_or_else(|e| format!("{ns}: ss: {e}"))
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })?;
         let text = out.join().unwrap_or_default();
         text.lines()
             .map(|l| serde_json::from_str(l).with_context(|| format!("sender said: {l}")))
@@ -423,6 +437,17 @@ pub fn run_as_nobody(exe: &Path, args: &[&str]) -> std::process::Output {
 }
 
 pub fn wait_bounded(child: &mut Child, timeout: Duration, what: &str) -> Result<()> {
+    wait_bounded_saying(child, timeout, what, &String::new)
+}
+
+/// As `wait_bounded`; on the timeout, `say()` (taken before the child is stopped) ends the
+/// error.
+pub fn wait_bounded_saying(
+    child: &mut Child,
+    timeout: Duration,
+    what: &str,
+    say: &dyn Fn() -> String,
+) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(s) = child.try_wait()? {
@@ -432,9 +457,13 @@ pub fn wait_bounded(child: &mut Child, timeout: Duration, what: &str) -> Result<
             return Ok(());
         }
         if Instant::now() > deadline {
+            let said = say();
             let _ = child.kill();
             let _ = child.wait();
-            bail!("{what} did not finish within {timeout:?}");
+            if said.is_empty() {
+                bail!("{what} did not finish within {timeout:?}");
+            }
+            bail!("{what} did not finish within {timeout:?}; meanwhile:\n{said}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -461,4 +490,30 @@ pub fn programs_named(names: &[&str]) -> Result<usize> {
                 .any(|full| *full == *n || (n.len() == 15 && full.starts_with(n)))
         })
         .count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child that outlives its bound is stopped, and the error ends with what `say` found
+    /// while it still ran.
+    #[test]
+    fn a_child_past_its_bound_is_stopped_and_said() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let t0 = Instant::now();
+        let e = wait_bounded_saying(&mut child, Duration::from_millis(100), "sleeper", &|| {
+            "its sockets".into()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(t0.elapsed() < Duration::from_secs(10), "stopped");
+        assert!(
+            e.starts_with("sleeper did not finish within 100ms")
+                && e.ends_with("meanwhile:\nits sockets"),
+            "{e}"
+        );
+        let mut quick = Command::new("true").spawn().unwrap();
+        wait_bounded(&mut quick, Duration::from_secs(10), "true").unwrap();
+    }
 }
