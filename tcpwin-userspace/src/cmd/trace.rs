@@ -139,10 +139,38 @@ impl Session {
     /// Each record updates the timeline and is printed (a close brings the socket's final
     /// verdict); the lines leave at each drain (at least every 100 ms), not at exit.
     fn drain(&mut self, ring: &mut Ring, log: &KernelLog) -> Result<()> {
+        let mut later = Vec::new();
+        self.drain_until(ring, log, u64::MAX, &mut later)
+    }
+
+    /// As `drain`, for the records up to `until_ns`; later ones are kept in `later`, to be
+    /// applied after the lines of a reading taken at `until_ns` (a hook that fired while the
+    /// reading was being judged comes after its verdicts, as it happened).
+    fn drain_until(
+        &mut self,
+        ring: &mut Ring,
+        log: &KernelLog,
+        until_ns: u64,
+        later: &mut Vec<Record>,
+    ) -> Result<()> {
+        let mut now = Vec::new();
+        ring.drain(&mut |r: Record| {
+            if r.ev.ts_ns > until_ns {
+                later.push(r);
+            } else {
+                now.push(r);
+            }
+            Ok(())
+        })?;
+        self.apply(now, log)
+    }
+
+    /// Records drained, in their order: into the timeline, then printed.
+    fn apply(&mut self, records: Vec<Record>, log: &KernelLog) -> Result<()> {
         let Session {
             out, socks, judges, ..
         } = self;
-        ring.drain(&mut |mut r: Record| {
+        for mut r in records {
             if r.kind == EventKind::Seen && r.cookie().is_some_and(|c| socks.is_live(c)) {
                 // first sight of a socket already tracked: its kernel state was evicted
                 log.note(
@@ -167,8 +195,7 @@ impl Session {
                     }
                 }
             }
-            Ok(())
-        })?;
+        }
         Ok(self.out.w.flush()?)
     }
 
@@ -238,8 +265,12 @@ impl Session {
         let tick = j.tick(tracer, &live)?;
         // A hook may have fired between the last drain and the reading: its event is in the
         // ring, not yet in the timeline. Drained first, it is printed as the hook's (in time
-        // order) and the reading reports only what no hook saw.
-        self.drain(ring, &tracer.log)?;
+        // order) and the reading reports only what no hook saw. One that fired after the
+        // reading (while it was judged: milliseconds on a busy machine) waits for the
+        // reading's lines, so the lines stay in time order
+        let read_at = tick.read.iter().map(|f| f.ts_ns).min().unwrap_or(u64::MAX);
+        let mut later = Vec::new();
+        self.drain_until(ring, &tracer.log, read_at, &mut later)?;
         self.catch_up(&tick.read)?;
         self.flush_folds()?;
         for v in tick.verdicts {
@@ -265,7 +296,7 @@ impl Session {
                 );
             }
         }
-        Ok(self.out.w.flush()?)
+        self.apply(later, &tracer.log)
     }
 }
 
