@@ -150,8 +150,17 @@ impl TxRing {
         // SAFETY: i < frames, so the slot lies inside the mapping.
         unsafe { self.map.add(i * self.frame_size) as *mut Tpacket2Hdr }
     }
+}
 
+/// Where the line puts frames and hands them to the kernel (the TX ring; a fake in tests).
+trait Ring {
     /// Puts a frame in the next slot; false when that slot is still taken (the ring is full).
+    fn put(&mut self, frame: &[u8]) -> bool;
+    /// Sends the frames put so far; false when the kernel refused.
+    fn flush(&self) -> bool;
+}
+
+impl Ring for TxRing {
     fn put(&mut self, frame: &[u8]) -> bool {
         let h = self.slot(self.next);
         // SAFETY: h points at a slot header in the mapping; the kernel writes tp_status, so it
@@ -171,7 +180,6 @@ impl TxRing {
         true
     }
 
-    /// Sends the frames put so far; false when the kernel refused one.
     fn flush(&self) -> bool {
         // SAFETY: send(2) with no data: the kernel takes the ring's pending frames.
         let rc = unsafe {
@@ -185,23 +193,6 @@ impl TxRing {
             )
         };
         rc >= 0
-    }
-}
-
-/// Where the line puts frames and hands them to the kernel (the TX ring; a fake in tests).
-trait Ring {
-    /// Puts a frame in the next slot; false when that slot is still taken (the ring is full).
-    fn put(&mut self, frame: &[u8]) -> bool;
-    /// Sends the frames put so far; false when the kernel refused.
-    fn flush(&self) -> bool;
-}
-
-impl Ring for TxRing {
-    fn put(&mut self, frame: &[u8]) -> bool {
-        TxRing::put(self, frame)
-    }
-    fn flush(&self) -> bool {
-        TxRing::flush(self)
     }
 }
 

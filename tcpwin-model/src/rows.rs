@@ -202,8 +202,9 @@ pub struct FixedRun {
 impl FixedRun {
     /// Whether the loop is judged: a late path only adds RTT, which makes the window look
     /// tighter and the rate lower, so a loop closed on it is closed; one left open on it says
-    /// nothing and is not judged. Likewise a GRO fix after which the lab's veth merged nothing: the lab did not stand in
-    /// for a NIC on that run, so an open loop says nothing about the fix.
+    /// nothing and is not judged. Likewise a GRO fix after which the lab's veth merged
+    /// nothing: the lab did not stand in for a NIC on that run, so an open loop says nothing
+    /// about the fix.
     pub fn judged(&self) -> bool {
         (self.on_time && self.gro_merged) || self.closed
     }

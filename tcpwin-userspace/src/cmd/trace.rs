@@ -124,6 +124,42 @@ fn emit_verdict(out: &mut Out, v: &VerdictLine) -> Result<()> {
     Ok(())
 }
 
+/// One record drained: into the timeline, then printed (a close brings the socket's final
+/// verdict).
+fn apply(
+    out: &mut Out,
+    socks: &mut Sockets,
+    judges: &mut Option<TracedVerdicts>,
+    log: &KernelLog,
+    mut r: Record,
+) -> Result<()> {
+    if r.kind == EventKind::Seen && r.cookie().is_some_and(|c| socks.is_live(c)) {
+        // first sight of a socket already tracked: its kernel state was evicted
+        log.note(
+            LogLevel::Warn,
+            hook::name(r.ev.hook),
+            &format!(
+                "socket {:x} left the tracer's socket map (an LRU of {} sockets) and is seen again: changes in between were reported as one",
+                r.ev.cookie,
+                tcpwin_common::MAX_TRACKED_SOCKETS
+            ),
+        );
+    }
+    socks.update(&mut r);
+    let side = judges
+        .as_ref()
+        .and_then(|j| j.side(r.cookie().unwrap_or(0)));
+    emit(out, &r, side)?;
+    if r.kind == EventKind::Close {
+        if let (Some(j), Some(c)) = (judges.as_mut(), r.cookie()) {
+            if let Some(v) = j.close(c, r.ev.ts_ns) {
+                emit_verdict(out, &v)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What a trace keeps while it runs: the output, the per-socket timeline and the verdicts.
 struct Session {
     out: Out,
@@ -153,48 +189,27 @@ impl Session {
         until_ns: u64,
         later: &mut Vec<Record>,
     ) -> Result<()> {
-        let mut now = Vec::new();
-        ring.drain(&mut |r: Record| {
-            if r.ev.ts_ns > until_ns {
-                later.push(r);
-            } else {
-                now.push(r);
-            }
-            Ok(())
-        })?;
-        self.apply(now, log)
-    }
-
-    /// Records drained, in their order: into the timeline, then printed.
-    fn apply(&mut self, records: Vec<Record>, log: &KernelLog) -> Result<()> {
         let Session {
             out, socks, judges, ..
         } = self;
-        for mut r in records {
-            if r.kind == EventKind::Seen && r.cookie().is_some_and(|c| socks.is_live(c)) {
-                // first sight of a socket already tracked: its kernel state was evicted
-                log.note(
-                    LogLevel::Warn,
-                    hook::name(r.ev.hook),
-                    &format!(
-                        "socket {:x} left the tracer's socket map (an LRU of {} sockets) and is seen again: changes in between were reported as one",
-                        r.ev.cookie,
-                        tcpwin_common::MAX_TRACKED_SOCKETS
-                    ),
-                );
+        ring.drain(&mut |r: Record| {
+            if r.ev.ts_ns > until_ns {
+                later.push(r);
+                Ok(())
+            } else {
+                apply(out, socks, judges, log, r)
             }
-            socks.update(&mut r);
-            let side = judges
-                .as_ref()
-                .and_then(|j| j.side(r.cookie().unwrap_or(0)));
-            emit(out, &r, side)?;
-            if r.kind == EventKind::Close {
-                if let (Some(j), Some(c)) = (judges.as_mut(), r.cookie()) {
-                    if let Some(v) = j.close(c, r.ev.ts_ns) {
-                        emit_verdict(out, &v)?;
-                    }
-                }
-            }
+        })?;
+        Ok(self.out.w.flush()?)
+    }
+
+    /// Records kept by `drain_until`, in their order.
+    fn apply_later(&mut self, later: Vec<Record>, log: &KernelLog) -> Result<()> {
+        let Session {
+            out, socks, judges, ..
+        } = self;
+        for r in later {
+            apply(out, socks, judges, log, r)?;
         }
         Ok(self.out.w.flush()?)
     }
@@ -296,7 +311,7 @@ impl Session {
                 );
             }
         }
-        self.apply(later, &tracer.log)
+        self.apply_later(later, &tracer.log)
     }
 }
 

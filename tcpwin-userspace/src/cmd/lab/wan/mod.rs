@@ -565,16 +565,14 @@ pub fn summary(rows: &[WanRow]) -> BTreeMap<(String, String), Summary> {
                 e.reads[i].0 += ok as u32;
             }
         }
-        match r.fixed.as_ref() {
-            Some(f) if f.judged() => {
-                e.fixes.1 += 1;
-                e.fixes.0 += f.closed as u32;
+        if let Some(f) = r.fixed.as_ref() {
+            match f.unjudged_because() {
+                None => {
+                    e.fixes.1 += 1;
+                    e.fixes.0 += f.closed as u32;
+                }
+                Some(why) => *e.fixes_unjudged.entry(why).or_default() += 1,
             }
-            Some(f) => {
-                let why = f.unjudged_because().unwrap_or("not judged");
-                *e.fixes_unjudged.entry(why).or_default() += 1;
-            }
-            None => {}
         }
     }
     t
