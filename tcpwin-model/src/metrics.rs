@@ -107,21 +107,25 @@ pub struct TopSocket {
     pub side: &'static str,
     pub limit: &'static str,
     /// rate / (window / RTT): how much of what its window allows the connection uses (+Inf:
-    /// data moved, yet the window is 0 at the scrape: the receiver stopped reading)
+    /// the window is 0 at the scrape with data waiting: the receiver stopped reading)
     pub window_use: f64,
     pub window_bytes: Option<f64>,
     pub rate_bytes_per_second: f64,
 }
 
 impl TopSocket {
-    /// A socket that moved data over the interval, with a known ceiling; None otherwise.
+    /// A socket that moved data over the interval with a known ceiling, or one stalled at a
+    /// zero window with data waiting (its reader stopped: the most window-bound socket there is,
+    /// though nothing moved while the window stayed shut); None otherwise.
     pub fn of(f: &SockFacts, v: &Verdict, netns: &str) -> Option<TopSocket> {
-        let rate = v.rate_bps?;
-        if rate == 0 {
+        let stalled = v.limit == Limit::AppNotReading && v.window == Some(0);
+        let rate = v.rate_bps.unwrap_or(0);
+        if rate == 0 && !stalled {
             return None;
         }
         // a zero window has no ceiling: nothing more can move
         let window_use = match (v.ceiling_bps, v.window) {
+            _ if stalled => f64::INFINITY,
             (Some(c), _) if c > 0 => rate as f64 / c as f64,
             (_, Some(0)) | (Some(_), _) => f64::INFINITY,
             (None, _) => return None,
@@ -455,6 +459,22 @@ mod tests {
         assert_eq!(zero_window.window_use, f64::INFINITY);
         v.rate_bps = Some(0);
         assert!(TopSocket::of(&f, &v, "lab").is_none());
+        // shut by a reader that stopped: listed though the shut window let nothing through in
+        // the interval (the exporter's test saw such a sender left out of --top)
+        for rate in [Some(0), None] {
+            let stalled = Verdict {
+                limit: Limit::AppNotReading,
+                window: Some(0),
+                ceiling_bps: None,
+                rate_bps: rate,
+                ..v.clone()
+            };
+            let s = TopSocket::of(&f, &stalled, "lab").unwrap();
+            assert_eq!(
+                (s.window_use, s.rate_bytes_per_second),
+                (f64::INFINITY, 0.0)
+            );
+        }
         let top = keep_top(vec![b.clone(), a.clone()], 1);
         assert_eq!(top, vec![a]);
     }

@@ -125,6 +125,7 @@ fn assert_matches_owner_from(s: &TcpStream, lines: &[SsLine], full: bool) {
 /// buffer and left data unread, one with a TCP_WINDOW_CLAMP.
 #[test]
 fn ss_fields_equal_the_owners_getsockopt() {
+    const CLAMP: i32 = 12_000;
     require_root();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
@@ -151,12 +152,14 @@ fn ss_fields_equal_the_owners_getsockopt() {
         }
         writer.join().unwrap();
         if case == 2 {
-            // after the data: a ratio change or autotuning would overwrite the clamp
+            // after the data: a ratio change or autotuning would overwrite the clamp. Under what
+            // any sizing needs on loopback (at a 1 us min RTT the 100 Gbit/s unit's window is
+            // 15625 B, and 20000 B is then rightly not a limit: seen beside a CPU hog)
             set_int(
                 s.as_raw_fd(),
                 libc::IPPROTO_TCP,
                 libc::TCP_WINDOW_CLAMP,
-                20_000,
+                CLAMP,
             );
         }
         c.write_all(b"pong").unwrap();
@@ -184,7 +187,7 @@ fn ss_fields_equal_the_owners_getsockopt() {
     // (as the limit or beside it), and no end gives up with `unknown`
     let clamped = lines
         .iter()
-        .find(|l| l.facts.window_clamp == Some(20_000))
+        .find(|l| l.facts.window_clamp == Some(CLAMP as u32))
         .expect("the clamped socket");
     assert_eq!(clamped.verdict.basis, Basis::Life, "{clamped:?}");
     assert!(
@@ -346,7 +349,33 @@ fn a_sender_alone_names_the_peer_window_and_both_ends_name_the_locked_buffer() {
     assert_eq!(r.facts.rcvbuf_locked, Some(true), "{r:?}");
     for end in [&s, &r] {
         assert!(end.verdict.peer.is_some(), "{end:?}");
-        assert_eq!(end.verdict.limit, Limit::RcvbufLocked, "{end:?}");
+        assert_locked_buffer_named(end, (&s, &r));
+    }
+}
+
+/// The locked buffer is the limit; or, where the receiving application was behind when it was
+/// read (data unread at the receiver, or the window the sender saw closed: the reader off the
+/// CPU beside a busy process, and a 32 KB buffer fills in microseconds), the reader leads and
+/// the locked buffer is named beside it, with its fix.
+fn assert_locked_buffer_named(end: &SsLine, (sender, receiver): (&SsLine, &SsLine)) {
+    match end.verdict.limit {
+        Limit::RcvbufLocked => {}
+        Limit::AppNotReading => {
+            let closed = sender
+                .facts
+                .snd_wnd
+                .zip(sender.facts.mss_cache)
+                .is_some_and(|(w, mss)| w < mss);
+            let behind = receiver.facts.unread.unwrap_or(0) > 0 || closed;
+            assert!(behind, "the reader was not behind: {sender:?} {receiver:?}");
+            let lock = end
+                .verdict
+                .factors
+                .iter()
+                .find(|f| f.limit == Limit::RcvbufLocked);
+            assert!(lock.is_some_and(|f| f.fix.is_some()), "{end:?}");
+        }
+        _ => panic!("neither the locked buffer nor its reader: {end:?}"),
     }
 }
 

@@ -302,6 +302,7 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     v.rate_bps = rate;
     // 1. an application not reading stalls the connection at any rate
     if apps::zero_window(v, sender, receiver) {
+        reader_caps(v, receiver, i.target_bps);
         return;
     }
     // 2. nothing moves: idle, whatever a window would allow
@@ -353,6 +354,7 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     });
     // 1b. a backlog the application does not drain keeps the advertised window small
     if receiver.is_some_and(|r| apps::backlog_binds(v, r, window, Some(rate), (base, rtt))) {
+        reader_caps(v, receiver, i.target_bps);
         return;
     }
     // 2b. the sender's own buffer (not behind a queue: Little's law fills any buffer there)
@@ -485,6 +487,25 @@ fn no_rate(v: &mut Verdict, receiver: Option<End>, window: u64, target: Option<u
             "a potential gain, not the limit: it binds only if the window does",
         );
     }
+}
+
+/// A reader that falls behind: the receiver's caps as factors. The sockets cannot tell a
+/// reader slower on average than the path (a larger buffer only delays its stall) from one late
+/// in bursts (off the CPU, reading in batches), which a small buffer stalls at every burst and
+/// a larger one carries through: both are said.
+fn reader_caps(v: &mut Verdict, receiver: Option<End>, target: Option<u64>) {
+    let Some((r, window)) =
+        receiver.and_then(|r| scale::receiver_window(r).filter(|w| *w > 0).map(|w| (r, w)))
+    else {
+        return;
+    };
+    potential_caps(
+        v,
+        r,
+        window,
+        target,
+        "binds too: a reader late in bursts (off the CPU, reading in batches) gains from it now, one slower on average only once it keeps up",
+    );
 }
 
 /// The receiver's caps that would bind were the window the limit, as factors of `v` (saying

@@ -89,7 +89,8 @@ fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
 }
 
 /// Losses hold the congestion window down and the window holds the flow: retransmissions at
-/// [`RETRANS_SHARE`] of what was delivered or more, and the congestion window full. Why, or None.
+/// [`RETRANS_SHARE`] of what was delivered or more, and the congestion window full. The losses
+/// (`N segments retransmitted ..., cwnd N segments full ...`), or None.
 pub(super) fn congestion(s: End, rate: u64) -> Option<String> {
     let f = s.now;
     let mss = f.mss_cache? as u64;
@@ -110,7 +111,7 @@ pub(super) fn congestion(s: End, rate: u64) -> Option<String> {
         return None;
     }
     Some(format!(
-        "losses hold the congestion window: {retrans} segments retransmitted{over} ({:.2} % of those delivered), cwnd {} segments full ({inflight} B in flight){}",
+        "{retrans} segments retransmitted{over} ({:.2} % of those delivered), cwnd {} segments full ({inflight} B in flight){}",
         share * 100.0,
         f.snd_cwnd.unwrap_or(0),
         f.snd_ssthresh

@@ -123,6 +123,57 @@ fn a_reader_behind_with_reno_is_the_application() {
     );
 }
 
+/// A reader behind on a buffer its application locked at 16 KiB (the kernel doubles it), veth
+/// (µs RTT): the backlog names the reader, and the locked buffer is named with it, with its fix
+/// (a reader late in bursts, e.g. off the CPU beside a busy process, gains from it now); an
+/// unlocked buffer that is not at a cap is not named.
+#[test]
+fn a_reader_behind_a_small_locked_buffer_names_the_lock_too() {
+    let f = |ts: f64, rx: u64, unread: u32, locked: bool| {
+        let mut n = rcv(ts, rx);
+        n.rcvbuf_locked = Some(locked);
+        n.sk_rcvbuf = Some(32_768);
+        n.window_clamp = Some(win_from_space(32_768, 162) as u32);
+        n.rcv_ssthresh = Some(20_000);
+        n.rcv_wnd = Some(2_896);
+        n.unread = Some(unread);
+        n.rcv_rtt_us = Some(60);
+        n.srtt_us = Some(60);
+        n.min_rtt_us = Some(40);
+        n
+    };
+    let v = judge(
+        &f(1.0, 0, 15_000, true),
+        &f(2.0, 60_000_000 / 8, 17_376, true),
+        &host(),
+        None,
+    );
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    let lock = v.factors.iter().find(|x| x.limit == Limit::RcvbufLocked);
+    let lock = lock.unwrap_or_else(|| panic!("{v:?}"));
+    assert!(lock.suggested.contains("late in bursts"), "{lock:?}");
+    assert!(lock.fix.is_some(), "{lock:?}");
+    // the zero window of one instant says the same
+    let mut z = f(2.0, 60_000_000 / 8, 20_000, true);
+    z.rcv_wnd = Some(0);
+    let v = judge(&f(1.0, 0, 15_000, true), &z, &host(), None);
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    assert!(
+        v.factors.iter().any(|x| x.limit == Limit::RcvbufLocked),
+        "{v:?}"
+    );
+    // autotuning free and not at tcp_rmem[2]: no buffer to name (the ratio still is one)
+    let v = judge(
+        &f(1.0, 0, 15_000, false),
+        &f(2.0, 60_000_000 / 8, 17_376, false),
+        &host(),
+        None,
+    );
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    let named: Vec<Limit> = v.factors.iter().map(|x| x.limit).collect();
+    assert_eq!(named, [Limit::LowRatio], "{v:?}");
+}
+
 /// curl --limit-rate with bbr, caught between two bursts of reading: the window open again, a
 /// little unread, the RTT inflated; the sender held by the advertised window 87 % of the time at
 /// a quarter of what the window allows: the reader, not a path queue.

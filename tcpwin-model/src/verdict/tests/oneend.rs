@@ -237,6 +237,41 @@ fn losses_hold_the_congestion_window() {
     assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
 }
 
+/// bbr behind 300 Mbit/s at 1 % loss (a lab run on CI): in recovery its congestion window
+/// conserves packets and runs full, with a retransmission per hundred segments, and the flow
+/// still gets 281 Mbit/s. With `--target 300M` that is the path's rate, the losses beside it;
+/// without a target, or short of it, the losses are what the sender shows holding it.
+#[test]
+fn losses_at_the_rate_asked_do_not_hold_the_flow() {
+    let s = |ts: f64, acked: u64, retrans: u32| {
+        let busy = (ts * 1e6) as u64;
+        let mut f = snd(ts, acked, busy, 0);
+        f.snd_wnd = Some(12_980_169);
+        f.snd_cwnd = Some(1182);
+        f.packets_out = Some(1182);
+        f.snd_ssthresh = Some(686);
+        f.total_retrans = Some(retrans);
+        f.unsent = Some(1 << 20);
+        f.srtt_us = Some(20_400);
+        f.rttvar_us = Some(1_500);
+        f.min_rtt_us = Some(20 * MS);
+        f
+    };
+    let (before, now) = (s(1.0, 0, 0), s(2.0, 281_000_000 / 8, 257));
+    let v = judge(&before, &now, &host(), Some(300_000_000));
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+    let why = v.setting.unwrap();
+    assert!(
+        why.contains("257 segments retransmitted") && why.contains("cost little"),
+        "{why}"
+    );
+    assert_eq!(judge(&before, &now, &host(), None).limit, Limit::Congestion);
+    assert_eq!(
+        judge(&before, &now, &host(), Some(1_000_000_000)).limit,
+        Limit::Congestion
+    );
+}
+
 /// nginx `limit_rate 2m`, the sender: nothing waits unsent, the congestion window has room, the
 /// kernel marks its deliveries app-limited: the application. Behind a window it fills, the
 /// window is named (lifting it would raise the rate); far under it, the application.
