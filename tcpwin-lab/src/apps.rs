@@ -238,6 +238,7 @@ impl Running {
         let mut client = self.client.take().expect("started with a client");
         let until = Instant::now() + timeout;
         loop {
+            crate::harness::stop_child_if_asked(&mut client)?;
             if client.try_wait()?.is_some() {
                 break;
             }

@@ -396,11 +396,43 @@ pub fn wait_or_stop(d: Duration) -> bool {
     STOP.load(Ordering::SeqCst)
 }
 
+/// The lab or the bench stopped on Ctrl-C / SIGTERM.
+#[derive(Debug)]
+pub struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted: its namespaces and processes removed")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
 pub fn check_stop() -> Result<()> {
     if STOP.load(Ordering::SeqCst) {
-        bail!("interrupted: its namespaces and processes removed");
+        return Err(Interrupted.into());
     }
     Ok(())
+}
+
+/// An error the interruption caused is the interruption alone: the row or step it cut short
+/// (and its context: the row, the delay line's counters) did not fail.
+pub fn interruption_alone(e: anyhow::Error) -> anyhow::Error {
+    if e.chain().any(|c| c.is::<Interrupted>()) {
+        Interrupted.into()
+    } else {
+        e
+    }
+}
+
+/// On Ctrl-C / SIGTERM (after [`install_stop_handler`]) while waiting for `child`: stops it and
+/// says the lab was interrupted, so the lab stops now rather than after a transfer's seconds.
+pub fn stop_child_if_asked(child: &mut Child) -> Result<()> {
+    if STOP.load(Ordering::SeqCst) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    check_stop()
 }
 
 /// Tests that load BPF programs or create namespaces need root: without it they fail loudly
@@ -450,8 +482,11 @@ pub fn wait_bounded_saying(
 ) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
+        stop_child_if_asked(child)?;
         if let Some(s) = child.try_wait()? {
             if !s.success() {
+                // a terminal's Ctrl-C reaches the child too: that is the interruption
+                check_stop()?;
                 bail!("{what} failed: {s}");
             }
             return Ok(());
@@ -492,9 +527,46 @@ pub fn programs_named(names: &[&str]) -> Result<usize> {
         .count())
 }
 
+/// What `read` returns once `done` holds, or after 10 s: the kernel frees a BPF program
+/// asynchronously after its last file descriptor and link close (a grace period later, which a
+/// CPU hog stretches past the moment the process that held it has exited).
+pub fn settled<T>(mut read: impl FnMut() -> Result<T>, done: impl Fn(&T) -> bool) -> Result<T> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = read()?;
+        if done(&v) || Instant::now() > deadline {
+            return Ok(v);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// [`programs_named`] once no more than `at_most` are loaded, or after 10 s (see [`settled`]).
+pub fn programs_named_settled(names: &[&str], at_most: usize) -> Result<usize> {
+    settled(|| programs_named(names), |n| *n <= at_most)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ctrl-C in the middle of a row says it was interrupted, in one sentence: not the row's
+    /// context around it, and other errors keep theirs.
+    #[test]
+    fn an_interruption_is_said_alone() {
+        let cut = anyhow::Error::from(Interrupted)
+            .context("the path's delay line meanwhile: ...")
+            .context("row gro with reno");
+        assert_eq!(
+            format!("{:#}", interruption_alone(cut)),
+            "interrupted: its namespaces and processes removed"
+        );
+        let other = anyhow::anyhow!("sender failed").context("row gro with reno");
+        assert_eq!(
+            format!("{:#}", interruption_alone(other)),
+            "row gro with reno: sender failed"
+        );
+    }
 
     /// A child that outlives its bound is stopped, and the error ends with what `say` found
     /// while it still ran.

@@ -12,7 +12,7 @@ use std::{
 };
 
 use tcpwin_lab::{
-    harness::{programs_named, Proc},
+    harness::{programs_named, programs_named_settled, Proc},
     netns::{in_netns, Pair},
 };
 
@@ -81,9 +81,12 @@ fn clamp(s: &TcpStream) -> u32 {
     v as u32
 }
 
+/// The exporter's programs.
+const EXPORTER_PROGRAMS: [&str; 3] = ["tcp_sockets", "count_states", "count_packet"];
+
 /// Loaded programs named like the exporter's.
 fn iterator_programs() -> usize {
-    programs_named(&["tcp_sockets", "count_states", "count_packet"]).expect("bpftool")
+    programs_named(&EXPORTER_PROGRAMS).expect("bpftool")
 }
 
 #[test]
@@ -273,9 +276,9 @@ fn exporter_serves_what_the_owners_read() {
     };
     assert!(status.success(), "{status}");
     assert_eq!(
-        iterator_programs(),
+        programs_named_settled(&EXPORTER_PROGRAMS, loaded_before).expect("bpftool"),
         loaded_before,
-        "the exporter's programs are still loaded"
+        "the exporter's programs are still loaded 10 s after it exited"
     );
 }
 
@@ -706,7 +709,7 @@ fn closed_connections_keep_their_chrono_times() {
         reader.join().unwrap();
     });
     let server_port = rx.recv().unwrap();
-    get(port, "/metrics", None);
+    let first = get(port, "/metrics", None).2;
     std::thread::sleep(Duration::from_millis(1000));
     let live = get(port, "/metrics", None).2;
     mover.join().unwrap();
@@ -717,6 +720,6 @@ fn closed_connections_keep_their_chrono_times() {
                 && l.contains(&remote)
                 && l.contains(&format!("netns=\"{}\"", pair.b))
                 && l.contains("side=\"sending\"")),
-        "the sender to {server_port} is not among --top:\n{live}"
+        "the sender to {server_port} is not among --top:\n{live}\n(the scrape a second before:)\n{first}"
     );
 }

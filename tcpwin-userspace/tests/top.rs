@@ -10,7 +10,7 @@ use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
-use tcpwin_lab::harness::{programs_named, Proc};
+use tcpwin_lab::harness::{programs_named, programs_named_settled, Proc};
 
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 
@@ -180,8 +180,10 @@ fn too_small_a_terminal_is_one_sentence() {
 }
 
 /// The tracer's programs.
+const TRACER_PROGRAMS: [&str; 2] = ["tcp_probe", "tcp_destroy_sock"];
+
 fn tracer_programs() -> usize {
-    programs_named(&["tcp_probe", "tcp_destroy_sock"]).expect("bpftool")
+    programs_named(&TRACER_PROGRAMS).expect("bpftool")
 }
 
 #[test]
@@ -196,9 +198,9 @@ fn trace_shows_its_events_pane_and_detaches_on_quit() {
     assert!(wait_exit(&mut c).success());
     assert_restored(&p);
     assert_eq!(
-        tracer_programs(),
+        programs_named_settled(&TRACER_PROGRAMS, before).expect("bpftool"),
         before,
-        "the tracer's programs are still attached"
+        "the tracer's programs are still loaded 10 s after top exited"
     );
 }
 

@@ -435,7 +435,7 @@ fn run(args: BenchArgs) -> Result<()> {
 }
 
 fn main() {
-    if let Err(e) = run(BenchArgs::parse()) {
+    if let Err(e) = run(BenchArgs::parse()).map_err(tcpwin_lab::harness::interruption_alone) {
         eprintln!("tcpwin-bench: error: {e:#}");
         std::process::exit(1);
     }
