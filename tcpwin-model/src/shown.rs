@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use tcpwin_common::flag;
 
-use crate::{kind::EventKind, record::Record, verdict::Side};
+use crate::{kind::EventKind, record::Record, timeline::Last, verdict::Side};
 
 /// The names `--events` accepts: the event kinds and `verdict`.
 pub const EVENT_NAMES: [&str; 6] = ["init", "ratio", "space", "seen", "close", "verdict"];
@@ -57,6 +57,38 @@ impl Shown {
             && e.sk_rcvbuf == e.prev_sk_rcvbuf
             && e.scaling_ratio == e.prev_scaling_ratio
     }
+}
+
+/// A change as the text reports it: from the values the trace last reported of the socket
+/// (`before`, what the timeline held before `r`), not from the ones the kernel side last saw.
+/// Two observers report one socket, the hooks and the iterator's readings: a change the kernel
+/// made unhooked is read by the iterator (and reported from it), and the next hook that fires
+/// reports the same change again from the values it had seen before it. Told as steps from what
+/// was printed, each change is printed once, whichever observer came first. None: the record
+/// changes nothing already reported (a `space` or `ratio` record only; the others say where the
+/// socket stands, and are always shown).
+pub fn as_step(r: &Record, before: Option<&Last>) -> Option<Record> {
+    let Some(b) = before else {
+        return Some(r.clone());
+    };
+    if !matches!(r.kind, EventKind::Space | EventKind::Ratio) || !r.has(flag::PREV) {
+        return Some(r.clone());
+    }
+    let mut s = r.clone();
+    let e = &mut s.ev;
+    e.prev_window_clamp = b.window_clamp;
+    e.prev_rcv_ssthresh = b.rcv_ssthresh;
+    e.prev_sk_rcvbuf = b.sk_rcvbuf;
+    e.prev_rcvq_space = b.rcvq_space;
+    if let Some(ratio) = b.scaling_ratio {
+        e.prev_scaling_ratio = ratio;
+    }
+    let moved = e.window_clamp != e.prev_window_clamp
+        || e.rcv_ssthresh != e.prev_rcv_ssthresh
+        || e.sk_rcvbuf != e.prev_sk_rcvbuf
+        || e.rcvq_space != e.prev_rcvq_space
+        || s.scaling_ratio() != b.scaling_ratio;
+    moved.then_some(s)
 }
 
 /// A socket's folded steps: the first and the last.
@@ -121,6 +153,58 @@ impl Folds {
             .collect();
         v.sort_by_key(|f| f.last.ev.ts_ns);
         v
+    }
+}
+
+/// One line-maker of a verdict tick, by its index in its own list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// a record a hook sent
+    Record(usize),
+    /// a socket read by the iterator (the changes no hook reported)
+    Reading(usize),
+    /// a verdict made of a reading
+    Verdict(usize),
+}
+
+/// A verdict tick's lines in time order: the records the hooks sent (`records`, their times in
+/// the ring's order, which they keep), the readings and the verdicts, each by its time. The
+/// namespaces are read one after another (milliseconds apart on a busy machine), so a hook's
+/// record can fall between two readings, and a verdict of the first before it. At one time, a
+/// record comes before a reading (the reading finds what the hook reported) and a reading before
+/// the verdict made of it.
+pub fn in_time_order(records: &[u64], readings: &[u64], verdicts: &[u64]) -> Vec<Next> {
+    let by_time = |ts: &[u64]| {
+        let mut i: Vec<usize> = (0..ts.len()).collect();
+        i.sort_by_key(|&k| ts[k]);
+        i
+    };
+    let (readings_i, verdicts_i) = (by_time(readings), by_time(verdicts));
+    let (mut r, mut g, mut v) = (0, 0, 0);
+    let mut out = Vec::with_capacity(records.len() + readings.len() + verdicts.len());
+    loop {
+        let heads = [
+            records.get(r).map(|&t| (t, 0)),
+            readings_i.get(g).map(|&k| (readings[k], 1)),
+            verdicts_i.get(v).map(|&k| (verdicts[k], 2)),
+        ];
+        let Some((_, which)) = heads.iter().flatten().min().copied() else {
+            return out;
+        };
+        match which {
+            0 => {
+                out.push(Next::Record(r));
+                r += 1;
+            }
+            1 => {
+                out.push(Next::Reading(readings_i[g]));
+                g += 1;
+            }
+            _ => {
+                out.push(Next::Verdict(verdicts_i[v]));
+                v += 1;
+            }
+        }
     }
 }
 
@@ -218,6 +302,85 @@ mod tests {
         f.add(&space(5, (900, 1000), (500, 500)));
         f.add(&space(6, (1000, 900), (500, 500)));
         assert!(f.take_all().is_empty());
+    }
+
+    /// The sequence a loaded run printed twice (`rcv_ssthresh=2655097->2694559 (3 steps ...)`
+    /// then `2682115->2694559 (1 step ...)`): the kernel moved rcv_ssthresh unhooked, the
+    /// iterator's reading reported it, and the next hook reported it again from the value it had
+    /// seen. Replayed through the timeline, in either order, each step is printed once.
+    #[test]
+    fn a_step_two_observers_report_is_printed_once() {
+        use crate::timeline::Sockets;
+        let mut catch_up = space(909_457, (2_682_115, 2_694_559), (3_000_000, 3_000_000));
+        catch_up.ev.hook = tcpwin_common::hook::ITER_CATCH_UP;
+        let hooked = [
+            space(116_252, (2_655_097, 2_670_000), (3_000_000, 3_000_000)),
+            space(500_000, (2_670_000, 2_682_115), (3_000_000, 3_000_000)),
+        ];
+        let late_hook = space(915_770, (2_682_115, 2_694_559), (3_000_000, 3_000_000));
+        let replay = |order: &[Record]| {
+            let mut socks = Sockets::default();
+            let mut folds = Folds::default();
+            let shown = Shown::new(None, false);
+            let mut printed = 0;
+            for r in order {
+                let mut r = r.clone();
+                let before = socks.update(&mut r);
+                if let Some(step) = as_step(&r, before.as_ref()) {
+                    assert!(shown.folds(&step));
+                    folds.add(&step);
+                    printed += 1;
+                }
+            }
+            (printed, folds.take_all())
+        };
+        for order in [
+            [&hooked[..], &[catch_up.clone(), late_hook.clone()]].concat(),
+            [&hooked[..], &[late_hook.clone(), catch_up.clone()]].concat(),
+        ] {
+            let (steps, folds) = replay(&order);
+            assert_eq!(steps, 3, "{order:?}");
+            assert_eq!(folds.len(), 1);
+            assert_eq!(folds[0].range(), (2_655_097, 2_694_559));
+            assert_eq!(folds[0].steps, 3);
+        }
+        // a socket first seen: its record as it came; a record that only says where the socket
+        // stands (close) is always shown
+        assert_eq!(as_step(&late_hook, None), Some(late_hook.clone()));
+        let mut close = late_hook.clone();
+        close.kind = EventKind::Close;
+        let mut socks = Sockets::default();
+        socks.update(&mut late_hook.clone());
+        let before = socks.update(&mut close.clone());
+        assert_eq!(as_step(&close, before.as_ref()), Some(close));
+    }
+
+    #[test]
+    fn a_tick_is_applied_in_time_order() {
+        use Next::*;
+        // the failing trace's shape: namespace A read at 10, B at 19; a hook of B's socket at
+        // 17, another at 25 (after both readings); the verdicts at their readings' times
+        let order = in_time_order(&[5, 17, 25], &[19, 10], &[19, 10]);
+        assert_eq!(
+            order,
+            [
+                Record(0),
+                Reading(1),
+                Verdict(1),
+                Record(1),
+                Reading(0),
+                Verdict(0),
+                Record(2)
+            ]
+        );
+        // at one time: the record, then the reading, then its verdict
+        assert_eq!(
+            in_time_order(&[7], &[7], &[7]),
+            [Record(0), Reading(0), Verdict(0)]
+        );
+        // records keep the ring's order (a few hundred ns apart across CPUs)
+        assert_eq!(in_time_order(&[9, 8], &[], &[]), [Record(0), Record(1)]);
+        assert!(in_time_order(&[], &[], &[]).is_empty());
     }
 
     #[test]

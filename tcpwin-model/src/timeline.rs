@@ -82,11 +82,13 @@ impl Finals {
 }
 
 impl Sockets {
-    /// Records an event. A `close` arrives after the kernel released the local port: its
-    /// addresses are restored from the socket's earlier events, and the socket is retired.
-    pub fn update(&mut self, r: &mut Record) {
+    /// Records an event and returns the socket's values before it (None: first seen). A
+    /// `close` arrives after the kernel released the local port: its addresses are restored from
+    /// the socket's earlier events, and the socket is retired.
+    pub fn update(&mut self, r: &mut Record) -> Option<Last> {
         self.events += 1;
         let k = key(r);
+        let before = self.live.get(&k).cloned();
         let e = self.live.entry(k.clone()).or_insert_with(|| Last {
             id: r.id(),
             scaling_ratio: None,
@@ -115,6 +117,7 @@ impl Sockets {
                 self.finals.record(&done);
             }
         }
+        before
     }
 
     /// A change the socket iterator read (`f`) that no event reported: the record that reports

@@ -208,10 +208,48 @@ fn final_values_match_getsockopt_and_json_is_complete() {
 /// used to end with the last rcv_ssthresh behind the kernel's).
 const IPV6_ROUNDS: u16 = 8;
 
+/// State changes of one connection the set_state program must run for: the listener's LISTEN,
+/// the client's SYN_SENT and both ends' ESTABLISHED.
+const SET_STATE_RUNS_PER_CONN: u64 = 4;
+
+/// Whether the set_state program ran fewer times than the handshake fires the tracepoint: a
+/// receiver without an init event is then the kernel not running the program (it counts each
+/// LISTEN, SYN_SENT and ESTABLISHED change before anything can stop it), not the tracer
+/// dropping what it was given.
+fn set_state_runs_short(summary: &SummaryLine, conns: u32) -> bool {
+    let ran = summary
+        .hook_hits
+        .get("sock:inet_sock_set_state")
+        .copied()
+        .unwrap_or(0);
+    ran < SET_STATE_RUNS_PER_CONN * conns as u64
+}
+
 #[test]
 fn ipv6_final_values_match_getsockopt() {
+    let mut reruns = 0;
     for round in 0..IPV6_ROUNDS {
-        let (truths, events, summary) = traced_transfer("v6", 5312 + 100 * round, 1, true);
+        let (mut truths, mut events, mut summary) =
+            traced_transfer("v6", 5312 + 100 * round, 1, true);
+        let no_init = |events: &[EventLine], truths: &[EndpointReport]| {
+            truths.iter().any(|t| {
+                !of_cookie(events, t.cookie)
+                    .iter()
+                    .any(|e| e.event == EventKind::Init)
+            })
+        };
+        // Seen about once in 300 rounds on a 2-vCPU VM: the program ran 2 of the 4 times (no
+        // recursion miss counted) and neither end's ESTABLISHED reached it.
+        // Such a round is said and run again once; a second one in the run fails.
+        if no_init(&events, &truths) && set_state_runs_short(&summary, 1) && reruns == 0 {
+            reruns += 1;
+            eprintln!(
+                "RERUN round {round}: the kernel ran inet_sock_set_state {:?} times for one connection (4 expected), so no init could be reported; counters {:?}",
+                summary.hook_hits.get("sock:inet_sock_set_state"),
+                summary.counters
+            );
+            (truths, events, summary) = traced_transfer("v6", 5362 + 100 * round, 1, true);
+        }
         assert_final_values_match(&events, &truths, &summary);
         let mine = of_cookie(&events, truths[0].cookie);
         assert!(mine.iter().all(|e| e.family == Family::Ipv6), "{mine:?}");
@@ -696,6 +734,27 @@ fn text_lines_are_compact_in_time_order_with_the_direction() {
         lines.iter().any(|l| l.contains(" steps from ")),
         "rcv_ssthresh steps folded:\n{out}"
     );
+    // each step once: a socket's rcv_ssthresh lines chain, each starting where the one before
+    // ended (a step the iterator's reading and a later hook both reported was printed twice,
+    // the second line starting back before the first one's end)
+    let mut shown_last: std::collections::HashMap<&str, &str> = Default::default();
+    for l in lines.iter().filter(|l| !l.contains(" verdict ")) {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        let (Some(sk), Some(v)) = (
+            words.iter().find(|w| w.starts_with("sk=")),
+            words.iter().find_map(|w| w.strip_prefix("rcv_ssthresh=")),
+        ) else {
+            continue;
+        };
+        let (from, to) = v.split_once("->").unwrap_or(("", v));
+        if let (false, Some(last)) = (from.is_empty(), shown_last.get(sk)) {
+            assert_eq!(
+                from, *last,
+                "{sk}: a step printed twice or left out: {l}\n{out}"
+            );
+        }
+        shown_last.insert(sk, to);
+    }
     // once a socket is drawn with the way its data flows, its later lines (folded steps, an idle
     // verdict's aftermath, the close) keep that arrow
     for arrow in ["<-", "->"] {

@@ -18,8 +18,8 @@ use tcpwin_model::{
         Counters, EbpfLogLines, HeaderLine, HeaderTag, Histograms, SummaryLine, SummaryTag,
         VerdictLine,
     },
-    shown::{Directions, Folds, Shown},
-    timeline::Sockets,
+    shown::{as_step, in_time_order, Directions, Fold, Folds, Next, Shown},
+    timeline::{Last, Sockets},
     verdict::Side,
 };
 use tokio::signal::unix::{signal, SignalKind};
@@ -59,12 +59,27 @@ struct Out {
     samples: bool,
     pid: Option<u32>,
     t0_ns: u64,
+    /// the latest time a text line carried: a socket's folded steps, printed after another
+    /// socket's later line, carry this one (their own span is in the line)
+    printed_ns: u64,
     w: BufWriter<Box<dyn Write>>,
 }
 
+impl Out {
+    /// A socket's folded steps, as a line in time order.
+    fn fold(&mut self, f: &Fold, side: Option<Side>) -> Result<()> {
+        self.printed_ns = self.printed_ns.max(f.last.ev.ts_ns);
+        let line = view::text::fold_line(f, self.t0_ns, self.printed_ns, side);
+        writeln!(self.w, "{line}")?;
+        Ok(())
+    }
+}
+
 /// One event, as asked: folded (text, an rcv_ssthresh-only step), or printed after the
-/// socket's folded steps. `side`: which way data flows on it, by its last verdict.
-fn emit(out: &mut Out, r: &Record, side: Option<Side>) -> Result<()> {
+/// socket's folded steps. `side`: which way data flows on it, by its last verdict; `before`: the
+/// socket's values the trace reported before it (the text tells each change once, from those:
+/// see [`as_step`]; `--json` carries every record as its observer sent it).
+fn emit(out: &mut Out, r: &Record, side: Option<Side>, before: Option<&Last>) -> Result<()> {
     if out.quiet {
         return Ok(());
     }
@@ -82,17 +97,21 @@ fn emit(out: &mut Out, r: &Record, side: Option<Side>) -> Result<()> {
         writeln!(out.w)?;
         return Ok(());
     }
-    if out.shown.folds(r) {
-        out.folds.add(r);
+    let Some(r) = as_step(r, before) else {
+        return Ok(());
+    };
+    if out.shown.folds(&r) {
+        out.folds.add(&r);
         return Ok(());
     }
     if let Some(f) = out.folds.take(r.cookie()) {
-        writeln!(out.w, "{}", view::text::fold_line(&f, out.t0_ns, side))?;
+        out.fold(&f, side)?;
     }
+    out.printed_ns = out.printed_ns.max(r.ev.ts_ns);
     writeln!(
         out.w,
         "{}",
-        view::text::text_line(r, out.t0_ns, out.pid, side)
+        view::text::text_line(&r, out.t0_ns, out.pid, side)
     )?;
     Ok(())
 }
@@ -102,7 +121,7 @@ fn emit_folds(out: &mut Out, side: &dyn Fn(Option<u64>) -> Option<Side>) -> Resu
     for f in out.folds.take_all() {
         let c = f.last.cookie();
         let side = out.directions.of(c, side(c));
-        writeln!(out.w, "{}", view::text::fold_line(&f, out.t0_ns, side))?;
+        out.fold(&f, side)?;
     }
     Ok(())
 }
@@ -115,6 +134,7 @@ fn emit_verdict(out: &mut Out, v: &VerdictLine) -> Result<()> {
         serde_json::to_writer(&mut out.w, v)?;
         writeln!(out.w)?;
     } else {
+        out.printed_ns = out.printed_ns.max(v.ts_ns);
         writeln!(
             out.w,
             "{}",
@@ -145,11 +165,11 @@ fn apply(
             ),
         );
     }
-    socks.update(&mut r);
+    let before = socks.update(&mut r);
     let side = judges
         .as_ref()
         .and_then(|j| j.side(r.cookie().unwrap_or(0)));
-    emit(out, &r, side)?;
+    emit(out, &r, side, before.as_ref())?;
     if r.kind == EventKind::Close {
         if let (Some(j), Some(c)) = (judges.as_mut(), r.cookie()) {
             if let Some(v) = j.close(c, r.ev.ts_ns) {
@@ -175,41 +195,58 @@ impl Session {
     /// Each record updates the timeline and is printed (a close brings the socket's final
     /// verdict); the lines leave at each drain (at least every 100 ms), not at exit.
     fn drain(&mut self, ring: &mut Ring, log: &KernelLog) -> Result<()> {
-        let mut later = Vec::new();
-        self.drain_until(ring, log, u64::MAX, &mut later)
-    }
-
-    /// As `drain`, for the records up to `until_ns`; later ones are kept in `later`, to be
-    /// applied after the lines of a reading taken at `until_ns` (a hook that fired while the
-    /// reading was being judged comes after its verdicts, as it happened).
-    fn drain_until(
-        &mut self,
-        ring: &mut Ring,
-        log: &KernelLog,
-        until_ns: u64,
-        later: &mut Vec<Record>,
-    ) -> Result<()> {
         let Session {
             out, socks, judges, ..
         } = self;
-        ring.drain(&mut |r: Record| {
-            if r.ev.ts_ns > until_ns {
-                later.push(r);
-                Ok(())
-            } else {
-                apply(out, socks, judges, log, r)
-            }
-        })?;
+        ring.drain(&mut |r: Record| apply(out, socks, judges, log, r))?;
         Ok(self.out.w.flush()?)
     }
 
-    /// Records kept by `drain_until`, in their order.
-    fn apply_later(&mut self, later: Vec<Record>, log: &KernelLog) -> Result<()> {
-        let Session {
-            out, socks, judges, ..
-        } = self;
-        for r in later {
-            apply(out, socks, judges, log, r)?;
+    /// A reading's lines: what the ring holds, what the iterator read that no hook had, and the
+    /// verdicts, in time order (see [`in_time_order`]); the folded steps before the first
+    /// verdict, as they stood then.
+    fn apply_reading(
+        &mut self,
+        ring: &mut Ring,
+        log: &KernelLog,
+        read: &[SockFacts],
+        verdicts: &[VerdictLine],
+    ) -> Result<()> {
+        let mut records = Vec::new();
+        ring.drain(&mut |r: Record| {
+            records.push(r);
+            Ok(())
+        })?;
+        let order = in_time_order(
+            &records.iter().map(|r| r.ev.ts_ns).collect::<Vec<_>>(),
+            &read.iter().map(|f| f.ts_ns).collect::<Vec<_>>(),
+            &verdicts.iter().map(|v| v.ts_ns).collect::<Vec<_>>(),
+        );
+        // the merge hands the records back in the ring's order
+        let mut records = records.into_iter();
+        let mut folds_shown = false;
+        for next in order {
+            match next {
+                Next::Record(_) => {
+                    if let Some(r) = records.next() {
+                        let Session {
+                            out, socks, judges, ..
+                        } = self;
+                        apply(out, socks, judges, log, r)?;
+                    }
+                }
+                Next::Reading(i) => self.catch_up(std::slice::from_ref(&read[i]))?,
+                Next::Verdict(i) => {
+                    if !folds_shown {
+                        self.flush_folds()?;
+                        folds_shown = true;
+                    }
+                    emit_verdict(&mut self.out, &verdicts[i])?;
+                }
+            }
+        }
+        if !folds_shown {
+            self.flush_folds()?;
         }
         Ok(self.out.w.flush()?)
     }
@@ -220,10 +257,10 @@ impl Session {
     fn catch_up(&mut self, read: &[SockFacts]) -> Result<()> {
         for f in read {
             if let Some(mut r) = self.socks.catch_up(f) {
-                self.socks.update(&mut r);
+                let before = self.socks.update(&mut r);
                 self.caught_up += 1;
                 let side = self.side(r.cookie());
-                emit(&mut self.out, &r, side)?;
+                emit(&mut self.out, &r, side, before.as_ref())?;
             }
         }
         Ok(())
@@ -265,10 +302,7 @@ impl Session {
             .into_iter()
             .map(|s| s.facts)
             .collect();
-        // what the hooks sent before the reading comes first (see `judge`)
-        self.drain(ring, &tracer.log)?;
-        self.catch_up(&read)?;
-        Ok(self.out.w.flush()?)
+        self.apply_reading(ring, &tracer.log, &read, &[])
     }
 
     /// Judges the live sockets (once a second).
@@ -278,19 +312,11 @@ impl Session {
             return Ok(());
         };
         let tick = j.tick(tracer, &live)?;
-        // A hook may have fired between the last drain and the reading: its event is in the
-        // ring, not yet in the timeline. Drained first, it is printed as the hook's (in time
-        // order) and the reading reports only what no hook saw. One that fired after the
-        // reading (while it was judged: milliseconds on a busy machine) waits for the
-        // reading's lines, so the lines stay in time order
-        let read_at = tick.read.iter().map(|f| f.ts_ns).min().unwrap_or(u64::MAX);
-        let mut later = Vec::new();
-        self.drain_until(ring, &tracer.log, read_at, &mut later)?;
-        self.catch_up(&tick.read)?;
-        self.flush_folds()?;
-        for v in tick.verdicts {
-            emit_verdict(&mut self.out, &v)?;
-        }
+        // A hook may have fired between the last drain and the reading, or while the sockets
+        // were read and judged (milliseconds on a busy machine): its record is in the ring, and
+        // takes its place among the reading's lines by time. Before a reading, it is printed
+        // as the hook's and the reading reports only what no hook saw
+        self.apply_reading(ring, &tracer.log, &tick.read, &tick.verdicts)?;
         if self.out.samples {
             let n = tick.samples.len();
             for s in tick.samples {
@@ -311,7 +337,7 @@ impl Session {
                 );
             }
         }
-        self.apply_later(later, &tracer.log)
+        Ok(self.out.w.flush()?)
     }
 }
 
@@ -464,6 +490,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
             samples: record.is_some(),
             pid: scope.pid,
             t0_ns,
+            printed_ns: 0,
             w,
         },
         socks: Sockets::default(),

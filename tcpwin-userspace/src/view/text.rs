@@ -136,18 +136,23 @@ fn event_fields(r: &Record) -> String {
     s
 }
 
-/// A socket's folded rcv_ssthresh steps on one line.
-pub fn fold_line(f: &Fold, t0_ns: u64, side: Option<Side>) -> String {
+/// A socket's folded rcv_ssthresh steps on one line, at `at_ns` (its last step, or a later line's
+/// time when another socket's lines came in between: the lines stay in time order and the steps'
+/// own span is in the line).
+pub fn fold_line(f: &Fold, t0_ns: u64, at_ns: u64, side: Option<Side>) -> String {
     let id = f.last.id();
     let (from, to) = f.range();
     let first = secs(f.first.ev.ts_ns, t0_ns);
     let steps = match f.steps {
         1 => format!("1 step at {first:.6} s"),
-        n => format!("{n} steps from {first:.6} s"),
+        n => format!(
+            "{n} steps from {first:.6} s to {:.6} s",
+            secs(f.last.ev.ts_ns, t0_ns)
+        ),
     };
     format!(
         "{:>11.6} {:<7} {} {} {}{} rcv_ssthresh={from}->{to} ({steps}; --events space shows each)",
-        secs(f.last.ev.ts_ns, t0_ns),
+        secs(at_ns.max(f.last.ev.ts_ns), t0_ns),
         "space",
         id.local(),
         direction(side),
@@ -201,7 +206,7 @@ mod tests {
         }
     }
 
-    /// Folded steps say how many and from when, in the singular for one; the arrow is the side given.
+    /// Folded steps say how many and from when to when, in the singular for one; the arrow is the side given.
     #[test]
     fn folded_steps_read_as_a_sentence() {
         let one = Fold {
@@ -209,7 +214,8 @@ mod tests {
             last: step(2_000_000, 100, 200),
             steps: 1,
         };
-        let l = fold_line(&one, 1_000_000, Some(Side::Receiving));
+        let l = fold_line(&one, 1_000_000, 0, Some(Side::Receiving));
+        assert!(l.starts_with("   0.001000 space "), "{l}");
         assert!(l.contains(" <- ") && l.contains("sk=1f"), "{l}");
         assert!(
             l.contains("rcv_ssthresh=100->200 (1 step at 0.001000 s;"),
@@ -220,11 +226,18 @@ mod tests {
             last: step(5_000_000, 300, 900),
             steps: 7,
         };
-        let l = fold_line(&many, 1_000_000, None);
-        assert!(l.contains(" <> "), "{l}");
+        let l = fold_line(&many, 1_000_000, 0, None);
         assert!(
-            l.contains("rcv_ssthresh=100->900 (7 steps from 0.001000 s;"),
+            l.contains(" <> ") && l.starts_with("   0.004000 space "),
             "{l}"
         );
+        assert!(
+            l.contains("rcv_ssthresh=100->900 (7 steps from 0.001000 s to 0.004000 s;"),
+            "{l}"
+        );
+        // printed after another socket's later line: at that line's time, the span unchanged
+        let l = fold_line(&many, 1_000_000, 9_000_000, None);
+        assert!(l.starts_with("   0.008000 space "), "{l}");
+        assert!(l.contains("(7 steps from 0.001000 s to 0.004000 s;"), "{l}");
     }
 }
