@@ -80,6 +80,8 @@ struct TxRing {
     frame_size: usize,
     frames: usize,
     next: usize,
+    /// the last send was refused: frames wait in their slots
+    unsent: bool,
 }
 
 // SAFETY: the mapping is owned by this struct and used by one thread at a time.
@@ -130,6 +132,7 @@ impl TxRing {
             frame_size,
             frames: RING_BYTES / frame_size,
             next: 0,
+            unsent: false,
         };
         let sll = sockaddr(ifindex, 0);
         // SAFETY: binding to a valid sockaddr_ll of the right size.
@@ -152,12 +155,27 @@ impl TxRing {
     }
 }
 
+/// What a send did with the frames waiting in the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    /// the kernel took them all
+    All,
+    /// ENOBUFS: the receiving veth's queue is full (`veth_xmit` drops when its peer's 256-frame
+    /// ring or the backlog overflows; the packet socket then puts the frame back in its slot,
+    /// still asking to be sent, and the next send starts with it)
+    QueueFull,
+    /// any other refusal (EAGAIN: the packet socket's own send buffer), the frames kept alike
+    Refused,
+}
+
 /// Where the line puts frames and hands them to the kernel (the TX ring; a fake in tests).
 trait Ring {
     /// Puts a frame in the next slot; false when that slot is still taken (the ring is full).
     fn put(&mut self, frame: &[u8]) -> bool;
-    /// Sends the frames put so far; false when the kernel refused.
-    fn flush(&self) -> bool;
+    /// Sends the frames put so far.
+    fn flush(&mut self) -> Sent;
+    /// Whether frames put are still waiting for a send the kernel takes (the last one refused).
+    fn unsent(&self) -> bool;
 }
 
 impl Ring for TxRing {
@@ -180,7 +198,7 @@ impl Ring for TxRing {
         true
     }
 
-    fn flush(&self) -> bool {
+    fn flush(&mut self) -> Sent {
         // SAFETY: send(2) with no data: the kernel takes the ring's pending frames.
         let rc = unsafe {
             libc::sendto(
@@ -192,7 +210,19 @@ impl Ring for TxRing {
                 0,
             )
         };
-        rc >= 0
+        let sent = match rc {
+            0.. => Sent::All,
+            _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOBUFS) => {
+                Sent::QueueFull
+            }
+            _ => Sent::Refused,
+        };
+        self.unsent = sent != Sent::All;
+        sent
+    }
+
+    fn unsent(&self) -> bool {
+        self.unsent
     }
 }
 
@@ -230,8 +260,10 @@ pub struct DirStats {
     pub lost: AtomicU64,
     /// over the queue limit
     pub queue_drops: AtomicU64,
-    /// sends the kernel refused (the receiver's veth queue full); the ring keeps such a frame
-    /// and the next send retries it, so it is late, not lost
+    /// sends refused with ENOBUFS (the receiver's veth queue full); the ring keeps such a frame
+    /// and the line sends again within 100 µs, so it is late, not lost
+    pub queue_full_retries: AtomicU64,
+    /// sends refused otherwise (the packet socket's send buffer), retried alike
     pub send_retries: AtomicU64,
     /// frames that left more than 1 ms after their due time
     pub late: AtomicU64,
@@ -254,6 +286,8 @@ pub struct Totals {
     pub bottleneck_drops: u64,
     pub lost: u64,
     pub queue_drops: u64,
+    /// sends refused because the receiving veth's queue was full (ENOBUFS), retried
+    pub queue_full_retries: u64,
     pub send_retries: u64,
     pub socket_drops: u64,
     pub late: u64,
@@ -545,10 +579,13 @@ impl Inbox {
 }
 
 /// Puts the frames due by `now` in the ring and hands them to the kernel; returns how many
-/// were put. A refused send leaves its frames in the ring for the next one, so a ring that is
-/// full while frames are due is handed over too: with every slot held by frames the kernel
-/// refused, nothing else would ever send them again (the line stalled for good on a busy
-/// machine: a transfer that never finished).
+/// were put. A refused send leaves its frames in the ring for the next one, so the ring is
+/// handed over again whenever it holds frames a send left, new frames or not: a ring left
+/// without a kick waited for the next frame to fall due (with every slot held, for good: a
+/// transfer that never finished; with the sender's window in the ring, for its retransmission
+/// timeout). The caller comes back within 100 µs while frames are unsent ([`Ring::unsent`]):
+/// the receiving veth's queue drains only when its consumer runs, which a send retried at once
+/// from this real-time thread would keep off the CPU.
 fn hand_over(inbox: &mut Inbox, tx: &mut dyn Ring, now: Instant, st: &DirStats) -> usize {
     let mut put = 0;
     while let Some((due, frame)) = inbox.queue.front() {
@@ -570,19 +607,40 @@ fn hand_over(inbox: &mut Inbox, tx: &mut dyn Ring, now: Instant, st: &DirStats) 
         inbox.queued -= frame.len();
         inbox.free.push(frame);
     }
-    if put > 0 {
-        // a refused send is counted; the kernel keeps the frame and retries it next time
-        let mut refused = 0;
-        while !tx.flush() && refused < put {
-            refused += 1;
+    st.forwarded.fetch_add(put as u64, Ordering::Relaxed);
+    let due = inbox.queue.front().is_some_and(|(due, _)| *due <= now);
+    if put > 0 || tx.unsent() || due {
+        // a refused send is counted; the frame stays in its slot and is sent again next time
+        match tx.flush() {
+            Sent::All => {}
+            Sent::QueueFull => {
+                st.queue_full_retries.fetch_add(1, Ordering::Relaxed);
+            }
+            Sent::Refused => {
+                st.send_retries.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        st.send_retries.fetch_add(refused as u64, Ordering::Relaxed);
-        st.forwarded.fetch_add(put as u64, Ordering::Relaxed);
-    } else if inbox.queue.front().is_some_and(|(due, _)| *due <= now) && !tx.flush() {
-        st.send_retries.fetch_add(1, Ordering::Relaxed);
     }
     put
 }
+
+/// How long the line may wait for frames to read: until the next one is due (50 ms at most),
+/// 100 µs while the ring holds frames a send left (see [`hand_over`]).
+fn read_wait(inbox: &Inbox, unsent: bool, now: Instant) -> Duration {
+    let wait = match inbox.queue.front() {
+        Some((due, _)) => due.saturating_duration_since(now),
+        None => Duration::from_millis(50),
+    }
+    .min(Duration::from_millis(50));
+    if unsent {
+        wait.min(RETRY_AFTER)
+    } else {
+        wait
+    }
+}
+
+/// A send the kernel refused is tried again after this.
+const RETRY_AFTER: Duration = Duration::from_micros(100);
 
 /// One direction: receive on `from`, hold `delay`, send on `to`.
 fn forward(
@@ -615,14 +673,10 @@ fn forward(
                 .is_some_and(|(due, _)| *due <= Instant::now())
         {
             // the ring is full: give the receiver a moment
-            std::thread::sleep(Duration::from_micros(100));
+            std::thread::sleep(RETRY_AFTER);
             continue;
         }
-        let wait = match inbox.queue.front() {
-            Some((due, _)) => due.saturating_duration_since(Instant::now()),
-            None => Duration::from_millis(50),
-        }
-        .min(Duration::from_millis(50));
+        let wait = read_wait(&inbox, tx.unsent(), Instant::now());
         let ts = libc::timespec {
             tv_sec: wait.as_secs() as libc::time_t,
             tv_nsec: wait.subsec_nanos() as libc::c_long,
@@ -728,6 +782,7 @@ impl DelayLine {
             t.queue_drops += s.queue_drops.load(Ordering::Relaxed);
             t.bottleneck_drops += s.bottleneck_drops.load(Ordering::Relaxed);
             t.lost += s.lost.load(Ordering::Relaxed);
+            t.queue_full_retries += s.queue_full_retries.load(Ordering::Relaxed);
             t.send_retries += s.send_retries.load(Ordering::Relaxed);
             t.socket_drops += s.socket_drops.load(Ordering::Relaxed);
             t.late += s.late.load(Ordering::Relaxed);
@@ -755,6 +810,7 @@ impl DelayLine {
                 &s.queue_drops,
                 &s.bottleneck_drops,
                 &s.lost,
+                &s.queue_full_retries,
                 &s.send_retries,
                 &s.late,
                 &s.max_late_us,
@@ -796,64 +852,96 @@ mod tests {
         }
     }
 
-    /// A ring whose kernel refuses sends for a while: the frames put before
-    /// the refusals wait in their slots for the next send.
+    /// A ring whose sends the kernel refuses `refusals` times (ENOBUFS, as a full veth queue
+    /// does), holding `slots` frames: the refusals wait in their slots for the next send.
     struct Refusing {
         slots: usize,
-        waiting: std::cell::Cell<usize>,
-        refusals: std::cell::Cell<u32>,
-        sent: std::cell::Cell<usize>,
+        waiting: usize,
+        refusals: u32,
+        sent: usize,
     }
 
     impl Ring for Refusing {
         fn put(&mut self, _: &[u8]) -> bool {
-            if self.waiting.get() == self.slots {
+            if self.waiting == self.slots {
                 return false;
             }
-            self.waiting.set(self.waiting.get() + 1);
+            self.waiting += 1;
             true
         }
-        fn flush(&self) -> bool {
-            if self.refusals.get() > 0 {
-                self.refusals.set(self.refusals.get() - 1);
-                return false;
+        fn flush(&mut self) -> Sent {
+            if self.refusals > 0 {
+                self.refusals -= 1;
+                return Sent::QueueFull;
             }
-            self.sent.set(self.sent.get() + self.waiting.take());
-            true
+            self.sent += std::mem::take(&mut self.waiting);
+            Sent::All
+        }
+        fn unsent(&self) -> bool {
+            // every accepted send empties the slots
+            self.waiting > 0
+        }
+    }
+
+    fn due_now(b: &mut Inbox, n: usize, now: Instant) {
+        for _ in 0..n {
+            b.queued += 100;
+            b.queue.push_back((now, vec![0u8; 100]));
         }
     }
 
     /// Sends refused until the ring is full: the full ring is handed over again, so every
     /// due frame leaves (the line used to wait forever for a free slot that only a send
-    /// frees).
+    /// frees). Each refusal is counted as the veth's queue full.
     #[test]
     fn a_ring_full_of_refused_frames_is_sent_again() {
         let mut b = inbox(None);
         let now = Instant::now();
-        for _ in 0..3 {
-            b.queued += 100;
-            b.queue.push_back((now, vec![0u8; 100]));
-        }
+        due_now(&mut b, 3, now);
         let mut ring = Refusing {
             slots: 2,
-            waiting: 0.into(),
-            refusals: 3.into(),
-            sent: 0.into(),
+            waiting: 0,
+            refusals: 3,
+            sent: 0,
         };
         let st = DirStats::default();
         assert_eq!(hand_over(&mut b, &mut ring, now, &st), 2);
-        assert_eq!(
-            (ring.waiting.get(), ring.sent.get()),
-            (2, 0),
-            "both refused"
-        );
+        assert_eq!((ring.waiting, ring.sent), (2, 0), "both refused");
+        // the full ring is sent again with no slot free: refused twice more, then taken
         for _ in 0..3 {
-            hand_over(&mut b, &mut ring, now, &st);
+            assert_eq!(hand_over(&mut b, &mut ring, now, &st), 0);
         }
+        assert_eq!((ring.waiting, ring.sent, b.queue.len()), (0, 2, 1));
+        assert_eq!(hand_over(&mut b, &mut ring, now, &st), 1);
         assert!(b.queue.is_empty());
-        assert_eq!(ring.sent.get() + ring.waiting.get(), 3);
-        hand_over(&mut b, &mut ring, now, &st);
-        assert_eq!(ring.sent.get(), 3, "every frame sent");
+        assert_eq!(ring.sent, 3, "every frame sent");
+        assert_eq!(st.queue_full_retries.load(Ordering::Relaxed), 3);
+        assert_eq!(st.forwarded.load(Ordering::Relaxed), 3);
+    }
+
+    /// Frames a refused send left in the ring, with nothing more to read: the ring is kicked
+    /// again on its own (the line used to wait for the next frame to fall due, and a sender whose
+    /// window sat in the ring waited for its retransmission timeout), and the line comes back
+    /// within 100 µs rather than sleeping until a frame arrives.
+    #[test]
+    fn frames_a_send_left_are_sent_without_a_new_frame() {
+        let mut b = inbox(None);
+        let now = Instant::now();
+        due_now(&mut b, 2, now);
+        let mut ring = Refusing {
+            slots: 8,
+            waiting: 0,
+            refusals: 1,
+            sent: 0,
+        };
+        let st = DirStats::default();
+        assert_eq!(hand_over(&mut b, &mut ring, now, &st), 2);
+        assert!(b.queue.is_empty() && ring.unsent());
+        assert_eq!(read_wait(&b, ring.unsent(), now), RETRY_AFTER);
+        assert_eq!(hand_over(&mut b, &mut ring, now, &st), 0);
+        assert_eq!((ring.sent, ring.unsent()), (2, false));
+        assert_eq!(read_wait(&b, ring.unsent(), now), Duration::from_millis(50));
+        assert_eq!(st.queue_full_retries.load(Ordering::Relaxed), 1);
     }
 
     /// Frames read one after the other while the clock moves (a long drain): each is due
