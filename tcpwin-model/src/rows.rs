@@ -99,6 +99,9 @@ pub struct WanRow {
     pub queue_us: Option<u32>,
     pub setting: Option<String>,
     pub suggested: Option<String>,
+    /// the other limits the receiver's verdict names beside its own (both ends read together)
+    #[serde(default)]
+    pub factors: Vec<crate::verdict::Limit>,
     pub scaling_ratio: Option<u8>,
     pub window_clamp: Option<u32>,
     pub sk_rcvbuf: Option<u32>,
@@ -117,12 +120,23 @@ pub struct WanRow {
     /// what the delay line added to a round trip on average beyond the asked RTT, µs
     #[serde(default)]
     pub path_added_rtt_us: u64,
+    /// sends of the delay line the receiving veth refused, its queue full (ENOBUFS): the frames
+    /// were kept and sent again (late, not lost)
+    #[serde(default)]
+    pub path_queue_full_retries: u64,
     /// the path kept its delay (late frames within the lab's bound): only such a row is judged
     #[serde(default = "yes")]
     pub path_on_time: bool,
-    /// which attempt at this row this is (a row whose path was late is run again)
+    /// which attempt at this row this is (a row whose path was late is run again, and a row
+    /// showing GRO whose receiver's veth merged nothing)
     #[serde(default = "one")]
     pub attempt: u32,
+    /// a row that shows what receiver GRO does: the receiver's veth merged segments (its ratio
+    /// rose above one segment per packet's). The lab's veth stands in for a NIC by polling in a
+    /// thread of its own; with the CPUs busy that thread can poll each frame alone, and then GRO
+    /// merges nothing however it is set
+    #[serde(default = "yes")]
+    pub gro_merged: bool,
     /// the transfer's verdicts as each way of reading it names them: one snapshot or an
     /// interval, both ends together or each alone
     #[serde(default)]
@@ -231,6 +245,29 @@ fn one() -> u32 {
 }
 
 impl WanRow {
+    /// The row's setup as the lab's summary names it: the application, the condition, the path
+    /// (its RTT, rate and queue, or plain veth) and GRO when it is off: rows that differ only in
+    /// the path or GRO are different setups.
+    pub fn setup(&self) -> String {
+        let path = match self.rate_limit_bps {
+            None => "veth".to_string(),
+            Some(rate) => format!(
+                "{:.0} ms, {} Mbit/s{}",
+                self.rtt_ms,
+                rate / 1_000_000,
+                self.queue_ms
+                    .map(|q| format!(", {q} ms queue"))
+                    .unwrap_or_default()
+            ),
+        };
+        format!(
+            "{}; {}; {path}{}",
+            self.app,
+            self.condition,
+            if self.gro { "" } else { "; GRO off" }
+        )
+    }
+
     /// The verdict is one the scenario is built to show.
     pub fn accepts(&self, got: Option<crate::verdict::Limit>) -> bool {
         got.is_some_and(|g| g == self.expected || Some(g) == self.also_expected)

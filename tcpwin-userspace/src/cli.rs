@@ -275,8 +275,8 @@ pub struct LabArgs {
     /// Set up a slow transfer and hold the verdict (both ends, read together) against the limit
     /// the scenario is built to show: wscale-off, window-sweep, rmem-max, autotune-max, gro,
     /// not-window-limited, window-clamp, app-not-reading, queue (a deep bottleneck queue),
-    /// iperf3 (-w, -R, -P), nginx (sndbuf=, curl --limit-rate), all (with --quick: the rows CI
-    /// runs). Exits 1 when any verdict differs
+    /// iperf3 (-w, -R, -P), nginx (sndbuf=, curl --limit-rate), all (with --quick: one row per
+    /// limit family, each once, as the test suite runs it). Exits 1 when any verdict differs
     #[arg(long, value_name = "NAME|all", conflicts_with = "full")]
     pub scenario: Option<String>,
     /// Run each scenario row N times and print the accuracy table (scenario x congestion
@@ -288,13 +288,18 @@ pub struct LabArgs {
     /// with nothing set: fails when a fix does not repair its transfer
     #[arg(long, requires = "scenario")]
     pub apply_fix: bool,
-    /// Congestion controls to run each scenario with (set per namespace: bbr and reno)
-    #[arg(long, value_name = "LIST", default_value = "bbr,reno", requires = "scenario", value_delimiter = ',', value_parser = ["bbr", "reno"])]
+    /// Congestion controls to run each scenario with (set per namespace: bbr and reno; default
+    /// both, or with --quick the one each row names)
+    #[arg(long, value_name = "LIST", requires = "scenario", value_delimiter = ',', value_parser = ["bbr", "reno"])]
     pub cc: Vec<String>,
     /// Also draw the tables as SVG into DIR: lab.svg (ratio per condition), wan.svg (predicted
     /// vs measured throughput per row), window-sweep.svg (throughput against the window)
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+    /// Run nothing: print the tables of an earlier `--scenario ... --json` run from its rows
+    /// (accuracy, fix loops, summary); exits 1 when a verdict differed or a fix did not close
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["full", "path", "scenario", "json", "svg"])]
+    pub from: Option<PathBuf>,
 }
 
 /// `--source`

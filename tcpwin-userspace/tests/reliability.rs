@@ -61,17 +61,11 @@ fn our_programs() -> Vec<u64> {
         .collect()
 }
 
-/// Waits (the kernel frees programs asynchronously after the last fd closes) until none of ours
-/// is loaded; returns what is still there after 10 s.
+/// Ours still loaded once none is, or after 10 s (the kernel frees programs asynchronously after
+/// the last fd closes).
 fn settle() -> Vec<u64> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = our_programs();
-        if left.is_empty() || Instant::now() > deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    tcpwin_lab::harness::settled(|| Ok(our_programs()), |left| left.is_empty())
+        .expect("the BPF program listing")
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -105,15 +99,34 @@ fn sink_server(port: u16, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> 
     })
 }
 
-fn connections(port: u16, n: usize, bytes: usize) {
+/// `n` connections to `port`, each writing `bytes`; returns the errors the test's own client met
+/// (said on stderr): tests that count every connection's events hold them to none.
+fn connections(port: u16, n: usize, bytes: usize) -> Vec<std::io::Error> {
     let data = vec![1u8; bytes];
+    let mut errors = Vec::new();
     for _ in 0..n {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        if bytes > 0 {
-            s.write_all(&data).unwrap();
+        let sent = TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+            if bytes > 0 {
+                s.write_all(&data)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = sent {
+            eprintln!("the test's client: {e}");
+            errors.push(e);
         }
-        drop(s);
     }
+    errors
+}
+
+/// [`connections`], every one of which must succeed (the test counts their events).
+fn all_connections(port: u16, n: usize, bytes: usize) {
+    let errors = connections(port, n, bytes);
+    assert!(
+        errors.is_empty(),
+        "{} of {n} connections of the test's own client failed: {errors:?}",
+        errors.len()
+    );
 }
 
 /// The trace's `--json` output: its events count and its summary.
@@ -192,7 +205,7 @@ fn flood_losses_are_counted_exactly() {
     let srv = sink_server(port, stop.clone());
     let t = start(&["--port", &port.to_string(), "--ringbuf-kib", "4", "--json"]);
     let workers: Vec<_> = (0..4)
-        .map(|_| std::thread::spawn(move || connections(port, 400, 200_000)))
+        .map(|_| std::thread::spawn(move || all_connections(port, 400, 200_000)))
         .collect();
     for w in workers {
         w.join().unwrap();
@@ -237,10 +250,10 @@ fn ten_thousand_sockets_keep_memory_flat() {
     let srv = sink_server(port, stop.clone());
     let t = start(&["--port", &port.to_string(), "-q", "--json"]);
     let pid = t.child.id();
-    connections(port, 1000, 0);
+    all_connections(port, 1000, 0);
     std::thread::sleep(Duration::from_millis(300));
     let warm = rss_kib(pid);
-    connections(port, 9000, 0);
+    all_connections(port, 9000, 0);
     std::thread::sleep(Duration::from_millis(300));
     let after = rss_kib(pid);
     let (status, out, err) = t.stop(Duration::from_secs(30)).unwrap();
@@ -287,13 +300,16 @@ fn runs_without_tracefs() {
     assert!(out.status.success(), "{err}");
 }
 
-/// A few minutes of mixed load (CI); `TCPWIN_SOAK_SECS=3600` for the documented hour.
+/// Mixed load for 20 s (the gate); `cargo xtask proof` runs it for 5 minutes,
+/// `TCPWIN_SOAK_SECS=3600` for the documented hour. The traffic is the test's own client: a
+/// connection of its that fails (reset under load) is said and counted, not the tracer's fault,
+/// as long as the load went on.
 #[test]
 fn soak_memory_does_not_grow() {
     let secs: u64 = std::env::var("TCPWIN_SOAK_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
+        .unwrap_or(20);
     let port = 5323;
     let stop = Arc::new(AtomicBool::new(false));
     let srv = sink_server(port, stop.clone());
@@ -302,9 +318,10 @@ fn soak_memory_does_not_grow() {
     let end = Instant::now() + Duration::from_secs(secs);
     let mut samples = Vec::new();
     let mut next_sample = Instant::now();
+    let (mut made, mut failed) = (0, 0);
     while Instant::now() < end {
-        connections(port, 20, 0);
-        connections(port, 1, 4 << 20);
+        failed += connections(port, 20, 0).len() + connections(port, 1, 4 << 20).len();
+        made += 21;
         if Instant::now() >= next_sample {
             samples.push(rss_kib(pid));
             next_sample += Duration::from_secs(2);
@@ -317,7 +334,11 @@ fn soak_memory_does_not_grow() {
     assert!(samples.len() >= 5, "{samples:?}");
     let warm = samples[samples.len() / 3];
     let last = *samples.last().unwrap();
-    eprintln!("soak {secs} s: RSS samples (KiB) {samples:?}");
+    eprintln!("soak {secs} s: RSS samples (KiB) {samples:?}; {failed} of {made} connections of the test's client failed");
+    assert!(
+        failed * 10 <= made,
+        "the load itself failed: {failed} of {made}"
+    );
     assert!(
         last < warm + 2 * 1024,
         "RSS grew from {warm} to {last} KiB after warm-up: {samples:?}"

@@ -1,5 +1,5 @@
-//! Developer tasks: `cargo xtask setup | build-ebpf | build | test | demo | bench | vm-test |
-//! dist`.
+//! Developer tasks: `cargo xtask setup | build-ebpf | build | test | proof | demo | bench |
+//! vm-test | dist`.
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 mod dist;
+mod proof;
 mod suite;
 mod toolchain;
 mod vm;
@@ -32,8 +33,9 @@ enum Cmd {
     },
     /// Build the eBPF object and the release `tcpwin-trace` binary.
     Build,
-    /// Everything CI checks: setup, build, fmt, clippy, unit and end-to-end tests (root), then
-    /// the qemu kernel matrix.
+    /// The gate, everything CI checks: fmt, clippy and the source checks first (they stop it at
+    /// once), then the build, unit and end-to-end tests (root), the lab's smoke rows and the qemu
+    /// kernel matrix; deterministic, about 10 minutes on a warm tree.
     Test {
         /// Skip the qemu kernel matrix (vm-test)
         #[arg(long)]
@@ -41,6 +43,23 @@ enum Cmd {
         /// Extra arguments for `cargo test`, after `--`.
         #[arg(last = true)]
         args: Vec<String>,
+    },
+    /// The proof, the statistical tier (not in CI): every lab scenario repeated with its fix
+    /// applied, and the overhead bench; each figure held against docs/proof.json (a regression:
+    /// over 20 % worse). Exits non-zero on a missed verdict, an open fix loop or a regression.
+    Proof {
+        /// Lab runs per scenario row (the README's table is over 5)
+        #[arg(long, default_value_t = 5)]
+        repeat: u32,
+        /// Write this run's figures to docs/proof.json (to commit)
+        #[arg(long)]
+        save: bool,
+        /// Leave the lab out
+        #[arg(long)]
+        no_lab: bool,
+        /// Leave the bench and the soak out
+        #[arg(long)]
+        no_bench: bool,
     },
     /// Build, then trace a transfer the tool generates itself between two network namespaces.
     Demo,
@@ -74,6 +93,17 @@ fn run() -> Result<()> {
         Cmd::BuildEbpf { debug } => build_ebpf(!debug).map(|_| ()),
         Cmd::Build => build().map(|_| ()),
         Cmd::Test { args, no_vm } => test(&args, no_vm),
+        Cmd::Proof {
+            repeat,
+            save,
+            no_lab,
+            no_bench,
+        } => proof::proof(&proof::Args {
+            repeat,
+            save,
+            no_lab,
+            no_bench,
+        }),
         Cmd::Demo => demo(),
         Cmd::Bench { args } => {
             let obj = build()?;
@@ -181,40 +211,76 @@ fn build() -> Result<PathBuf> {
     Ok(obj)
 }
 
-/// Everything CI checks. The whole suite runs even when a test binary fails (`--no-fail-fast`),
-/// and the qemu matrix after it; one summary at the end names what failed.
+/// The gate. The cheap checks first, each stopping it at once (fmt, clippy, the source and docs
+/// checks: a minute on a warm tree); then the whole suite runs even when a test binary fails
+/// (`--no-fail-fast`), and the qemu matrix after it; one summary at the end names what failed
+/// and says where the time went.
 fn test(extra: &[String], no_vm: bool) -> Result<()> {
-    let t0 = std::time::Instant::now();
-    let obj = build()?;
+    let mut steps = suite::Steps::default();
+    steps.time("fmt", || {
+        run_cmd(
+            Command::new(env!("CARGO"))
+                .current_dir(root())
+                .args(["fmt", "--all", "--", "--check"]),
+        )
+        .context("cargo fmt found unformatted code: run `cargo fmt --all`")?;
+        run_cmd(Command::new(env!("CARGO")).current_dir(root()).args([
+            "fmt",
+            "--manifest-path",
+            "tcpwin-ebpf/Cargo.toml",
+            "--",
+            "--check",
+        ]))
+        .context(
+            "the eBPF crate is unformatted: run `cargo fmt --manifest-path tcpwin-ebpf/Cargo.toml`",
+        )
+    })?;
+    let obj = steps.time("kernel side", || build_ebpf(true))?;
+    steps.time("clippy", || {
+        run_cmd(cargo(&obj).args([
+            "clippy",
+            "--release",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    })?;
+    // the source and docs checks need no root and no network: layout (imports), docs (links,
+    // commands), the unit tests of the pure parts
+    steps.time("source and docs checks", || {
+        run_cmd(cargo(&obj).args([
+            "test",
+            "--release",
+            "-p",
+            "tcpwin-userspace",
+            "--test",
+            "layout",
+            "--test",
+            "docs",
+        ]))
+    })?;
+    steps.time("build", || {
+        run_cmd(cargo(&obj).args([
+            "build",
+            "--release",
+            "-p",
+            "tcpwin-userspace",
+            "-p",
+            "tcpwin-lab",
+        ]))
+    })?;
     // one static build: the package the dist test installs, and the binary the guests run
-    let static_bin = dist::static_binary(&obj)?;
+    let static_bin = steps.time("static build and package", || dist::static_binary(&obj))?;
     let deb = dist::dist(&static_bin)?;
     // what the tests call besides the tracer (installed by `setup` too; checked here for machines
     // that got the toolchain earlier)
     // prometheus: promtool checks the exporter's format and the rules, a real Prometheus scrapes
     // it; iperf3, nginx-light, curl: the lab's real-program scenarios; util-linux: setpriv
-    toolchain::apt_install(toolchain::TEST_PACKAGES)?;
-    run_cmd(cargo(&obj).args(["fmt", "--all", "--", "--check"]))
-        .context("cargo fmt found unformatted code: run `cargo fmt --all`")?;
-    run_cmd(cargo(&obj).args([
-        "fmt",
-        "--manifest-path",
-        "tcpwin-ebpf/Cargo.toml",
-        "--",
-        "--check",
-    ]))
-    .context(
-        "the eBPF crate is unformatted: run `cargo fmt --manifest-path tcpwin-ebpf/Cargo.toml`",
-    )?;
-    run_cmd(cargo(&obj).args([
-        "clippy",
-        "--release",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    steps.time("test packages", || {
+        toolchain::apt_install(toolchain::TEST_PACKAGES)
+    })?;
     // End-to-end tests create namespaces with fixed prefixes and load BPF programs: one at a time.
     let mut cmd = cargo(&obj);
     cmd.env("TCPWIN_REQUIRE_EBPF", "1")
@@ -222,16 +288,19 @@ fn test(extra: &[String], no_vm: bool) -> Result<()> {
         .args(["test", "--release", "--workspace", "--no-fail-fast"])
         .args(["--", "--test-threads=1"])
         .args(extra);
-    let mut failed = suite::run(&mut cmd)?;
-    if let Err(e) = check_without_kernel_side() {
-        failed.push(format!("cargo check without the eBPF object: {e:#}"));
+    let mut failed = steps.time("tests", || suite::run(&mut cmd))?;
+    if let Err(e) = steps.time("check without the kernel side", check_without_kernel_side) {
+        failed.step("cargo check without the eBPF object", format!("{e:#}"));
     }
     if no_vm {
         println!("xtask: vm-test skipped (--no-vm)");
-    } else if let Err(e) = vm::vm_test(vm::DEFAULT_KERNELS, &static_bin) {
-        failed.push(format!("vm-test: {e:#}"));
+    } else if let Err(e) = steps.time("qemu kernel matrix", || {
+        vm::vm_test(vm::DEFAULT_KERNELS, &static_bin)
+    }) {
+        failed.step("vm-test", format!("{e:#}"));
     }
-    let took = t0.elapsed().as_secs();
+    println!("xtask test: where the time went: {}", steps.said());
+    let took = steps.total();
     if failed.is_empty() {
         println!(
             "xtask test: all passed in {} min {} s",
@@ -240,16 +309,16 @@ fn test(extra: &[String], no_vm: bool) -> Result<()> {
         );
         return Ok(());
     }
+    let headline = failed.headline();
     println!(
-        "xtask test: {} failed (after {} min {} s):",
-        failed.len(),
+        "xtask test: {headline} failed (after {} min {} s):",
         took / 60,
         took % 60
     );
-    for f in &failed {
+    for f in failed.lines() {
         println!("  {f}");
     }
-    bail!("{} failed", failed.len())
+    bail!("{headline} failed")
 }
 
 /// A fresh clone's `cargo check` works before the kernel side is built, and says how to get it

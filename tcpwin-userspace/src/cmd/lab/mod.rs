@@ -244,6 +244,48 @@ fn draw_wan(dir: &std::path::Path, rows: &[tcpwin_model::rows::WanRow]) -> Resul
 }
 
 pub fn run(args: crate::cli::LabArgs) -> Result<()> {
+    lab(args).map_err(tcpwin_lab::harness::interruption_alone)
+}
+
+/// A scenario run's tables and its outcome: the notes, the accuracy table, the fix loops and the
+/// summary; an error when a verdict differed or a fix did not close.
+fn tables(rows: &[tcpwin_model::rows::WanRow]) -> Result<()> {
+    let acc = wan::accuracy(rows);
+    table::wan_notes(rows);
+    table::print_accuracy(&acc);
+    table::print_fix_loops(&wan::fix_loops(rows));
+    table::print_summary(&wan::summary(rows));
+    wan::outcome(&acc, rows)
+}
+
+/// `--from FILE`: the tables of an earlier `--json` run, from its rows.
+fn tables_from(f: &std::path::Path) -> Result<()> {
+    let text = std::fs::read_to_string(f)
+        .with_context(|| format!("--from {}: cannot read it", f.display()))?;
+    let rows = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str::<tcpwin_model::rows::WanRow>(l).with_context(|| {
+                format!(
+                    "--from {}: line {} is not a row of `lab --scenario ... --json`",
+                    f.display(),
+                    i + 1
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if rows.is_empty() {
+        bail!("--from {}: no rows in it", f.display());
+    }
+    tables(&rows)
+}
+
+fn lab(args: crate::cli::LabArgs) -> Result<()> {
+    if let Some(f) = &args.from {
+        return tables_from(f);
+    }
     check_privileges()?;
     svg_dir(args.svg.as_deref())?;
     install_stop_handler();
@@ -289,14 +331,10 @@ pub fn run(args: crate::cli::LabArgs) -> Result<()> {
             }
             return Ok(());
         }
-        let acc = wan::accuracy(&rows);
-        if !json {
-            table::wan_notes(&rows);
-            table::print_accuracy(&acc);
-            table::print_fix_loops(&wan::fix_loops(&rows));
-            table::print_summary(&wan::summary(&rows));
+        if json {
+            return wan::outcome(&wan::accuracy(&rows), &rows);
         }
-        return wan::outcome(&acc, &rows);
+        return tables(&rows);
     }
     let opts = LabOpts {
         full: args.full,

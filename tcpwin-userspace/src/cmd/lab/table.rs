@@ -212,12 +212,11 @@ pub fn wan_row(r: &WanRow) {
 /// After the rows: the delay line's troubles and each row's setting and fix.
 pub fn wan_notes(rows: &[WanRow]) {
     println!("(both ends read together and judged as one connection; measured = the sender's own rate over the last 4 of 6 s, or the program's own report; (!) marks a verdict other than the scenario's)");
-    for r in rows
-        .iter()
-        .filter(|r| r.path_drops > 0 || r.path_late + r.path_rx_late > 0)
-    {
+    for r in rows.iter().filter(|r| {
+        r.path_drops > 0 || r.path_late + r.path_rx_late > 0 || r.path_queue_full_retries > 0
+    }) {
         println!(
-            "path {} {} (attempt {}): {} us added to a round trip on average; of {} frames, {} left more than 1 ms late (latest {} us) and {} waited more than 1 ms to be read (longest {} us), {} lost by the delay line{}",
+            "path {} {} (attempt {}): {} us added to a round trip on average; of {} frames, {} left more than 1 ms late (latest {} us) and {} waited more than 1 ms to be read (longest {} us); {} sends found the receiving veth's queue full (ENOBUFS: kept, sent again); {} lost by the delay line{}",
             r.scenario,
             r.condition,
             r.attempt,
@@ -227,6 +226,7 @@ pub fn wan_notes(rows: &[WanRow]) {
             r.path_max_late_us,
             r.path_rx_late,
             r.path_max_rx_wait_us,
+            r.path_queue_full_retries,
             r.path_drops,
             if r.path_on_time { "" } else { ": not judged" }
         );
@@ -276,13 +276,8 @@ pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
         }
     };
     // columns as wide as their longest cell: setups name the path and GRO
-    let sw = t.keys().map(|(_, s)| s.len()).max().unwrap_or(0).max(5);
-    let ew = t
-        .values()
-        .map(|x| expected_of(x).len())
-        .max()
-        .unwrap_or(0)
-        .max(29);
+    let sw = col_width(t.keys().map(|(_, s)| s.len()), 5);
+    let ew = col_width(t.values().map(|x| expected_of(x).len()), 29);
     println!(
         "\n{:<18} {:<sw$} {:<ew$} {:>9} {:>10} {:>9} {:>9} {:>7}",
         "scenario",
@@ -337,7 +332,7 @@ pub fn print_fix_loops(t: &BTreeMap<(String, String, String), (u32, u32)>) {
     if t.is_empty() {
         return;
     }
-    let sw = t.keys().map(|(_, s, _)| s.len()).max().unwrap_or(0).max(5);
+    let sw = col_width(t.keys().map(|(_, s, _)| s.len()), 5);
     println!(
         "\n{:<18} {:<sw$} {:<5} fixes that closed the loop",
         "scenario", "setup", "cc"
@@ -351,7 +346,7 @@ pub fn print_fix_loops(t: &BTreeMap<(String, String, String), (u32, u32)>) {
 /// measured / predicted throughput as a spread (median, worst); rows not judged (late path).
 pub fn print_accuracy(t: &super::wan::Accuracy) {
     // setups name the path and GRO: the column as wide as the longest
-    let sw = t.keys().map(|k| k.setup.len()).max().unwrap_or(0).max(5);
+    let sw = col_width(t.keys().map(|k| k.setup.len()), 5);
     println!(
         "\n{:<18} {:<sw$} {:<5} {:<24} {:<37} {:>8}  {:<17} got",
         "scenario", "setup", "cc", "read", "expected", "accuracy", "measured/predicted"
@@ -395,4 +390,9 @@ pub fn print_accuracy(t: &super::wan::Accuracy) {
             got.join(", ")
         );
     }
+}
+
+/// A column as wide as its longest cell, and at least as wide as its heading.
+fn col_width(cells: impl Iterator<Item = usize>, heading: usize) -> usize {
+    cells.max().unwrap_or(0).max(heading)
 }

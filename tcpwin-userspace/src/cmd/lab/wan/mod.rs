@@ -159,6 +159,7 @@ fn judge_run(
         queue_us: v.queue_us,
         setting: v.setting.clone(),
         suggested: v.suggested.clone(),
+        factors: v.factors.iter().map(|f| f.limit).collect(),
         scaling_ratio: facts.scaling_ratio,
         window_clamp: facts.window_clamp,
         sk_rcvbuf: facts.sk_rcvbuf,
@@ -169,9 +170,11 @@ fn judge_run(
         path_max_rx_wait_us: totals.max_rx_wait_us,
         path_forwarded: totals.forwarded,
         path_added_rtt_us: totals.added_rtt_us,
+        path_queue_full_retries: totals.queue_full_retries,
         // veth has no delay line: nothing to be late
         path_on_time: st.pair.path.as_ref().is_none_or(|p| totals.on_time(p.rtt)),
         attempt: 1,
+        gro_merged: true,
         reads: reads::reads(
             &r.readings,
             (rx, tx),
@@ -233,8 +236,20 @@ pub struct Plan<'a> {
     pub scenario: &'a str,
     pub quick: bool,
     pub repeat: u32,
+    /// empty: every row with bbr and reno, or with `quick` each row with its own
     pub ccs: Vec<String>,
     pub apply_fix: bool,
+}
+
+impl Plan<'_> {
+    /// The congestion controls row `s` runs with.
+    fn ccs_of(&self, s: &Spec) -> Vec<String> {
+        match (self.ccs.is_empty(), self.quick.then_some(s.quick).flatten()) {
+            (false, _) => self.ccs.clone(),
+            (true, Some(cc)) => vec![cc.to_string()],
+            (true, None) => CCS.iter().map(|c| c.to_string()).collect(),
+        }
+    }
 }
 
 /// The rows of one scenario run: the row (its path late: run again, up to `ATTEMPTS`), and with
@@ -254,16 +269,24 @@ fn one_row(
         *n += 1;
         let mut j = judge_run(exe, it, s, &st, cc, run_no)?;
         j.row.attempt = attempt;
-        if j.row.path_on_time || attempt == ATTEMPTS {
+        j.row.gro_merged = !s.shows_gro || merged(j.row.scaling_ratio);
+        if (j.row.path_on_time && j.row.gro_merged) || attempt == ATTEMPTS {
             break (j, st);
         }
-        eprintln!(
-            "lab: the path was late (the delay line added {} us to a round trip on average; of {} frames, {} left more than 1 ms late and {} waited more than 1 ms to be read; a frame can be both): running the row again",
-            j.row.path_added_rtt_us,
-            j.row.path_forwarded,
-            j.row.path_late,
-            j.row.path_rx_late
-        );
+        if !j.row.path_on_time {
+            eprintln!(
+                "lab: the path was late (the delay line added {} us to a round trip on average; of {} frames, {} left more than 1 ms late and {} waited more than 1 ms to be read; a frame can be both): running the row again",
+                j.row.path_added_rtt_us,
+                j.row.path_forwarded,
+                j.row.path_late,
+                j.row.path_rx_late
+            );
+        } else {
+            eprintln!(
+                "lab: GRO is on and the receiver's veth merged nothing (ratio {}, one segment per packet: its NAPI thread polled each frame alone): running the row again",
+                j.row.scaling_ratio.map(|r| r.to_string()).unwrap_or("-".into())
+            );
+        }
         attempt += 1;
         check_stop()?;
     };
@@ -278,20 +301,18 @@ fn one_row(
         // the ratio shows nothing merged, then say so rather than judge the fix on it
         let turns_gro_on = fix.commands.iter().any(|c| c.contains(" gro on"));
         let mut attempt = 1;
-        while turns_gro_on
-            && !merged(j.row.scaling_ratio, after.row.scaling_ratio)
-            && attempt < ATTEMPTS
-        {
+        while turns_gro_on && !merged(after.row.scaling_ratio) && attempt < ATTEMPTS {
             eprintln!(
-                "lab: GRO is on and the receiver's veth merged nothing (ratio {} as before the fix: its NAPI thread polled each frame alone): running the fixed transfer again",
+                "lab: GRO is on and the receiver's veth merged nothing (ratio {}, one segment per packet, as before the fix: its NAPI thread polled each frame alone): running the fixed transfer again",
                 after.row.scaling_ratio.map(|r| r.to_string()).unwrap_or("-".into())
             );
             attempt += 1;
             check_stop()?;
             after = on_time_run(exe, it, s, &st, cc, run_no)?;
         }
-        let gro_merged = !turns_gro_on || merged(j.row.scaling_ratio, after.row.scaling_ratio);
+        let gro_merged = !turns_gro_on || merged(after.row.scaling_ratio);
         drop(st);
+        check_stop()?;
         // the same path with nothing set
         let base = s.baseline();
         let bst = run::setup(&base, cc, *n)?;
@@ -325,15 +346,10 @@ fn one_row(
     Ok(j.row)
 }
 
-/// Whether GRO merged anything in a run, from the receiver's ratio before GRO was turned on and
-/// after: the kernel moves the ratio only on a segment longer than the last (a merged one), so
-/// one merge in the run leaves it above the unmerged ratio.
-fn merged(before: Option<u8>, after: Option<u8>) -> bool {
-    match (before, after) {
-        (Some(b), Some(a)) => a > b,
-        // nothing to compare: judge the fix as it is
-        _ => true,
-    }
+/// Whether GRO merged anything in a run with GRO on, from the receiver's ratio alone: one segment
+/// per packet stays under `LOW_RATIO` at MTU 1500 (158-162), any merge lifts it over (193).
+fn merged(ratio: Option<u8>) -> bool {
+    ratio.is_none_or(|r| r >= tcpwin_model::verdict::LOW_RATIO)
 }
 
 /// `--scenario`: every row asked, with every congestion control, `repeat` times; each row is
@@ -352,7 +368,7 @@ pub fn scenarios(
     let mut n = 0;
     for run_no in 1..=plan.repeat {
         for s in &specs {
-            for cc in &plan.ccs {
+            for cc in &plan.ccs_of(s) {
                 check_stop()?;
                 eprintln!(
                     "lab: run {run_no}/{}: {} {}, {}, {}: {} ({cc})",
@@ -465,7 +481,7 @@ pub fn accuracy(rows: &[WanRow]) -> Accuracy {
         for (read, view, end, got, ok) in reads_of(r) {
             let key = AccuracyKey {
                 scenario: r.scenario.clone(),
-                setup: setup_of(r),
+                setup: r.setup(),
                 cc: r.cc.clone(),
                 read,
                 view,
@@ -521,34 +537,11 @@ pub const READS: [(Read, View); 4] = [
     (Read::Interval, View::Alone),
 ];
 
-/// A row's setup as the summary names it: the application, the condition, the path (its RTT,
-/// rate and queue, or plain veth) and GRO when it is off: rows that differ only in the path or
-/// GRO are different setups.
-pub fn setup_of(r: &WanRow) -> String {
-    let path = match r.rate_limit_bps {
-        None => "veth".to_string(),
-        Some(rate) => format!(
-            "{:.0} ms, {} Mbit/s{}",
-            r.rtt_ms,
-            rate / 1_000_000,
-            r.queue_ms
-                .map(|q| format!(", {q} ms queue"))
-                .unwrap_or_default()
-        ),
-    };
-    format!(
-        "{}; {}; {path}{}",
-        r.app,
-        r.condition,
-        if r.gro { "" } else { "; GRO off" }
-    )
-}
-
-/// Every scenario row summarised (see `Summary`), keyed by (scenario, setup: see `setup_of`).
+/// Every scenario row summarised (see `Summary`), keyed by (scenario, setup: see `WanRow::setup`).
 pub fn summary(rows: &[WanRow]) -> BTreeMap<(String, String), Summary> {
     let mut t: BTreeMap<(String, String), Summary> = BTreeMap::new();
     for r in rows {
-        let e = t.entry((r.scenario.clone(), setup_of(r))).or_default();
+        let e = t.entry((r.scenario.clone(), r.setup())).or_default();
         e.expected
             .entry(r.cc.clone())
             .or_insert_with(|| match r.also_expected {
@@ -585,7 +578,7 @@ pub fn fix_loops(rows: &[WanRow]) -> BTreeMap<(String, String, String), (u32, u3
     for r in rows.iter().filter(|r| r.path_on_time) {
         if let Some(f) = r.fixed.as_ref().filter(|f| f.judged()) {
             let e = t
-                .entry((r.scenario.clone(), setup_of(r), r.cc.clone()))
+                .entry((r.scenario.clone(), r.setup(), r.cc.clone()))
                 .or_default();
             e.1 += 1;
             if f.closed {
@@ -645,8 +638,31 @@ mod tests {
     #[test]
     fn scenario_names() {
         let all = rows("all", false).unwrap();
-        assert_eq!(all.len(), 31);
-        assert_eq!(rows("all", true).unwrap().len(), 16);
+        assert_eq!(all.len(), 32);
+        // the gate's rows: one per family, each with a congestion control the lab can set
+        let quick = rows("all", true).unwrap();
+        assert_eq!(quick.len(), 11);
+        let families: std::collections::BTreeSet<Limit> =
+            quick.iter().map(|s| s.expected).collect();
+        assert_eq!(families.len(), quick.len());
+        assert!(quick
+            .iter()
+            .all(|s| s.quick.is_some_and(|c| CCS.contains(&c))));
+        let plan = |ccs: &[&str]| Plan {
+            scenario: "all",
+            quick: true,
+            repeat: 1,
+            ccs: ccs.iter().map(|c| c.to_string()).collect(),
+            apply_fix: false,
+        };
+        let loss = quick.iter().find(|s| s.scenario == "loss").unwrap();
+        assert_eq!(plan(&[]).ccs_of(loss), ["reno"]);
+        assert_eq!(plan(&["bbr"]).ccs_of(loss), ["bbr"]);
+        let full = Plan {
+            quick: false,
+            ..plan(&[])
+        };
+        assert_eq!(full.ccs_of(loss), CCS);
         assert_eq!(rows("gro", false).unwrap().len(), 2);
         let e = rows("nope", false).unwrap_err().to_string();
         assert!(e.contains("wscale-off") && e.contains("all"), "{e}");
@@ -691,6 +707,7 @@ mod tests {
             queue_us: None,
             setting: None,
             suggested: None,
+            factors: Vec::new(),
             scaling_ratio: None,
             window_clamp: None,
             sk_rcvbuf: None,
@@ -701,8 +718,10 @@ mod tests {
             path_max_rx_wait_us: 0,
             path_forwarded: 0,
             path_added_rtt_us: 0,
+            path_queue_full_retries: 0,
             path_on_time: true,
             attempt: 1,
+            gro_merged: true,
             reads: Vec::new(),
             fix: None,
             fixed: None,
@@ -785,10 +804,11 @@ mod tests {
     /// judged, and the summary says so; one that merged, or closed anyway, is.
     #[test]
     fn a_gro_fix_on_a_veth_that_merged_nothing_is_said_not_judged() {
-        assert!(!merged(Some(158), Some(158)));
-        assert!(!merged(Some(160), Some(158)));
-        assert!(merged(Some(158), Some(193)));
-        assert!(merged(None, Some(158)), "nothing to compare: judged");
+        // one segment per packet moves between 158 and 162: not a merge
+        assert!(!merged(Some(158)));
+        assert!(!merged(Some(162)));
+        assert!(merged(Some(193)));
+        assert!(merged(None), "nothing to compare: judged");
         let mut r = row(Limit::LowRatio, Limit::LowRatio, "bbr");
         let f = FixedRun {
             applied: vec!["ethtool -K veth-b gro on".into()],

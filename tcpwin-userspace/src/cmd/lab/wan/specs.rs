@@ -70,8 +70,10 @@ pub(super) struct Spec {
     /// (the window not the limit: `not-window-limited` without a queue, `path-queue` when reno
     /// fills the bottleneck's queue)
     pub(super) also: Option<Limit>,
-    /// one of the rows CI runs (`--quick`): the main contrasts
-    pub(super) quick: bool,
+    /// the row the gate runs for its limit family (`--quick`), with the congestion control named
+    /// here: each family once, at rates the delay line holds beside a busy core, in a setup whose
+    /// verdict has margin (the limit's ceiling a third to a half of the path's rate, or under)
+    pub(super) quick: Option<&'static str>,
     /// what the congestion control changes: bbr's expected verdicts where they differ from
     /// reno's (e.g. on a lossy path, where bbr does not back off)
     pub(super) bbr: Option<(Limit, Option<Limit>)>,
@@ -79,6 +81,9 @@ pub(super) struct Spec {
     pub(super) loss_ppm: u32,
     /// the sender's tcp_wmem max (its send buffer's autotuning cap), when set
     pub(super) wmem_max: Option<u64>,
+    /// the row shows what receiver GRO does: it is run again while the receiver's veth merged
+    /// nothing (see `WanRow::gro_merged`)
+    pub(super) shows_gro: bool,
 }
 
 pub(super) const M: u64 = 1_000_000;
@@ -111,10 +116,11 @@ pub(super) const BASE: Spec = Spec {
     app: None,
     expected: Limit::NotWindowLimited,
     also: Some(Limit::PathQueue),
-    quick: false,
+    quick: None,
     bbr: None,
     loss_ppm: 0,
     wmem_max: None,
+    shows_gro: false,
 };
 
 const fn iperf3(window: Option<u32>, reverse: bool, streams: u8) -> Option<App> {
@@ -147,7 +153,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             recv: Recv::WscaleOff,
             expected: WscaleOff,
             also: None,
-            quick: true,
+            quick: Some("reno"),
             ..BASE
         },
         Spec {
@@ -176,7 +182,6 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             },
             expected: RcvbufLocked,
             also: None,
-            quick: true,
             ..BASE
         },
         Spec {
@@ -190,13 +195,27 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             expected: NotWindowLimited,
             ..BASE
         },
+        // 003's cap on a path the delay line holds beside a busy core: the same capped request
+        // (window ~524 KB) at 40 ms, a third of 300 Mbit/s
+        Spec {
+            scenario: "rmem-max",
+            path: wan(40, 300),
+            gro: false,
+            recv: Recv::SoRcvbuf {
+                req: 4 << 20,
+                rmem_max: RMEM_MAX_003,
+            },
+            expected: RcvbufLocked,
+            also: None,
+            quick: Some("bbr"),
+            ..BASE
+        },
         Spec {
             scenario: "autotune-max",
             path: wan(18, 300),
             recv: Recv::RmemMax(512 << 10),
             expected: AutotuneMax,
             also: None,
-            quick: true,
             ..BASE
         },
         // two caps: tcp_rmem max 512 KB and no GRO (ratio ~160); the operator's setting is the
@@ -208,7 +227,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             recv: Recv::RmemMax(512 << 10),
             expected: AutotuneMax,
             also: None,
-            quick: true,
+            quick: Some("reno"),
             ..BASE
         },
         // one pinned buffer, the ratio decides the window: GRO off (158-162: 129 Mbit/s at
@@ -222,7 +241,6 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             recv: Recv::Pinned(1 << 20),
             expected: LowRatio,
             also: None,
-            quick: true,
             ..BASE
         },
         Spec {
@@ -230,14 +248,14 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             path: wan(40, 100),
             recv: Recv::Pinned(1 << 20),
             expected: NotWindowLimited,
-            quick: true,
+            shows_gro: true,
             ..BASE
         },
         Spec {
             scenario: "not-window-limited",
             path: wan(20, 40),
             expected: NotWindowLimited,
-            quick: true,
+            quick: Some("bbr"),
             ..BASE
         },
         Spec {
@@ -249,7 +267,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             },
             expected: WindowClamp,
             also: None,
-            quick: true,
+            quick: Some("reno"),
             ..BASE
         },
         Spec {
@@ -258,7 +276,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             recv: Recv::SlowReader { bps: 20 * M },
             expected: AppNotReading,
             also: None,
-            quick: true,
+            quick: Some("bbr"),
             ..BASE
         },
         // behind a bottleneck with a deep queue the window is not what binds, even when it is
@@ -271,7 +289,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             app: iperf3(None, false, 1),
             expected: PathQueue,
             also: None,
-            quick: true,
+            quick: Some("reno"),
             ..BASE
         },
         // the fix for autotune-max applied behind a deep queue: a bigger window only fills it
@@ -292,7 +310,6 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             app: iperf3(Some(8 << 10), false, 1),
             expected: RcvbufLocked,
             also: None,
-            quick: true,
             ..BASE
         },
         // iperf3 -R: the server sends; the receiving client's tcp_rmem max binds
@@ -326,7 +343,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             }),
             expected: Sndbuf,
             also: None,
-            quick: true,
+            quick: Some("bbr"),
             ..BASE
         },
         // curl --limit-rate 1M: the reader, not the window
@@ -340,7 +357,6 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             }),
             expected: AppNotReading,
             also: None,
-            quick: true,
             ..BASE
         },
         Spec {
@@ -372,7 +388,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             recv: Recv::RouteWindow(65536),
             expected: ScaleCap,
             also: None,
-            quick: true,
+            quick: Some("reno"),
             ..BASE
         },
         // iperf3 -w 64K behind 500 Mbit/s at 20 ms: the locked buffer
@@ -404,7 +420,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             expected: Congestion,
             also: None,
             bbr: Some((NotWindowLimited, Some(PathQueue))),
-            quick: true,
+            quick: Some("reno"),
             ..BASE
         },
         // nginx `limit_rate 2m`: the server sends slowly (curl reads as fast as it can)
@@ -418,7 +434,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             }),
             expected: AppLimited,
             also: None,
-            quick: true,
+            quick: Some("bbr"),
             ..BASE
         },
         // 200 Mbit/s behind a deep queue, nothing set: the queue, whatever the buffers look like
@@ -444,7 +460,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
     }
     Ok(all
         .iter()
-        .filter(|s| (scenario == "all" || s.scenario == scenario) && (!quick || s.quick))
+        .filter(|s| (scenario == "all" || s.scenario == scenario) && (!quick || s.quick.is_some()))
         .copied()
         .collect())
 }

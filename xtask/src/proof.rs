@@ -1,0 +1,506 @@
+//! `cargo xtask proof`: the statistical tier, one command. The lab's every scenario repeated
+//! with each fix applied (its tables: accuracy per way of reading, fix loops, the summary the
+//! README shows, measured / predicted rates as median and worst), the overhead bench and a
+//! five-minute soak of the tracer's memory. Each figure is held against the last committed
+//! result (`docs/proof.json`): a figure more than 20 % worse is named as a regression. Exits
+//! non-zero on a verdict that missed, a fix that did not close its loop, a figure missing or
+//! regressed, a soak that failed. Not in CI: run it whenever the judge, the lab, the delay line
+//! or the kernel side changes; `--save` writes the new figures to commit.
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use tcpwin_model::rows::{BenchRow, WanRow};
+
+use crate::root;
+
+/// The soak's length in the proof, seconds.
+const SOAK_SECS: u64 = 300;
+
+/// A figure this much worse than the committed one is a regression.
+pub const REGRESSION: f64 = 0.2;
+
+/// Which way a figure gets better.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    pub value: f64,
+    pub better: Better,
+}
+
+/// What one proof run measured, as committed in `docs/proof.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Proof {
+    /// the build it ran on (`git describe`), the kernel, the date
+    pub build: String,
+    pub kernel: String,
+    pub date: String,
+    /// lab runs per scenario row
+    pub repeat: u32,
+    pub figures: BTreeMap<String, Figure>,
+}
+
+/// One figure against the committed one.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// within the bound (or better): the relative change, worse positive
+    Held(f64),
+    Regressed(f64),
+    /// not in the committed result
+    New,
+    /// committed, not measured now
+    Missing,
+}
+
+/// Each figure of `now` and of `last` held against the other.
+pub fn compare(
+    now: &BTreeMap<String, Figure>,
+    last: &BTreeMap<String, Figure>,
+) -> BTreeMap<String, Change> {
+    let mut out = BTreeMap::new();
+    for (k, f) in now {
+        let c = match last.get(k) {
+            None => Change::New,
+            Some(l) => {
+                // worse is positive, relative to the committed value
+                let b = l.value;
+                let worse = match f.better {
+                    // from nothing: any cost is infinitely worse, any gain none
+                    _ if b == 0.0 => match f.better {
+                        Better::Lower if f.value > 0.0 => f64::INFINITY,
+                        _ => 0.0,
+                    },
+                    Better::Lower => (f.value - b) / b.abs(),
+                    Better::Higher => (b - f.value) / b.abs(),
+                };
+                if worse > REGRESSION {
+                    Change::Regressed(worse)
+                } else {
+                    Change::Held(worse)
+                }
+            }
+        };
+        out.insert(k.clone(), c);
+    }
+    for k in last.keys().filter(|k| !now.contains_key(*k)) {
+        out.insert(k.clone(), Change::Missing);
+    }
+    out
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+/// The lab's figures: per setup and congestion control, measured / predicted rate (median and
+/// worst, of the runs judged), and over everything the share of verdicts right in each way of
+/// reading, of fixes that closed their loop, and of runs judged at all.
+pub fn lab_figures(rows: &[WanRow]) -> BTreeMap<String, Figure> {
+    let mut out = BTreeMap::new();
+    let mut ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let (mut right, mut reads) = (BTreeMap::<String, (u32, u32)>::new(), 0);
+    let (mut closed, mut fixes, mut judged) = (0u32, 0u32, 0u32);
+    for r in rows {
+        if !r.path_on_time {
+            continue;
+        }
+        judged += 1;
+        if let (Some(m), Some(p)) = (r.throughput_bps, r.predicted_bps.filter(|p| *p > 0)) {
+            ratios
+                .entry(format!("lab {}; {} ({})", r.scenario, r.setup(), r.cc))
+                .or_default()
+                .push(m as f64 / p as f64);
+        }
+        for read in &r.reads {
+            let e = right
+                .entry(format!("lab reads right: {:?} {:?}", read.read, read.view))
+                .or_default();
+            e.0 += read.accepted as u32;
+            e.1 += 1;
+            reads += 1;
+        }
+        if let Some(f) = r.fixed.as_ref().filter(|f| f.judged()) {
+            fixes += 1;
+            closed += f.closed as u32;
+        }
+    }
+    for (k, mut v) in ratios {
+        // the run farthest from its prediction, either way (x and 1/x alike), as a share <= 1
+        let worst = v
+            .iter()
+            .map(|x| x.min(1.0 / x.max(f64::MIN_POSITIVE)))
+            .fold(1.0, f64::min);
+        if let Some(m) = median(&mut v) {
+            out.insert(
+                format!("{k}: measured/predicted median"),
+                Figure {
+                    value: m,
+                    better: Better::Higher,
+                },
+            );
+        }
+        out.insert(
+            format!("{k}: measured/predicted worst"),
+            Figure {
+                value: worst,
+                better: Better::Higher,
+            },
+        );
+    }
+    let share = |a: u32, b: u32| if b == 0 { 1.0 } else { a as f64 / b as f64 };
+    for (k, (ok, n)) in right {
+        out.insert(
+            k,
+            Figure {
+                value: share(ok, n),
+                better: Better::Higher,
+            },
+        );
+    }
+    if reads > 0 {
+        out.insert(
+            "lab fixes closed".into(),
+            Figure {
+                value: share(closed, fixes),
+                better: Better::Higher,
+            },
+        );
+        out.insert(
+            "lab runs judged (path on time)".into(),
+            Figure {
+                value: share(judged, rows.len() as u32),
+                better: Better::Higher,
+            },
+        );
+    }
+    out
+}
+
+/// The bench's figures: BPF time per hit and the CPU per GB a traced bulk transfer costs, per
+/// mode; BPF time per connection and the connection rate of short connections, per mode; how
+/// closely two observers of the same packets count the same hits; `ss` against the tracer's
+/// snapshot; the exporter's scrape.
+pub fn bench_figures(rows: &[BenchRow]) -> BTreeMap<String, Figure> {
+    let mut out = BTreeMap::new();
+    let mut put = |k: String, v: Option<f64>, better: Better| {
+        if let Some(value) = v.filter(|v| v.is_finite()) {
+            out.insert(k, Figure { value, better });
+        }
+    };
+    for r in rows {
+        match r {
+            BenchRow::Bulk(b) => {
+                put(
+                    format!("bench bulk {}: BPF ns per hit", b.mode),
+                    b.bpf_ns_per_hit,
+                    Better::Lower,
+                );
+                put(
+                    format!("bench bulk {}: CPU per GB traced/untraced", b.mode),
+                    b.cpu_per_gb_ratio,
+                    Better::Lower,
+                );
+            }
+            BenchRow::Churn(c) => {
+                put(
+                    format!("bench churn {}: BPF us per connection", c.mode),
+                    c.bpf_us_per_conn,
+                    Better::Lower,
+                );
+                put(
+                    format!("bench churn {}: connections/s traced/untraced", c.mode),
+                    Some(c.conns_per_sec_ratio),
+                    Better::Higher,
+                );
+            }
+            BenchRow::SamePackets(s) => {
+                let (a, b) = (s.a_hits as f64, s.b_hits as f64);
+                put(
+                    format!(
+                        "bench same packets {} + {} on {}: hit parity",
+                        s.a, s.b, s.hook
+                    ),
+                    (a > 0.0).then(|| 1.0 - (a - b).abs() / a),
+                    Better::Higher,
+                );
+                put(
+                    format!("bench same packets {} + {} on {}: b/a", s.a, s.b, s.hook),
+                    Some(s.ratio_both),
+                    Better::Lower,
+                );
+            }
+            BenchRow::Ss(s) => put(
+                format!(
+                    "bench ss {} sockets{}: tool/ss time",
+                    s.sockets,
+                    if s.cached { ", cached" } else { "" }
+                ),
+                (s.ss_ms > 0.0).then(|| s.tool_ms / s.ss_ms),
+                Better::Lower,
+            ),
+            BenchRow::Exporter(e) => put(
+                format!("bench exporter {} sockets: scrape ms", e.sockets),
+                Some(e.scrape_ms),
+                Better::Lower,
+            ),
+        }
+    }
+    out
+}
+
+/// The committed result.
+pub fn committed() -> PathBuf {
+    root().join("docs/proof.json")
+}
+
+fn lines<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    std::fs::read_to_string(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).with_context(|| format!("{}: {l}", path.display())))
+        .collect()
+}
+
+fn text_of(cmd: &mut Command) -> String {
+    cmd.output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Runs `cmd` with its standard output into `out`; whether it succeeded.
+fn run_into(cmd: &mut Command, out: &Path) -> Result<bool> {
+    let f = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    let desc = format!("{cmd:?}");
+    println!("xtask proof: {desc}");
+    let status = cmd
+        .stdout(Stdio::from(f))
+        .status()
+        .with_context(|| format!("cannot start {desc}"))?;
+    Ok(status.success())
+}
+
+pub struct Args {
+    pub repeat: u32,
+    pub save: bool,
+    pub no_lab: bool,
+    pub no_bench: bool,
+}
+
+pub fn proof(a: &Args) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    let obj = crate::build()?;
+    let nolog = crate::build_ebpf_variant(true, Some("nolog"))?;
+    crate::toolchain::apt_install(crate::toolchain::TEST_PACKAGES)?;
+    crate::toolchain::apt_install(&["bpftrace", "bpftool"])?;
+    let dir = root().join("target/proof");
+    std::fs::create_dir_all(&dir)?;
+    let exe = root().join("target/release/tcpwin-trace");
+    let mut failed = Vec::new();
+    let mut figures = BTreeMap::new();
+    if !a.no_lab {
+        let rows_file = dir.join("lab.jsonl");
+        let ran = run_into(
+            Command::new(&exe)
+                .args(["lab", "--scenario", "all", "--apply-fix", "--json"])
+                .arg("--repeat")
+                .arg(a.repeat.to_string()),
+            &rows_file,
+        )?;
+        // the tables, from the rows just written (the lab's own exit: a miss or an open loop)
+        let tables = Command::new(&exe)
+            .args(["lab", "--from"])
+            .arg(&rows_file)
+            .status()
+            .context("printing the lab's tables")?;
+        if !ran || !tables.success() {
+            failed.push(format!(
+                "the lab: a verdict missed or a fix did not close (rows in {})",
+                rows_file.display()
+            ));
+        }
+        let rows: Vec<WanRow> = lines(&rows_file)?;
+        figures.extend(lab_figures(&rows));
+    }
+    if !a.no_bench {
+        let bench_file = dir.join("bench.jsonl");
+        let ran = run_into(
+            Command::new(root().join("target/release/tcpwin-bench"))
+                .arg("--tracer")
+                .arg(&exe)
+                .arg("--obj")
+                .arg(&obj)
+                .arg("--nolog-obj")
+                .arg(&nolog)
+                .arg("--json"),
+            &bench_file,
+        )?;
+        if !ran {
+            failed.push("the bench failed".into());
+        }
+        figures.extend(bench_figures(&lines(&bench_file)?));
+    }
+    if !a.no_bench {
+        // the tracer's memory over five minutes of mixed load (the gate's soak runs 20 s)
+        let soak = crate::cargo(&obj)
+            .env("TCPWIN_REQUIRE_EBPF", "1")
+            .env("TCPWIN_SOAK_SECS", SOAK_SECS.to_string())
+            .args([
+                "test",
+                "--release",
+                "-p",
+                "tcpwin-userspace",
+                "--test",
+                "reliability",
+            ])
+            .args(["--", "--exact", "soak_memory_does_not_grow", "--nocapture"])
+            .status()
+            .context("running the soak")?;
+        if !soak.success() {
+            failed.push(format!(
+                "the {SOAK_SECS} s soak: the tracer's memory grew or it lost events"
+            ));
+        }
+    }
+    let last: Option<Proof> = std::fs::read_to_string(committed())
+        .ok()
+        .map(|t| serde_json::from_str(&t))
+        .transpose()
+        .with_context(|| format!("{} is not a proof result", committed().display()))?;
+    let empty = BTreeMap::new();
+    let last_figures = last.as_ref().map(|l| &l.figures).unwrap_or(&empty);
+    // a part not run this time is not missing
+    let last_figures: BTreeMap<String, Figure> = last_figures
+        .iter()
+        .filter(|(k, _)| {
+            !(a.no_lab && k.starts_with("lab ") || a.no_bench && k.starts_with("bench "))
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    let changes = compare(&figures, &last_figures);
+    let w = changes.keys().map(|k| k.len()).max().unwrap_or(10);
+    match &last {
+        Some(l) => println!(
+            "\nfigures against docs/proof.json ({}, {}, {}, {} runs per lab row):",
+            l.build, l.kernel, l.date, l.repeat
+        ),
+        None => println!("\nfigures (no committed result to hold them against):"),
+    }
+    for (k, c) in &changes {
+        let now = figures.get(k).map(|f| format!("{:.3}", f.value));
+        let was = last_figures.get(k).map(|f| format!("{:.3}", f.value));
+        let said = match c {
+            Change::Held(x) => format!("{:+.0} %", -x * 100.0),
+            Change::Regressed(x) => format!("REGRESSION: {:.0} % worse", x * 100.0),
+            Change::New => "new".into(),
+            Change::Missing => "MISSING: not measured".into(),
+        };
+        println!(
+            "  {k:<w$}  {:>10}  {:>10}  {said}",
+            now.as_deref().unwrap_or("-"),
+            was.as_deref().unwrap_or("-")
+        );
+        if matches!(c, Change::Regressed(_) | Change::Missing) {
+            failed.push(format!("{k}: {said}"));
+        }
+    }
+    let result = Proof {
+        build: text_of(
+            Command::new("git")
+                .current_dir(root())
+                .args(["describe", "--always", "--dirty"]),
+        ),
+        kernel: text_of(Command::new("uname").arg("-r")),
+        date: text_of(Command::new("date").args(["-u", "+%Y-%m-%d"])),
+        repeat: a.repeat,
+        figures,
+    };
+    let json = serde_json::to_string_pretty(&result)?;
+    std::fs::write(dir.join("proof.json"), &json)?;
+    if a.save {
+        let mut f = std::fs::File::create(committed())?;
+        writeln!(f, "{json}")?;
+        println!("xtask proof: saved to {}", committed().display());
+    }
+    let took = t0.elapsed().as_secs();
+    if failed.is_empty() {
+        println!(
+            "xtask proof: held ({} figures) in {} min {} s; this run's result: target/proof/proof.json",
+            result.figures.len(),
+            took / 60,
+            took % 60
+        );
+        return Ok(());
+    }
+    println!("xtask proof: {} failed:", failed.len());
+    for f in &failed {
+        println!("  {f}");
+    }
+    bail!("{} failed", failed.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(value: f64, better: Better) -> Figure {
+        Figure { value, better }
+    }
+
+    /// More than 20 % worse is a regression, either way a figure gets better; better is held;
+    /// a figure committed but not measured is missing, a new one is said.
+    #[test]
+    fn a_figure_more_than_a_fifth_worse_is_a_regression() {
+        let last: BTreeMap<String, Figure> = [
+            ("ns".to_string(), f(100.0, Better::Lower)),
+            ("us/conn".to_string(), f(3.02, Better::Lower)),
+            ("rate".to_string(), f(1.0, Better::Higher)),
+            ("gone".to_string(), f(1.0, Better::Higher)),
+            ("zero".to_string(), f(0.0, Better::Lower)),
+        ]
+        .into();
+        let now: BTreeMap<String, Figure> = [
+            ("ns".to_string(), f(119.0, Better::Lower)),
+            // the short-connection row that doubled and nothing noticed
+            ("us/conn".to_string(), f(6.24, Better::Lower)),
+            ("rate".to_string(), f(0.79, Better::Higher)),
+            ("new".to_string(), f(1.0, Better::Higher)),
+            ("zero".to_string(), f(0.0, Better::Lower)),
+        ]
+        .into();
+        let c = compare(&now, &last);
+        assert!(matches!(c["ns"], Change::Held(x) if (x - 0.19).abs() < 1e-9));
+        assert!(matches!(c["us/conn"], Change::Regressed(x) if x > 1.0));
+        assert!(matches!(c["rate"], Change::Regressed(x) if (x - 0.21).abs() < 1e-9));
+        assert_eq!(c["new"], Change::New);
+        assert_eq!(c["gone"], Change::Missing);
+        assert_eq!(c["zero"], Change::Held(0.0));
+        // better is never a regression
+        let better: BTreeMap<String, Figure> = [
+            ("ns".to_string(), f(10.0, Better::Lower)),
+            ("rate".to_string(), f(2.0, Better::Higher)),
+        ]
+        .into();
+        for (_, c) in compare(&better, &last)
+            .iter()
+            .filter(|(k, _)| better.contains_key(*k))
+        {
+            assert!(matches!(c, Change::Held(x) if *x < 0.0), "{c:?}");
+        }
+    }
+}
