@@ -107,26 +107,28 @@ pub struct TopSocket {
     pub side: &'static str,
     pub limit: &'static str,
     /// rate / (window / RTT): how much of what its window allows the connection uses (+Inf:
-    /// the window is 0 at the scrape with data waiting: the receiver stopped reading)
+    /// the window is 0 at the scrape, or the receiver's reader holds it and no ceiling is known)
     pub window_use: f64,
     pub window_bytes: Option<f64>,
     pub rate_bytes_per_second: f64,
 }
 
 impl TopSocket {
-    /// A socket that moved data over the interval with a known ceiling, or one stalled at a
-    /// zero window with data waiting (its reader stopped: the most window-bound socket there is,
-    /// though nothing moved while the window stayed shut); None otherwise.
+    /// A socket that moved data over the interval with a known ceiling, or one whose reader
+    /// holds its window (a zero window with data waiting, or a backlog that shrinks it: the most
+    /// window-bound sockets there are, even when nothing moved while the window stayed shut, and
+    /// the judge does no arithmetic on such a window); None otherwise.
     pub fn of(f: &SockFacts, v: &Verdict, netns: &str) -> Option<TopSocket> {
-        let stalled = v.limit == Limit::AppNotReading && v.window == Some(0);
+        let reader_holds = v.limit == Limit::AppNotReading;
         let rate = v.rate_bps.unwrap_or(0);
-        if rate == 0 && !stalled {
+        if rate == 0 && !reader_holds {
             return None;
         }
         // a zero window has no ceiling: nothing more can move
         let window_use = match (v.ceiling_bps, v.window) {
-            _ if stalled => f64::INFINITY,
+            _ if reader_holds && v.window == Some(0) => f64::INFINITY,
             (Some(c), _) if c > 0 => rate as f64 / c as f64,
+            _ if reader_holds => f64::INFINITY,
             (_, Some(0)) | (Some(_), _) => f64::INFINITY,
             (None, _) => return None,
         };
@@ -475,6 +477,18 @@ mod tests {
                 (f64::INFINITY, 0.0)
             );
         }
+        // a reader behind with its window still open (a backlog: 95232 B advertised), no ceiling
+        // judged: listed (the exporter's test saw a sender whose reader slept 2 ms per 64 KiB
+        // read left out of --top at the scrape it caught in that state)
+        let behind = Verdict {
+            limit: Limit::AppNotReading,
+            window: Some(95_232),
+            ceiling_bps: None,
+            rate_bps: Some(130_000_000),
+            ..v.clone()
+        };
+        let s = TopSocket::of(&f, &behind, "lab").unwrap();
+        assert_eq!(s.window_use, f64::INFINITY);
         let top = keep_top(vec![b.clone(), a.clone()], 1);
         assert_eq!(top, vec![a]);
     }
