@@ -381,6 +381,82 @@ fn initramfs(tracer: &Path) -> Result<PathBuf> {
     Ok(out)
 }
 
+/// Every backend of one kernel booted in turn, then the commands; the console checked.
+fn one_kernel(series: &str, release: &str, vmlinuz: &Path, initrd: &Path) -> Result<KernelRun> {
+    let mut lines = Vec::new();
+    // One boot per backend: under TCG a tracer started right after another one's exit could
+    // wait minutes in the guest kernel (probe teardown), so runs never share a kernel.
+    let mut out = String::new();
+    for b in BACKENDS {
+        let t0 = Instant::now();
+        let console = boot_with_retries(vmlinuz, initrd, release, b)?;
+        eprintln!(
+            "vm-test: {release}: backend {b} booted and ran in {:.0} s",
+            t0.elapsed().as_secs_f64()
+        );
+        out.push_str(&console);
+    }
+    // ss, check and the exporter, against the guest's own connection
+    let t0 = Instant::now();
+    let console = boot_with_retries(vmlinuz, initrd, release, "commands")?;
+    eprintln!(
+        "vm-test: {release}: ss, check, exporter ran in {:.0} s",
+        t0.elapsed().as_secs_f64()
+    );
+    out.push_str(&console);
+    let runs = parse_console(&out);
+    let mut problems = Vec::new();
+    for b in BACKENDS {
+        match runs.get(b) {
+            Some(r) => check_run(b, r, series, &mut problems),
+            None => problems.push(format!("{b}: did not run")),
+        }
+    }
+    check_commands(series, &out, &mut problems);
+    let auto = runs.get("auto");
+    let (chosen, hooks) = auto.map(|r| backend_line(&r.err)).unwrap_or_default();
+    if !before_6_6(series) {
+        for want in [
+            "tcp_measure_rcv_mss:fexit",
+            "tcp_rcv_space_adjust:fentry",
+            "tcp_select_initial_window:fexit",
+        ] {
+            if !hooks.contains(want) {
+                problems.push(format!("auto: {want} not attached (hooks {hooks})"));
+            }
+        }
+    } else if !auto.is_some_and(|r| r.err.contains("fell back")) {
+        problems.push(format!("auto: {series} should report its fallback hooks"));
+    }
+    let events = auto.map(|r| r.trace.len()).unwrap_or(0);
+    let ratio = if before_6_6(series) {
+        "absent"
+    } else {
+        "present"
+    };
+    let result = if problems.is_empty() { "pass" } else { "fail" };
+    lines.push(format!(
+        "kernel={release} backend={chosen} hooks={hooks} events={events} scaling_ratio={ratio} result={result}"
+    ));
+    for p in &problems {
+        lines.push(format!("  {p}"));
+    }
+    if let Some(r) = auto {
+        for l in r
+            .err
+            .lines()
+            .filter(|l| l.contains("note:") || l.contains("not used"))
+        {
+            lines.push(format!("  {l}"));
+        }
+    }
+    Ok(KernelRun {
+        lines,
+        passed: problems.is_empty(),
+        console: out,
+    })
+}
+
 /// Boots until the guest test starts (a rare early-boot Oops under TCG is retried, up to 3 boots);
 /// a test that started and then hung is a result, not retried.
 fn boot_with_retries(
@@ -771,86 +847,62 @@ fn backend_line(err: &str) -> (String, String) {
 
 /// Boots each kernel with `tracer` (the static binary `cargo xtask dist` builds: one static
 /// build serves the package and the guests).
+/// Guests booted at once: each runs on one vCPU (`-smp 1`) and this machine kind has two.
+const LANES: usize = 2;
+
+/// One kernel's boots, checked: the report lines and whether it passed, and its console.
+struct KernelRun {
+    lines: Vec<String>,
+    passed: bool,
+    console: String,
+}
+
 pub fn vm_test(kernels: &str, tracer: &Path) -> Result<()> {
     toolchain::apt_install(&["qemu-system-x86", "busybox-static", "cpio"])?;
     let initrd = initramfs(tracer)?;
     let mut apt = None;
-    let (mut passed, mut failed_n) = (0, 0);
+    // the downloads one after the other (one apt state), then the boots two at a time
+    let mut prepared = Vec::new();
     for series in kernels.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (release, vmlinuz) = kernel(series, &mut apt)?;
         let initrd = kernel_initrd(series, &initrd)?;
-        // One boot per backend: under TCG a tracer started right after another one's exit could
-        // wait minutes in the guest kernel (probe teardown), so runs never share a kernel.
-        let mut out = String::new();
-        for b in BACKENDS {
-            let t0 = Instant::now();
-            let console = boot_with_retries(&vmlinuz, &initrd, &release, b)?;
-            eprintln!(
-                "vm-test: {release}: backend {b} booted and ran in {:.0} s",
-                t0.elapsed().as_secs_f64()
-            );
-            out.push_str(&console);
-        }
-        // ss, check and the exporter, against the guest's own connection
-        let t0 = Instant::now();
-        let console = boot_with_retries(&vmlinuz, &initrd, &release, "commands")?;
-        eprintln!(
-            "vm-test: {release}: ss, check, exporter ran in {:.0} s",
-            t0.elapsed().as_secs_f64()
-        );
-        out.push_str(&console);
-        let runs = parse_console(&out);
-        let mut problems = Vec::new();
-        for b in BACKENDS {
-            match runs.get(b) {
-                Some(r) => check_run(b, r, series, &mut problems),
-                None => problems.push(format!("{b}: did not run")),
+        prepared.push((series.to_string(), release, vmlinuz, initrd));
+    }
+    let mut runs: Vec<Option<Result<KernelRun>>> = prepared.iter().map(|_| None).collect();
+    std::thread::scope(|s| {
+        let lanes: Vec<_> = (0..LANES)
+            .map(|lane| {
+                let prepared = &prepared;
+                s.spawn(move || {
+                    prepared
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| i % LANES == lane)
+                        .map(|(i, (series, release, vmlinuz, initrd))| {
+                            (i, one_kernel(series, release, vmlinuz, initrd))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for lane in lanes {
+            for (i, r) in lane.join().expect("a vm-test lane panicked") {
+                runs[i] = Some(r);
             }
         }
-        check_commands(series, &out, &mut problems);
-        let auto = runs.get("auto");
-        let (chosen, hooks) = auto.map(|r| backend_line(&r.err)).unwrap_or_default();
-        if !before_6_6(series) {
-            for want in [
-                "tcp_measure_rcv_mss:fexit",
-                "tcp_rcv_space_adjust:fentry",
-                "tcp_select_initial_window:fexit",
-            ] {
-                if !hooks.contains(want) {
-                    problems.push(format!("auto: {want} not attached (hooks {hooks})"));
-                }
-            }
-        } else if !auto.is_some_and(|r| r.err.contains("fell back")) {
-            problems.push(format!("auto: {series} should report its fallback hooks"));
+    });
+    let (mut passed, mut failed_n) = (0, 0);
+    for ((series, ..), run) in prepared.iter().zip(runs) {
+        let run = run.expect("every kernel ran")?;
+        for l in &run.lines {
+            println!("{l}");
         }
-        let events = auto.map(|r| r.trace.len()).unwrap_or(0);
-        let ratio = if before_6_6(series) {
-            "absent"
-        } else {
-            "present"
-        };
-        let result = if problems.is_empty() { "pass" } else { "fail" };
-        println!(
-            "kernel={release} backend={chosen} hooks={hooks} events={events} scaling_ratio={ratio} result={result}"
-        );
-        for p in &problems {
-            println!("  {p}");
-        }
-        if let Some(r) = auto {
-            for l in r
-                .err
-                .lines()
-                .filter(|l| l.contains("note:") || l.contains("not used"))
-            {
-                println!("  {l}");
-            }
-        }
-        if problems.is_empty() {
+        if run.passed {
             passed += 1;
         } else {
             failed_n += 1;
         }
-        let _ = fs::write(cache().join(format!("console-{series}.log")), &out);
+        let _ = fs::write(cache().join(format!("console-{series}.log")), &run.console);
     }
     println!("vm-test: {passed} passed, {failed_n} failed");
     if failed_n > 0 {
