@@ -124,6 +124,10 @@ pub struct WanRow {
     /// were kept and sent again (late, not lost)
     #[serde(default)]
     pub path_queue_full_retries: u64,
+    /// sends of the delay line refused otherwise (EAGAIN: its packet socket's send buffer),
+    /// kept and sent again alike
+    #[serde(default)]
+    pub path_send_retries: u64,
     /// the path kept its delay (late frames within the lab's bound): only such a row is judged
     #[serde(default = "yes")]
     pub path_on_time: bool,

@@ -213,10 +213,12 @@ pub fn wan_row(r: &WanRow) {
 pub fn wan_notes(rows: &[WanRow]) {
     println!("(both ends read together and judged as one connection; measured = the sender's own rate over the last 4 of 6 s, or the program's own report; (!) marks a verdict other than the scenario's)");
     for r in rows.iter().filter(|r| {
-        r.path_drops > 0 || r.path_late + r.path_rx_late > 0 || r.path_queue_full_retries > 0
+        r.path_drops > 0
+            || r.path_late + r.path_rx_late > 0
+            || r.path_queue_full_retries + r.path_send_retries > 0
     }) {
         println!(
-            "path {} {} (attempt {}): {} us added to a round trip on average; of {} frames, {} left more than 1 ms late (latest {} us) and {} waited more than 1 ms to be read (longest {} us); {} sends found the receiving veth's queue full (ENOBUFS: kept, sent again); {} lost by the delay line{}",
+            "path {} {} (attempt {}): {} us added to a round trip on average; of {} frames, {} left more than 1 ms late (latest {} us) and {} waited more than 1 ms to be read (longest {} us); {} sends found the receiving veth's queue full (ENOBUFS) and {} its own send buffer full (EAGAIN), their frames kept and sent again; {} lost by the delay line{}",
             r.scenario,
             r.condition,
             r.attempt,
@@ -227,6 +229,7 @@ pub fn wan_notes(rows: &[WanRow]) {
             r.path_rx_late,
             r.path_max_rx_wait_us,
             r.path_queue_full_retries,
+            r.path_send_retries,
             r.path_drops,
             if r.path_on_time { "" } else { ": not judged" }
         );

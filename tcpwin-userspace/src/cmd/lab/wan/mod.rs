@@ -171,6 +171,7 @@ fn judge_run(
         path_forwarded: totals.forwarded,
         path_added_rtt_us: totals.added_rtt_us,
         path_queue_full_retries: totals.queue_full_retries,
+        path_send_retries: totals.send_retries,
         // veth has no delay line: nothing to be late
         path_on_time: st.pair.path.as_ref().is_none_or(|p| totals.on_time(p.rtt)),
         attempt: 1,
@@ -719,6 +720,7 @@ mod tests {
             path_forwarded: 0,
             path_added_rtt_us: 0,
             path_queue_full_retries: 0,
+            path_send_retries: 0,
             path_on_time: true,
             attempt: 1,
             gro_merged: true,
