@@ -200,15 +200,20 @@ fn cargo(obj: &Path) -> Command {
 /// (`tcpwin-bench`, which loads its calibration program from it); returns the object's path.
 fn build() -> Result<PathBuf> {
     let obj = build_ebpf(true)?;
-    run_cmd(cargo(&obj).args([
+    build_host(&obj)?;
+    Ok(obj)
+}
+
+/// The release `tcpwin-trace` embedding `obj`, and `tcpwin-bench`.
+fn build_host(obj: &Path) -> Result<()> {
+    run_cmd(cargo(obj).args([
         "build",
         "--release",
         "-p",
         "tcpwin-userspace",
         "-p",
         "tcpwin-lab",
-    ]))?;
-    Ok(obj)
+    ]))
 }
 
 /// The gate. The cheap checks first, each stopping it at once (fmt, clippy, the source and docs
@@ -261,16 +266,7 @@ fn test(extra: &[String], no_vm: bool) -> Result<()> {
             "docs",
         ]))
     })?;
-    steps.time("build", || {
-        run_cmd(cargo(&obj).args([
-            "build",
-            "--release",
-            "-p",
-            "tcpwin-userspace",
-            "-p",
-            "tcpwin-lab",
-        ]))
-    })?;
+    steps.time("build", || build_host(&obj))?;
     // one static build: the package the dist test installs, and the binary the guests run
     let static_bin = steps.time("static build and package", || dist::static_binary(&obj))?;
     let deb = dist::dist(&static_bin)?;

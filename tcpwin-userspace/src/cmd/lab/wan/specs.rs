@@ -146,6 +146,20 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         also: (expected == NotWindowLimited).then_some(PathQueue),
         ..BASE
     };
+    // 003's SO_RCVBUF request of 4 MB, capped by rmem_max 425984 (GRO off, as the article)
+    let capped_003 = |path: Path, quick: Option<&'static str>| Spec {
+        scenario: "rmem-max",
+        path,
+        gro: false,
+        recv: Recv::SoRcvbuf {
+            req: 4 << 20,
+            rmem_max: RMEM_MAX_003,
+        },
+        expected: RcvbufLocked,
+        also: None,
+        quick,
+        ..BASE
+    };
     let all = [
         // 002: 64 KB without window scaling
         Spec {
@@ -172,18 +186,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         sweep(2 << 20, NotWindowLimited),
         sweep(8 << 20, NotWindowLimited),
         // 003: SO_RCVBUF 4 MB capped by rmem_max 425984, then rmem_max raised
-        Spec {
-            scenario: "rmem-max",
-            path: wan(18, 1000),
-            gro: false,
-            recv: Recv::SoRcvbuf {
-                req: 4 << 20,
-                rmem_max: RMEM_MAX_003,
-            },
-            expected: RcvbufLocked,
-            also: None,
-            ..BASE
-        },
+        capped_003(wan(18, 1000), None),
         Spec {
             scenario: "rmem-max",
             path: wan(18, 1000),
@@ -197,19 +200,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         },
         // 003's cap on a path the delay line holds beside a busy core: the same capped request
         // (window ~524 KB) at 40 ms, a third of 300 Mbit/s
-        Spec {
-            scenario: "rmem-max",
-            path: wan(40, 300),
-            gro: false,
-            recv: Recv::SoRcvbuf {
-                req: 4 << 20,
-                rmem_max: RMEM_MAX_003,
-            },
-            expected: RcvbufLocked,
-            also: None,
-            quick: Some("bbr"),
-            ..BASE
-        },
+        capped_003(wan(40, 300), Some("bbr")),
         Spec {
             scenario: "autotune-max",
             path: wan(18, 300),
