@@ -300,6 +300,9 @@ pub struct LabArgs {
     /// (accuracy, fix loops, summary); exits 1 when a verdict differed or a fix did not close
     #[arg(long, value_name = "FILE", conflicts_with_all = ["full", "path", "scenario", "json", "svg"])]
     pub from: Option<PathBuf>,
+    /// With --from: the summary alone, as a Markdown table (the README's)
+    #[arg(long, requires = "from")]
+    pub markdown: bool,
 }
 
 /// `--source`

@@ -258,8 +258,9 @@ fn tables(rows: &[tcpwin_model::rows::WanRow]) -> Result<()> {
     wan::outcome(&acc, rows)
 }
 
-/// `--from FILE`: the tables of an earlier `--json` run, from its rows.
-fn tables_from(f: &std::path::Path) -> Result<()> {
+/// `--from FILE`: the tables of an earlier `--json` run, from its rows (`markdown`: the summary
+/// alone, as the README shows it).
+fn tables_from(f: &std::path::Path, markdown: bool) -> Result<()> {
     let text = std::fs::read_to_string(f)
         .with_context(|| format!("--from {}: cannot read it", f.display()))?;
     let rows = text
@@ -279,12 +280,16 @@ fn tables_from(f: &std::path::Path) -> Result<()> {
     if rows.is_empty() {
         bail!("--from {}: no rows in it", f.display());
     }
+    if markdown {
+        table::print_summary_markdown(&wan::summary(&rows));
+        return wan::outcome(&wan::accuracy(&rows), &rows);
+    }
     tables(&rows)
 }
 
 fn lab(args: crate::cli::LabArgs) -> Result<()> {
     if let Some(f) = &args.from {
-        return tables_from(f);
+        return tables_from(f, args.markdown);
     }
     check_privileges()?;
     svg_dir(args.svg.as_deref())?;

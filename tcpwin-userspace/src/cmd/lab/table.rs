@@ -263,24 +263,53 @@ fn not_judged(x: &super::wan::Summary) -> String {
     }
 }
 
+/// The verdicts a summary row expected, one per congestion control where they differ; each
+/// verdict through `show` (`a|b`: either).
+fn expected_of(x: &super::wan::Summary, show: &dyn Fn(&str) -> String) -> String {
+    let e: Vec<&String> = x.expected.values().collect();
+    if e.windows(2).all(|w| w[0] == w[1]) {
+        e.first().map(|e| show(e)).unwrap_or_default()
+    } else {
+        x.expected
+            .iter()
+            .map(|(cc, e)| format!("{cc}: {}", show(e)))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// `ok/n`, or `-` where nothing was judged.
+fn cell((ok, n): (u32, u32)) -> String {
+    if n == 0 {
+        "-".to_string()
+    } else {
+        format!("{ok}/{n}")
+    }
+}
+
+/// A summary row's five cells: the four ways of reading, then the fixes.
+fn cells(x: &super::wan::Summary) -> [(u32, u32); 5] {
+    [x.reads[0], x.reads[1], x.reads[2], x.reads[3], x.fixes]
+}
+
+/// The cells of every row added up.
+fn totals(t: &BTreeMap<(String, String), super::wan::Summary>) -> [String; 5] {
+    let mut sum = [(0, 0); 5];
+    for x in t.values() {
+        for (s, c) in sum.iter_mut().zip(cells(x)) {
+            *s = (s.0 + c.0, s.1 + c.1);
+        }
+    }
+    sum.map(cell)
+}
+
 /// Each scenario row in one line: the verdicts right per way of reading (both congestion
 /// controls, both ends, every run) and the fixes that closed the loop.
 pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
-    let expected_of = |x: &super::wan::Summary| {
-        let e: Vec<&String> = x.expected.values().collect();
-        if e.windows(2).all(|w| w[0] == w[1]) {
-            e.first().map(|e| e.to_string()).unwrap_or_default()
-        } else {
-            x.expected
-                .iter()
-                .map(|(cc, e)| format!("{cc}: {e}"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        }
-    };
+    let plain = |e: &str| e.to_string();
     // columns as wide as their longest cell: setups name the path and GRO
     let sw = col_width(t.keys().map(|(_, s)| s.len()), 5);
-    let ew = col_width(t.values().map(|x| expected_of(x).len()), 29);
+    let ew = col_width(t.values().map(|x| expected_of(x, &plain).len()), 29);
     println!(
         "\n{:<18} {:<sw$} {:<ew$} {:>9} {:>10} {:>9} {:>9} {:>7}",
         "scenario",
@@ -292,41 +321,42 @@ pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
         "int alone",
         "fixed"
     );
-    let cell = |(ok, n): (u32, u32)| {
-        if n == 0 {
-            "-".to_string()
-        } else {
-            format!("{ok}/{n}")
-        }
-    };
     for ((scenario, setup), x) in t {
-        let expected = expected_of(x);
+        let expected = expected_of(x, &plain);
+        let [a, b, c, d, f] = cells(x).map(cell);
         println!(
-            "{scenario:<18} {setup:<sw$} {expected:<ew$} {:>9} {:>10} {:>9} {:>9} {:>7}{}",
-            cell(x.reads[0]),
-            cell(x.reads[1]),
-            cell(x.reads[2]),
-            cell(x.reads[3]),
-            cell(x.fixes),
+            "{scenario:<18} {setup:<sw$} {expected:<ew$} {a:>9} {b:>10} {c:>9} {d:>9} {f:>7}{}",
             not_judged(x)
         );
     }
-    let sum = |f: &dyn Fn(&super::wan::Summary) -> (u32, u32)| {
-        t.values()
-            .map(f)
-            .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
-    };
+    let [a, b, c, d, f] = totals(t);
     println!(
-        "{:<18} {:<sw$} {:<ew$} {:>9} {:>10} {:>9} {:>9} {:>7}",
-        "all",
-        "",
-        "",
-        cell(sum(&|x| x.reads[0])),
-        cell(sum(&|x| x.reads[1])),
-        cell(sum(&|x| x.reads[2])),
-        cell(sum(&|x| x.reads[3])),
-        cell(sum(&|x| x.fixes)),
+        "{:<18} {:<sw$} {:<ew$} {a:>9} {b:>10} {c:>9} {d:>9} {f:>7}",
+        "all", "", ""
     );
+}
+
+/// The summary as a Markdown table (the README's): the same rows and cells as
+/// [`print_summary`], the expected verdicts in backquotes.
+pub fn print_summary_markdown(t: &BTreeMap<(String, String), super::wan::Summary>) {
+    let quoted = |e: &str| {
+        e.split('|')
+            .map(|l| format!("`{l}`"))
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    println!("| scenario | setup | expected (both ends) | one snapshot, both ends | one snapshot, one end | interval, both ends | interval, one end | fix closed the loop |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for ((scenario, setup), x) in t {
+        let [a, b, c, d, f] = cells(x).map(cell);
+        println!(
+            "| {scenario} | {setup} | {} | {a} | {b} | {c} | {d} | {f}{} |",
+            expected_of(x, &quoted),
+            not_judged(x).replacen("  ", " ", 1)
+        );
+    }
+    let [a, b, c, d, f] = totals(t);
+    println!("| **all** | | | **{a}** | **{b}** | **{c}** | **{d}** | **{f}** |");
 }
 
 /// The fix loop: per scenario row and congestion control, the fixes that repaired their
