@@ -113,7 +113,7 @@ fn median(v: &mut [f64]) -> Option<f64> {
 pub fn lab_figures(rows: &[WanRow]) -> BTreeMap<String, Figure> {
     let mut out = BTreeMap::new();
     let mut ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    let (mut right, mut reads) = (BTreeMap::<String, (u32, u32)>::new(), 0);
+    let mut right = BTreeMap::<String, (u32, u32)>::new();
     let (mut closed, mut fixes, mut judged) = (0u32, 0u32, 0u32);
     for r in rows {
         if !r.path_on_time {
@@ -132,7 +132,6 @@ pub fn lab_figures(rows: &[WanRow]) -> BTreeMap<String, Figure> {
                 .or_default();
             e.0 += read.accepted as u32;
             e.1 += 1;
-            reads += 1;
         }
         if let Some(f) = r.fixed.as_ref().filter(|f| f.judged()) {
             fixes += 1;
@@ -172,7 +171,7 @@ pub fn lab_figures(rows: &[WanRow]) -> BTreeMap<String, Figure> {
             },
         );
     }
-    if reads > 0 {
+    if !rows.is_empty() {
         out.insert(
             "lab fixes closed".into(),
             Figure {
@@ -306,8 +305,8 @@ pub fn proof(a: &Args) -> Result<()> {
     let t0 = std::time::Instant::now();
     let obj = crate::build()?;
     let nolog = crate::build_ebpf_variant(true, Some("nolog"))?;
-    crate::toolchain::apt_install(crate::toolchain::TEST_PACKAGES)?;
-    crate::toolchain::apt_install(&["bpftrace", "bpftool"])?;
+    // the bench's peer besides the test packages (bpftool among them)
+    crate::toolchain::apt_install(&[crate::toolchain::TEST_PACKAGES, &["bpftrace"]].concat())?;
     let dir = root().join("target/proof");
     std::fs::create_dir_all(&dir)?;
     let exe = root().join("target/release/tcpwin-trace");
