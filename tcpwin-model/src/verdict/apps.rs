@@ -1,6 +1,11 @@
 //! The applications: a receiver that does not read (a zero window with data unread, a backlog
 //! that keeps the advertised window small, a reader caught between its bursts).
-use super::{end::End, sizing::ceiling_bps, Limit, Verdict, WINDOW_LIMITED_SHARE};
+use super::{
+    end::End,
+    limit::Limit,
+    sizing::{ceiling_bps, fmt_rate},
+    types::{Verdict, WINDOW_LIMITED_SHARE},
+};
 use crate::facts::SockFacts;
 
 /// Unread data at this share of the window, with the advertised window under half of it, at both
@@ -94,8 +99,8 @@ pub(super) fn peer_stalls(
     v.setting = Some(format!(
         "the peer's window held this sender {:.0} % of its busy time, yet it sent {} where the window it advertises now ({window} B) allows {}: the window was mostly far smaller, closed by the peer's application reading slower than the path delivers",
         v.rwnd_limited_share.unwrap_or(0.0) * 100.0,
-        super::fmt_rate(rate),
-        super::fmt_rate(ceiling_bps(window, base)),
+        fmt_rate(rate),
+        fmt_rate(ceiling_bps(window, base)),
     ));
     v.suggested = Some(
         "the receiving application must read faster (run `tcpwin-trace ss` on the receiving host): nothing to change on the sending end"

@@ -7,8 +7,8 @@ use tcpwin_common::formula::{handshake_wscale, max_scaled_window, win_from_space
 
 use super::{
     fix::{AppFix, Fix},
+    limit::Limit,
     receiver::{Ctx, Found, INITIAL_RATIO},
-    Limit,
 };
 
 /// A buffer at this share of `tcp_rmem[2]` has reached autotuning's maximum.

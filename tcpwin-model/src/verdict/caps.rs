@@ -3,16 +3,19 @@
 //! the scaling ratio); here they are asked in order, the primary chosen, the others kept as
 //! factors with the gain each change would give.
 use super::{
-    buffer, ratio,
+    buffer,
+    end::End,
+    limit::Limit,
+    ratio,
     receiver::{Ctx, Found},
     scale::{self, receiver_window},
     sizing::Sizing,
-    Factor, Limit, Verdict,
+    types::{Factor, Verdict},
 };
 
 /// The receiver's caps: the primary limit into `v`, the others as factors. `window`: the
 /// window judged (None: one snapshot, the cap it would meet).
-pub(super) fn caps(v: &mut Verdict, r: super::End, window: Option<u64>, target: Option<u64>) {
+pub(super) fn caps(v: &mut Verdict, r: End, window: Option<u64>, target: Option<u64>) {
     let f = r.now;
     let Some(w) = window.or_else(|| receiver_window(r)) else {
         v.setting = Some("window_clamp or wscale_ok not read by this source".into());
@@ -102,4 +105,34 @@ pub(super) fn caps(v: &mut Verdict, r: super::End, window: Option<u64>, target: 
         fix: x.fix,
         window_gain: x.gain,
     }));
+}
+
+/// The receiver's caps that would bind were the window the limit, as factors of `v` (saying
+/// `note` as their fix's preface).
+pub(super) fn potential_caps(
+    v: &mut Verdict,
+    r: End,
+    window: u64,
+    target: Option<u64>,
+    note: &str,
+) {
+    let mut probe = v.clone();
+    probe.factors.clear();
+    caps(&mut probe, r, Some(window), target);
+    if !probe.limit.is_receiver_cap() {
+        return;
+    }
+    v.factors.push(Factor {
+        limit: probe.limit,
+        setting: probe.setting.unwrap_or_default(),
+        suggested: format!("{note}: {}", probe.suggested.unwrap_or_default()),
+        fix: probe.fix,
+        window_gain: None,
+    });
+    v.factors.extend(
+        probe
+            .factors
+            .into_iter()
+            .filter(|f| f.limit.is_receiver_cap() && f.limit != probe.limit),
+    );
 }

@@ -2,10 +2,12 @@
 //! own estimate, each against the best base RTT known), whether the path holds a queue, and the
 //! verdicts where the window does not bind (`path-queue`, `not-window-limited`).
 use super::{
+    caps::potential_caps,
     end::End,
+    limit::Limit,
     sender::{self, cwnd_bound},
     sizing::{ceiling_bps, fmt_rate, fmt_rtt},
-    Limit, Verdict,
+    types::{Verdict, WINDOW_LIMITED_SHARE},
 };
 
 /// A queue at the bottleneck: the RTT above the base RTT by this much (µs) at least, and by this
@@ -89,8 +91,7 @@ pub(super) fn queued(q: &QueueEvidence) -> bool {
     match (q.sender, q.receiver) {
         (None, Some(_)) => {
             q.window > 0
-                && q.rate as f64
-                    >= super::WINDOW_LIMITED_SHARE * ceiling_bps(q.window, q.rtt) as f64
+                && q.rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(q.window, q.rtt) as f64
         }
         _ => true,
     }
@@ -117,7 +118,7 @@ pub(super) struct Unbound<'a> {
 pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     let (rate, window, rtt, base) = (u.rate, u.window, u.rtt, u.base);
     let fills_window =
-        window > 0 && rate as f64 >= super::WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64;
+        window > 0 && rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64;
     let allows = fmt_rate(ceiling_bps(window, u.binds_at));
     // losses through a full congestion window; with `--target` they hold the flow only while it
     // runs short of the rate asked
@@ -200,7 +201,7 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     }
     // the window caps as contributing facts (a window too small *and* irrelevant)
     if let Some(r) = u.receiver {
-        super::potential_caps(
+        potential_caps(
             v,
             r,
             window,

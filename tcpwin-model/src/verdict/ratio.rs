@@ -4,8 +4,8 @@
 //! connection measures its ratio on its first packets, so only new ones get the new ratio.
 use super::{
     fix::Fix,
+    limit::Limit,
     receiver::{Ctx, Found},
-    Limit,
 };
 
 /// Ratios under this (70 % of the buffer) are called low: one segment per packet gives 158-162 at

@@ -8,8 +8,8 @@ use tcpwin_common::formula::{handshake_wscale, max_scaled_window, space_from_win
 
 use super::{
     fix::Fix,
+    limit::Limit,
     sizing::{ceiling_bps, Sizing},
-    Limit,
 };
 use crate::facts::{HostLimits, SockFacts};
 

@@ -8,8 +8,8 @@ use super::{
     buffer::so_rcvbuf_fix,
     end::End,
     fix::{AppFix, Fix},
+    limit::Limit,
     receiver::{Ctx, Found},
-    Limit,
 };
 use crate::facts::Route;
 

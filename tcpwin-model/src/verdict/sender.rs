@@ -3,8 +3,9 @@
 use super::{
     end::End,
     fix::{AppFix, Fix},
+    limit::Limit,
     sizing::{ceiling_bps, fmt_rate, fmt_rtt, Sizing},
-    Limit, Verdict,
+    types::Verdict,
 };
 use crate::facts::SockFacts;
 

@@ -3,6 +3,8 @@
 use super::sizing::per_rate;
 use super::*;
 use crate::facts::ESTABLISHED;
+use crate::facts::{HostLimits, SockFacts};
+use crate::id::SocketId;
 use tcpwin_common::formula::win_from_space;
 
 pub(super) const MS: u32 = 1000;

@@ -1,0 +1,314 @@
+//! The judge on top of the families: one connection's verdict, asked in order (an application
+//! not reading, nothing moving, the sender's buffer, whether the window binds, then which cap
+//! makes it what it is, or what holds the flow instead). It imports every family; none imports it.
+use super::{
+    apps,
+    caps::{self, potential_caps},
+    end::End,
+    limit::Limit,
+    path, scale, sender,
+    sizing::{ceiling_bps, fmt_rtt, Sizing},
+    types::{Basis, Input, Side, Verdict, WINDOW_LIMITED_SHARE},
+};
+use crate::facts::SockFacts;
+
+/// A flow at this share of window / RTT runs its window full.
+const FULL_WINDOW_SHARE: f64 = 0.9;
+/// Without a queue on the path, a sender rwnd-limited this share of its busy time or more is
+/// window-bound (the kernel's chrono as support, never alone behind a queue): bbr paces and shows
+/// 30-40 % where the window binds, `iperf3 -w 8K` on veth 29-40 %, a flow the window does not
+/// bind ~0.
+const RWND_SUPPORT_SHARE: f64 = 0.2;
+
+/// Decides one socket's verdict: with its peer, the connection's.
+pub fn verdict(i: &Input) -> Verdict {
+    let mut me = End {
+        now: i.now,
+        before: i.before,
+        host: i.host,
+    };
+    let mut peer = i.peer;
+    // an interval that moved nothing while the socket's own clocks say data moved within the
+    // last second (a sender in bursts, nginx `limit_rate`, caught between two in a quarter
+    // second) says nothing about the flow: it is judged over the connection's life
+    let recent = |f: &SockFacts| {
+        [f.since_data_sent_us, f.since_data_recv_us]
+            .into_iter()
+            .flatten()
+            .any(|us| us < crate::facts::IDLE_AFTER_US)
+    };
+    // (a receiver read alone has no rate over its life: its quiet interval is judged as such,
+    // see `idle`)
+    let receiver_alone =
+        peer.is_none() && i.now.bytes_received.unwrap_or(0) > i.now.bytes_acked.unwrap_or(0);
+    if me.dt_s().is_some() && me.moved() == (0, 0) && recent(i.now) && !receiver_alone {
+        me.before = None;
+        if let Some(p) = peer.as_mut() {
+            p.before = None;
+        }
+    }
+    let basis = if me.dt_s().is_some() {
+        Basis::Interval
+    } else {
+        Basis::Life
+    };
+    let (rx, tx) = me.moved();
+    // which end sends: with the peer visible both ends decide alike (the end whose acknowledged
+    // bytes grew more; on a tie the lower address:port)
+    let side = match &peer {
+        Some(p) => {
+            let (_, ptx) = p.moved();
+            match (tx, ptx) {
+                (0, 0) => Side::Idle,
+                (a, b) if a > b => Side::Sending,
+                (a, b) if a < b => Side::Receiving,
+                _ if me.tuple().tuple() < p.tuple().tuple() => Side::Sending,
+                _ => Side::Receiving,
+            }
+        }
+        None => match (rx, tx) {
+            (0, 0) => Side::Idle,
+            (r, t) if r >= t => Side::Receiving,
+            _ => Side::Sending,
+        },
+    };
+    let (sender, receiver) = match side {
+        Side::Sending => (Some(me), peer),
+        Side::Receiving => (peer, Some(me)),
+        Side::Idle => {
+            // which end would receive: the one holding unread data, else this one
+            if me.now.unread.unwrap_or(0) > 0 || peer.is_none() {
+                (peer, Some(me))
+            } else {
+                (Some(me), peer)
+            }
+        }
+    };
+    let mut v = Verdict {
+        side,
+        basis,
+        peer: peer.map(|p| p.tuple()),
+        ..Verdict::unknown(side)
+    };
+    judge_connection(&mut v, sender, receiver, i);
+    v
+}
+
+/// The connection's judgement, into `v` (whose side, basis and peer are set): an application
+/// not reading, nothing moving, the sender's buffer, whether the window binds, and then which cap
+/// makes it what it is, or what holds the flow instead (the path's queue, the sending
+/// application, the congestion window).
+fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>, i: &Input) {
+    let rate = match (sender, receiver) {
+        (Some(s), _) => s.send_rate(),
+        (None, Some(r)) => r.recv_rate(),
+        _ => None,
+    };
+    v.rate_bps = rate;
+    // 1. an application not reading stalls the connection at any rate
+    if apps::zero_window(v, sender, receiver) {
+        reader_caps(v, receiver, i.target_bps);
+        return;
+    }
+    // 2. nothing moves: idle, whatever a window would allow
+    if idle(v, sender, receiver) {
+        return;
+    }
+    // the RTTs: the sender's (from ACKs) when it is visible, else the receiver's own estimate,
+    // against the best base RTT it has
+    let Some((rtt, base)) = path::rtts(v, sender, receiver, i.min_rcv_rtt_us) else {
+        return;
+    };
+    if let Some(s) = sender {
+        v.rwnd_limited_share = s.chrono_share(|f| f.rwnd_limited_us);
+    }
+    if let Some(r) = receiver {
+        v.unread = r.now.unread.map(u64::from);
+    }
+    // the window that could bind: the receiver's largest, or the one the sender sees
+    let cap_window = receiver.and_then(scale::receiver_window);
+    let Some(window) = cap_window.or_else(|| sender.and_then(|s| s.now.snd_wnd.map(u64::from)))
+    else {
+        v.setting = Some(match sender {
+            Some(_) => "snd_wnd not read by this source".into(),
+            None => "window_clamp or wscale_ok not read by this source".into(),
+        });
+        return;
+    };
+    v.window = Some(window);
+    v.ceiling_bps = (window > 0).then(|| ceiling_bps(window, rtt));
+    v.base_ceiling_bps = (window > 0).then(|| ceiling_bps(window, base));
+    let sizing = Sizing {
+        base_us: base,
+        target: i.target_bps,
+    };
+    v.target_bps = i.target_bps;
+    v.bdp_bytes = Some(sizing.bdp());
+    let Some(rate) = rate else {
+        // one reading of a receiver alone: no rate to hold against the window
+        no_rate(v, receiver, window, i.target_bps);
+        return;
+    };
+    let queued = path::queued(&path::QueueEvidence {
+        sender,
+        receiver,
+        rate,
+        window,
+        rtt,
+        base,
+    });
+    // 1b. a backlog the application does not drain keeps the advertised window small
+    if receiver.is_some_and(|r| apps::backlog_binds(v, r, window, Some(rate), (base, rtt))) {
+        reader_caps(v, receiver, i.target_bps);
+        return;
+    }
+    // 2b. the sender's own buffer (not behind a queue: Little's law fills any buffer there)
+    if !queued && sender.is_some_and(|s| sender::sndbuf_binds(v, s, Some(rate), rtt, &sizing)) {
+        return;
+    }
+    // a sender alone, held by a peer window that was mostly closed: the peer's reader (a queue
+    // would hold a full window as long, but drain it at window / RTT: Little's law)
+    if receiver.is_none()
+        && sender.is_some_and(|s| apps::peer_stalls(v, s, rate, window, (base, rtt), queued))
+    {
+        return;
+    }
+    // 3. does the window bind?
+    let binds_at = if queued { base } else { rtt };
+    // on a path without a queue, a sender the kernel saw stopped by the peer's window a good
+    // part of its busy time is window-bound even when it uses less of window / RTT (at RTTs of
+    // µs the ACK clock leaves the window partly unused: iperf3 -w 8K on veth)
+    let rwnd_stopped = !queued
+        && v.rwnd_limited_share
+            .is_some_and(|x| x >= RWND_SUPPORT_SHARE)
+        && sender.is_some_and(|s| sender::cwnd_bound(s).is_none());
+    // a window that allows the rate asked (`--target`) at the base RTT is not the limit, however
+    // full it runs: lifting it would not raise the rate towards the target
+    let allows_target = i.target_bps.is_some_and(|t| ceiling_bps(window, base) >= t);
+    // behind a queue a flow at window / RTT is ambiguous (a bottleneck at its rate, or a window
+    // whose bursts queue): with `--target` it is not, a window too small for the target at the
+    // base RTT that the flow runs full over the RTT it sees (or that stops the sender most of its
+    // busy time) holds it
+    let short_of_target = queued
+        && i.target_bps.is_some()
+        && (rate as f64 >= FULL_WINDOW_SHARE * ceiling_bps(window, rtt) as f64
+            || v.rwnd_limited_share.is_some_and(|x| x >= 0.5));
+    let binds = window > 0
+        && !allows_target
+        && (rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, binds_at) as f64
+            || rwnd_stopped
+            || short_of_target);
+    v.window_limited = Some(binds);
+    if !binds {
+        path::window_unbound(
+            v,
+            path::Unbound {
+                sender,
+                receiver,
+                rate,
+                window,
+                rtt,
+                base,
+                queued,
+                binds_at,
+                target: i.target_bps,
+            },
+        );
+        return;
+    }
+    // 4. the window binds: which cap makes it what it is
+    match receiver {
+        Some(r) if cap_window.is_some() => caps::caps(v, r, Some(window), i.target_bps),
+        _ => {
+            let s = sender.expect("a window without a receiver comes from the sender");
+            sender::peer_window(v, s, window, binds_at, &sizing);
+        }
+    }
+}
+
+/// Nothing moves: no data over the interval (or over the life so far), or the socket's own
+/// clocks say nothing was sent or received for a second with nothing waiting. The verdict
+/// into `v`, true when it is that: no window is judged, and there is no fix.
+fn idle(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) -> bool {
+    let ends: Vec<End> = [sender, receiver].into_iter().flatten().collect();
+    let quiet_now = !ends.is_empty() && ends.iter().all(|e| e.now.idle_now() == Some(true));
+    if v.side != Side::Idle && !quiet_now {
+        return false;
+    }
+    // a receiver alone that received nothing in the interval, with data within the last second,
+    // nothing unread and its window open: the sender sends in bursts, or not at all for now; the
+    // window is not what holds it
+    if let (None, Some(r)) = (sender, receiver) {
+        let recent = r
+            .now
+            .since_data_recv_us
+            .is_some_and(|us| us < crate::facts::IDLE_AFTER_US);
+        let open = r.now.rcv_wnd.is_some_and(|w| w > 0) && r.now.unread == Some(0);
+        if !quiet_now && recent && open && v.basis == Basis::Interval {
+            v.limit = Limit::NotWindowLimited;
+            v.setting = Some(format!(
+                "nothing arrived in the interval, the last data {} ago, with the window open ({} B) and nothing unread: the sender sends in bursts or has paused; what holds it is the sender's to tell: run `tcpwin-trace ss` on the sending host",
+                fmt_rtt(r.now.since_data_recv_us.unwrap_or(0).min(u32::MAX as u64) as u32),
+                r.now.rcv_wnd.unwrap_or(0)
+            ));
+            v.suggested = Some(
+                "look elsewhere: the sending application, congestion or loss on the path".into(),
+            );
+            return true;
+        }
+    }
+    v.limit = Limit::Idle;
+    v.setting = Some(if quiet_now {
+        let since = ends
+            .iter()
+            .filter_map(|e| Some(e.now.since_data_recv_us?.min(e.now.since_data_sent_us?)))
+            .min()
+            .unwrap_or(0);
+        format!(
+            "no data sent or received for {} and none waits",
+            fmt_rtt(since.min(u32::MAX as u64) as u32)
+        )
+    } else if v.basis == Basis::Interval {
+        "no data moved in the interval and none waits".into()
+    } else {
+        "no data moved over the connection's life yet".into()
+    });
+    true
+}
+
+/// One reading of a receiver alone (no interval): no rate, so no limit can be named; the caps
+/// its window would meet are factors, with their gain, and the verdict says how to get one.
+fn no_rate(v: &mut Verdict, receiver: Option<End>, window: u64, target: Option<u64>) {
+    v.limit = Limit::Unknown;
+    v.setting = Some(
+        "one reading of a receiver has no rate to hold against its window: read it twice (`ss -i 1000`; `ss` alone takes a second reading of sockets moving data)".into(),
+    );
+    if let Some(r) = receiver {
+        potential_caps(
+            v,
+            r,
+            window,
+            target,
+            "a potential gain, not the limit: it binds only if the window does",
+        );
+    }
+}
+
+/// A reader that falls behind: the receiver's caps as factors. The sockets cannot tell a
+/// reader slower on average than the path (a larger buffer only delays its stall) from one late
+/// in bursts (off the CPU, reading in batches), which a small buffer stalls at every burst and
+/// a larger one carries through: both are said.
+fn reader_caps(v: &mut Verdict, receiver: Option<End>, target: Option<u64>) {
+    let Some((r, window)) =
+        receiver.and_then(|r| scale::receiver_window(r).filter(|w| *w > 0).map(|w| (r, w)))
+    else {
+        return;
+    };
+    potential_caps(
+        v,
+        r,
+        window,
+        target,
+        "binds too: a reader late in bursts (off the CPU, reading in batches) gains from it now, one slower on average only once it keeps up",
+    );
+}
