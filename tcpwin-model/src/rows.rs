@@ -183,6 +183,9 @@ pub struct ReadVerdict {
     pub verdict: Option<crate::verdict::Limit>,
     /// the scenario's expectation for this read holds it
     pub accepted: bool,
+    /// what the judge's own check refused in this verdict (its why, fix and facts disagree)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
 }
 
 /// A transfer run again after its verdict's fix was applied exactly as the JSON gave it.

@@ -369,6 +369,7 @@ fn wan_scenarios_show_their_verdicts() {
     // tell apart: one snapshot (either view), and one end alone over the interval (a sender
     // alone sees a reader's delayed ACKs stretch its RTT as a queue would)
     let (mut loose_misses, mut loose_reads, mut open_loops) = (0, 0, 0);
+    let mut checked = 0;
     for r in &rows {
         let ctx = format!("{} {} {} ({}): {r:?}", r.scenario, r.app, r.condition, r.cc);
         assert_eq!(r.path_drops, 0, "the delay line lost frames: {ctx}");
@@ -421,6 +422,15 @@ fn wan_scenarios_show_their_verdicts() {
         // each end read as a user reads it: over an interval with its peer, always right; in
         // one snapshot (a quarter second) or alone, misses counted below
         assert_eq!(r.reads.len(), 8, "two reads x two views x two ends: {ctx}");
+        // the judge's own check (why, fix and facts agree) holds in every reading, before and
+        // after the fix: a refusal is a defect of the judge whatever the scheduling
+        for read in r.reads.iter().chain(r.fixed.iter().flat_map(|f| &f.reads)) {
+            assert!(
+                read.refused.is_empty(),
+                "the judge's check refused {read:?}: {ctx}"
+            );
+            checked += 1;
+        }
         for read in &r.reads {
             if read.read == Read::Interval && read.view == View::Both {
                 assert!(read.accepted, "{read:?} read: {ctx}");
@@ -508,6 +518,8 @@ fn wan_scenarios_show_their_verdicts() {
     // lab's accuracy over five runs is `cargo xtask proof`'s; here a run may miss a few of its
     // snapshot or one-end reads (each printed above), never an interval read of both ends
     eprintln!("snapshot or one-end reads: {loose_misses} of {loose_reads} missed");
+    eprintln!("the judge's own check: {checked} verdicts read, none refused");
+    assert!(checked > 0, "no verdict was checked");
     assert!(
         loose_misses <= 3,
         "{loose_misses} of {loose_reads} snapshot or one-end reads named another limit (see above)"

@@ -4,6 +4,7 @@
 use super::{
     apps,
     caps::{self, potential_caps},
+    check,
     end::End,
     limit::Limit,
     path, scale, sender,
@@ -91,7 +92,39 @@ pub fn verdict(i: &Input) -> Verdict {
         ..Verdict::unknown(side)
     };
     judge_connection(&mut v, sender, receiver, i);
+    refuse_contradictions(&mut v, sender, receiver, i);
     v
+}
+
+/// The judge's own check over the verdict it gives: a fix whose why or facts disagree with it is
+/// dropped (the limit stays: the facts that named it stand) and the contradiction said.
+pub(super) fn refuse_contradictions(
+    v: &mut Verdict,
+    sender: Option<End>,
+    receiver: Option<End>,
+    i: &Input,
+) {
+    let found = check::contradictions(
+        v,
+        &check::Reading {
+            receiver: receiver.map(|r| r.now),
+            sender: sender.map(|s| s.now),
+            host: i.host,
+        },
+    );
+    if found.is_empty() {
+        return;
+    }
+    let rules: Vec<&str> = found.iter().map(|c| c.rule).collect();
+    v.fix = None;
+    for f in &mut v.factors {
+        f.fix = None;
+    }
+    v.suggested = Some(format!(
+        "no fix printed: the judge's own check found its why, fix and facts disagree ({}); report it with `tcpwin-trace ss -e --json`",
+        rules.join(", ")
+    ));
+    v.refused = found.iter().map(|c| c.to_string()).collect();
 }
 
 /// The connection's judgement, into `v` (whose side, basis and peer are set): an application

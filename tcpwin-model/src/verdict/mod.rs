@@ -42,6 +42,7 @@
 mod apps;
 mod buffer;
 mod caps;
+mod check;
 mod end;
 mod fix;
 mod judge;
@@ -54,6 +55,7 @@ mod sender;
 mod sizing;
 mod types;
 
+pub use check::{contradictions, Contradiction, Reading};
 pub use end::End;
 pub use fix::{AppFix, Fix};
 pub use judge::verdict;

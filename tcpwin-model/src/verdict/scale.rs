@@ -1,6 +1,7 @@
 //! Scale and clamp: window scaling not negotiated (64 KB for the connection's life), a window
 //! held by the scale its handshake chose (`65535 << rcv_wscale`: an SO_RCVBUF set before
-//! connect/listen, a route's `window` metric, small caps when the connection opened), and a
+//! connect/listen, a route's `window` metric, a clamp set before the handshake, small caps
+//! when the connection opened: the why says which the reading rules out), and a
 //! clamp below what the buffer allows (TCP_WINDOW_CLAMP, a route's `window` metric).
 use tcpwin_common::formula::{max_scaled_window, win_from_space, wscale_for};
 
@@ -146,20 +147,13 @@ pub(super) fn scale_cap(c: &Ctx) -> Option<Found> {
     } else {
         let t = c.tcp_rmem();
         let now = c.autotuned_wscale(t[2], 0);
-        let fix = if max_scaled_window(now) >= w {
-            // the host's caps already give new connections a scale that can express it
-            c.finish(
-                Fix {
-                    new_connections: true,
-                    ..Fix::default()
-                },
-                t[2],
-                None,
-                now,
-            )
+        if now > c.shift {
+            chosen_elsewhere(c, now, w)
         } else {
+            // the caps now give the same scale: they chose it, and raising tcp_rmem[2] gives
+            // new connections one that can express the window
             let max = 1u64 << (15 + wscale_for(w) as u32);
-            c.finish(
+            let fix = c.finish(
                 Fix {
                     commands: vec![c.here(format!(
                         "sysctl -w net.ipv4.tcp_rmem='{} {} {}'",
@@ -173,25 +167,29 @@ pub(super) fn scale_cap(c: &Ctx) -> Option<Found> {
                 max.max(t[2]),
                 None,
                 c.autotuned_wscale(max.max(t[2]), 0),
+            );
+            (
+                format!(
+                    "the host's caps (tcp_rmem[2] {}, rmem_max {}) give window scale {}",
+                    t[2],
+                    c.h.rmem_max.unwrap_or(0),
+                    c.shift
+                ),
+                Some(fix),
             )
-        };
-        (
-            format!(
-                "the host's caps when the connection opened (tcp_rmem[2], rmem_max) gave it window scale {}",
-                c.shift
-            ),
-            Some(fix),
-        )
+        }
     };
     let setting = format!(
         "{why}: the window stays <= {cap} (65535 << {}) for the connection's life, whatever the buffer ({buffer_window} B of window now)",
         c.shift
     );
     let text = match &fix {
-        Some(f) if f.commands.is_empty() && f.app.is_none() => format!(
-            "{}: re-open the connection: the host's caps now give new connections scale {}",
+        Some(f) if f.app.as_ref().is_some_and(|a| a.option == "TCP_WINDOW_CLAMP") => format!(
+            "{}: find which: open a new connection the same way and read its scale (`tcpwin-trace ss -e`): {} means the caps were smaller when this one opened, and re-opening it is the fix; {} again means a clamp set before connect()/listen(): {}",
             c.words(),
-            tcpwin_common::formula::wscale_for(f.window.unwrap_or(0))
+            c.autotuned_wscale(c.tcp_rmem()[2], 0),
+            c.shift,
+            f.words()
         ),
         Some(f) => format!("{}: {}", c.words(), f.words()),
         None => c.words(),
@@ -203,6 +201,55 @@ pub(super) fn scale_cap(c: &Ctx) -> Option<Found> {
         text,
         fix,
     })
+}
+
+/// The scale this connection got is smaller than the one the host's caps give new connections
+/// now (`now`): the caps did not choose it, unless they changed since it opened. What else can
+/// (`tcp_select_initial_window`: the space offered within `window_clamp`): a clamp set before
+/// connect()/listen() (TCP_WINDOW_CLAMP by the application, on its listener, or a BPF sockops
+/// program; autotuning rewrites the clamp later, so the clamp now cannot rule it out), a route's
+/// `window` metric, a locked SO_RCVBUF. The why names each and what this reading rules out; the
+/// fix is the test that tells them apart and the application's change.
+fn chosen_elsewhere(c: &Ctx, now: u8, w: u64) -> (String, Option<Fix>) {
+    let t = c.tcp_rmem();
+    let mut ruled_out = Vec::new();
+    match c.peer().and_then(|p| c.h.route_to(p)) {
+        Some(r) => ruled_out.push(format!("no `window` metric on the route {} now", r.spec())),
+        None if c.peer().is_some() && !c.h.routes.is_empty() => {
+            ruled_out.push("no route to the peer carries a `window` metric now".into())
+        }
+        None => {}
+    }
+    if c.f.rcvbuf_locked == Some(false) {
+        ruled_out.push("SO_RCVBUF not set (the buffer is not locked)".into());
+    }
+    let why = format!(
+        "the handshake chose window scale {shift}, yet this host's caps (tcp_rmem[2] {}, rmem_max {}) give new connections {now}: either the caps were smaller when it opened, or a window_clamp set before connect()/listen() held the scale (TCP_WINDOW_CLAMP by the application or on its listener, or a BPF sockops program; autotuning rewrites the clamp since, so the clamp now ({}) cannot rule it out){}",
+        t[2],
+        c.h.rmem_max.unwrap_or(0),
+        c.clamp,
+        if ruled_out.is_empty() {
+            String::new()
+        } else {
+            format!("; ruled out by this reading: {}", ruled_out.join(", "))
+        },
+        shift = c.shift,
+    );
+    // a clamp asked before the handshake at the window needed gives a scale that expresses it
+    let fix = c.within(
+        c.finish(
+            Fix {
+                app: Some(AppFix::new("TCP_WINDOW_CLAMP", w, c.f.comm.clone())),
+                new_connections: true,
+                ..Fix::default()
+            },
+            t[2],
+            None,
+            now,
+        ),
+        w.max(c.w),
+    );
+    (why, Some(fix))
 }
 
 /// A clamp below what the buffer allows, and below what the scale can express: set by the

@@ -108,6 +108,10 @@ pub struct Verdict {
     pub fix: Option<Fix>,
     /// other limits holding the window down, each with its fix and gain
     pub factors: Vec<Factor>,
+    /// what the judge's own check refused (a why, fix and facts that disagree): the fix it
+    /// could not stand behind is dropped; empty when every rule held
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
 }
 
 impl Verdict {
@@ -135,6 +139,7 @@ impl Verdict {
             suggested: None,
             fix: None,
             factors: Vec::new(),
+            refused: Vec::new(),
         }
     }
 }

@@ -119,6 +119,9 @@ pub fn verdict_line(v: &Verdict) -> String {
                 .unwrap_or_default()
         ));
     }
+    for r in &v.refused {
+        s.push_str(&format!("\n    refused by the judge's check: {r}"));
+    }
     if let Some(p) = &v.peer {
         s.push_str(&format!(
             "\n    one connection: judged with its other end {} (same verdict there)",

@@ -495,3 +495,98 @@ fn a_routes_window_metric_names_the_route() {
     );
     assert!(fix.new_connections && fix.window.unwrap() > 131070);
 }
+
+/// A receiver whose handshake chose window scale 2 while this host's caps give new connections
+/// scale 10 (tcp_rmem[2] 32 MiB): the caps did not choose it. Its buffer is not locked and the
+/// route to the peer carries no `window`; what is left is a clamp set before connect()/listen()
+/// (autotuning has rewritten the clamp since) or caps smaller when it opened. The why says
+/// that and what the reading rules out; the fix is the test that tells them apart and the
+/// application's change, never a sysctl, and never a bare "re-open" that gets scale 2 again.
+#[test]
+fn a_scale_the_caps_did_not_choose_is_not_blamed_on_them() {
+    let f = |ts: f64, rx: u64| {
+        let mut n = rcv(ts, rx);
+        n.rcvbuf_locked = Some(false);
+        n.scaling_ratio = Some(229);
+        n.sk_rcvbuf = Some(4 << 20);
+        n.rcv_wscale = Some(2);
+        n.window_clamp = Some(win_from_space(4 << 20, 229) as u32);
+        n.rcv_rtt_us = Some(20 * MS);
+        n.min_rtt_us = Some(20 * MS);
+        n.comm = Some("python3".into());
+        n
+    };
+    let h = gro_off(host());
+    // 262140 / 20 ms = 105 Mbit/s, 100 measured
+    let v = judge(&f(1.0, 0), &f(2.0, 100_000_000 / 8), &h, Some(300_000_000));
+    assert_eq!(v.limit, Limit::ScaleCap, "{v:?}");
+    assert_eq!(v.window, Some(65535 << 2));
+    let why = v.setting.as_deref().unwrap();
+    assert!(
+        !why.contains("when the connection opened (tcp_rmem[2], rmem_max) gave it"),
+        "{why}"
+    );
+    assert!(why.contains("give new connections 10"), "{why}");
+    assert!(why.contains("TCP_WINDOW_CLAMP"), "{why}");
+    assert!(
+        why.contains("ruled out by this reading: no `window` metric on the route 10.0.0.0/24 dev eth0 now, SO_RCVBUF not set"),
+        "{why}"
+    );
+    let fix = v.fix.as_ref().unwrap();
+    assert!(fix.commands.is_empty(), "no host setting chose it: {fix:?}");
+    assert_eq!(fix.app.as_ref().unwrap().option, "TCP_WINDOW_CLAMP");
+    assert!(fix.app.as_ref().unwrap().bytes >= 750_000, "{fix:?}");
+    assert!(fix.new_connections);
+    assert!(fix.window.unwrap() > 65535 << 2);
+    let text = v.suggested.as_deref().unwrap();
+    assert!(
+        text.contains("10 means the caps were smaller when this one opened"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 again means a clamp set before connect()/listen()"),
+        "{text}"
+    );
+}
+
+/// The judge's own check at work: a verdict whose fix contradicts its facts loses the fix (the
+/// limit stays), says why in `refused`, and the words say no fix is printed.
+#[test]
+fn a_contradicting_fix_is_dropped_and_said() {
+    let f = rcv(1.0, 0);
+    let h = host();
+    let mut v = Verdict {
+        limit: Limit::RcvbufLocked,
+        window: Some(500_000),
+        setting: Some("SO_RCVBUF set by the application".into()),
+        fix: Some(crate::verdict::Fix {
+            commands: vec!["sysctl -w net.core.rmem_max=100000".into()],
+            window: Some(400_000),
+            ..Default::default()
+        }),
+        ..Verdict::unknown(Side::Receiving)
+    };
+    let me = End {
+        now: &f,
+        before: None,
+        host: &h,
+    };
+    let i = Input {
+        now: &f,
+        before: None,
+        host: &h,
+        target_bps: None,
+        peer: None,
+        min_rcv_rtt_us: None,
+    };
+    super::super::judge::refuse_contradictions(&mut v, None, Some(me), &i);
+    assert_eq!(v.limit, Limit::RcvbufLocked);
+    assert!(v.fix.is_none());
+    let rules: Vec<&str> = v
+        .refused
+        .iter()
+        .map(|r| r.split(':').next().unwrap())
+        .collect();
+    assert_eq!(rules, ["lifts", "never-lowers", "app-choice"], "{v:?}");
+    assert!(v.suggested.unwrap().starts_with("no fix printed"));
+}

@@ -255,6 +255,11 @@ fn tables(rows: &[tcpwin_model::rows::WanRow]) -> Result<()> {
     table::print_accuracy(&acc);
     table::print_fix_loops(&wan::fix_loops(rows));
     table::print_summary(&wan::summary(rows));
+    let (checked, refused) = wan::checked(rows);
+    println!(
+        "the judge's own check: {checked} verdicts read, {} refused (a why, fix and facts that disagree)",
+        refused.len()
+    );
     wan::outcome(&acc, rows)
 }
 

@@ -593,6 +593,14 @@ pub fn fix_loops(rows: &[WanRow]) -> BTreeMap<(String, String, String), (u32, u3
 /// The lab's outcome: an error naming how many verdicts differ from their scenario's, or how
 /// many fixes did not repair their transfer (the lab exits 1), or Ok.
 pub fn outcome(t: &Accuracy, rows: &[WanRow]) -> Result<()> {
+    let (checked, refused) = checked(rows);
+    if !refused.is_empty() {
+        bail!(
+            "the judge's own check refused {} of {checked} verdicts (a why, fix and facts that disagree): {}",
+            refused.len(),
+            refused.join("; ")
+        );
+    }
     let missed: u32 = t.values().map(|x| x.n - x.ok).sum();
     let all: u32 = t.values().map(|x| x.n).sum();
     if missed > 0 {
@@ -609,6 +617,31 @@ pub fn outcome(t: &Accuracy, rows: &[WanRow]) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Every verdict the lab read (each way of reading, before and after a fix): how many, and what
+/// the judge's own check refused in them, each with its row.
+pub fn checked(rows: &[WanRow]) -> (u32, Vec<String>) {
+    let mut n = 0;
+    let mut refused = Vec::new();
+    for r in rows {
+        let after = r.fixed.iter().flat_map(|f| &f.reads);
+        for x in r.reads.iter().chain(after) {
+            n += 1;
+            refused.extend(x.refused.iter().map(|why| {
+                format!(
+                    "{} {} ({}), {} {:?} {:?}: {why}",
+                    r.scenario,
+                    r.setup(),
+                    r.cc,
+                    x.end,
+                    x.read,
+                    x.view
+                )
+            }));
+        }
+    }
+    (n, refused)
 }
 
 /// `--path`: the path alone, measured with ample windows.

@@ -65,9 +65,9 @@ fn verdict_of(
     after: &[Seen],
     target: Option<u64>,
     cookie: Option<u64>,
-) -> Option<Limit> {
+) -> Option<Verdict> {
     let i = after.iter().position(|s| s.facts.id.cookie == cookie)?;
-    Some(judged(before, after, target)[i].limit)
+    Some(judged(before, after, target).swap_remove(i))
 }
 
 /// What an end read alone may name where both ends together name `expected`: a receiver cannot
@@ -138,13 +138,15 @@ pub(super) fn reads(
                     View::Both => verdict_of(first, after, target, cookie),
                     View::Alone => verdict_of(&only(first, ns), &only(after, ns), target, cookie),
                 };
+                let limit = got.as_ref().map(|v| v.limit);
                 out.push(ReadVerdict {
                     read,
                     view,
                     end: end.to_string(),
-                    verdict: got,
-                    accepted: got
+                    verdict: limit,
+                    accepted: limit
                         .is_some_and(|g| accepted(expected, view, end, us_path).contains(&g)),
+                    refused: got.map(|v| v.refused).unwrap_or_default(),
                 });
             }
         }
