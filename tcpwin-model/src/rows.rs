@@ -431,6 +431,7 @@ pub struct BulkRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChurnRow {
     pub mode: String,
+    /// connections per run (the median run's): whole batches of `--churn` for 3 s or more
     pub conns: u32,
     pub conns_per_sec_ratio: f64,
     pub cpu_per_conn_ratio: f64,

@@ -48,6 +48,9 @@ pub struct Proof {
     pub date: String,
     /// lab runs per scenario row
     pub repeat: u32,
+    /// where a part was not run, whose figures it kept: "lab figures from BUILD, DATE, ..."
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
     pub figures: BTreeMap<String, Figure>,
 }
 
@@ -418,7 +421,36 @@ pub fn proof(a: &Args) -> Result<()> {
             failed.push(format!("{k}: {said}"));
         }
     }
+    // a part not run keeps its committed figures (and says from which run they are)
+    let kept = last.as_ref().and_then(|l| {
+        let part = match (a.no_lab, a.no_bench) {
+            (true, false) => "lab ",
+            (false, true) => "bench ",
+            _ => return None,
+        };
+        let old: Vec<(&String, &Figure)> = l
+            .figures
+            .iter()
+            .filter(|(k, _)| k.starts_with(part))
+            .collect();
+        if old.is_empty() {
+            return None;
+        }
+        figures.extend(old.into_iter().map(|(k, v)| (k.clone(), *v)));
+        Some(format!(
+            "{}figures from {}, {}, {} runs per lab row{}",
+            part,
+            l.build,
+            l.date,
+            l.repeat,
+            l.kept
+                .as_ref()
+                .map(|k| format!(" ({k})"))
+                .unwrap_or_default()
+        ))
+    });
     let result = Proof {
+        kept,
         build: text_of(
             Command::new("git")
                 .current_dir(root())
@@ -426,7 +458,11 @@ pub fn proof(a: &Args) -> Result<()> {
         ),
         kernel: text_of(Command::new("uname").arg("-r")),
         date: text_of(Command::new("date").args(["-u", "+%Y-%m-%d"])),
-        repeat: a.repeat,
+        // the lab's repeat is the kept lab figures' where the lab did not run
+        repeat: match (&last, a.no_lab) {
+            (Some(l), true) => l.repeat,
+            _ => a.repeat,
+        },
         figures,
     };
     let json = serde_json::to_string_pretty(&result)?;

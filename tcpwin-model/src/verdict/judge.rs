@@ -4,7 +4,7 @@
 use super::{
     apps,
     caps::{self, potential_caps},
-    check,
+    ceilings, check,
     end::End,
     limit::Limit,
     path, scale, sender,
@@ -92,6 +92,8 @@ pub fn verdict(i: &Input) -> Verdict {
         ..Verdict::unknown(side)
     };
     judge_connection(&mut v, sender, receiver, i);
+    v.ceilings = ceilings::ceilings(&v, sender, receiver);
+    v.next = Some(ceilings::next_words(&v)).filter(|n| !n.is_empty());
     refuse_contradictions(&mut v, sender, receiver, i);
     v
 }

@@ -42,6 +42,7 @@
 mod apps;
 mod buffer;
 mod caps;
+mod ceilings;
 mod check;
 mod end;
 mod fix;
@@ -62,7 +63,7 @@ pub use judge::verdict;
 pub use limit::{Class, Limit};
 pub use ratio::{GRO_RATIO, GRO_RATIO_FLOOR, LOW_RATIO};
 pub use sizing::{fmt_rate, fmt_rtt};
-pub use types::{Basis, Factor, Input, Side, Verdict, WINDOW_LIMITED_SHARE};
+pub use types::{Basis, Ceiling, Factor, Input, Kind, Side, Verdict, WINDOW_LIMITED_SHARE};
 
 #[cfg(test)]
 mod tests;

@@ -112,6 +112,14 @@ pub struct Verdict {
     /// could not stand behind is dropped; empty when every rule held
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
+    /// every ceiling the connection meets as a rate at the base RTT, lowest first (empty when
+    /// nothing moves or no base RTT is known)
+    #[serde(default)]
+    pub ceilings: Vec<Ceiling>,
+    /// what binds once the fix is applied, and with `--target` every other ceiling below it and
+    /// which end can lift it
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
 impl Verdict {
@@ -140,6 +148,8 @@ impl Verdict {
             fix: None,
             factors: Vec::new(),
             refused: Vec::new(),
+            ceilings: Vec::new(),
+            next: None,
         }
     }
 }
@@ -157,4 +167,83 @@ pub struct Input<'a> {
     pub peer: Option<End<'a>>,
     /// the lowest receiver RTT estimate seen on this socket so far, µs
     pub min_rcv_rtt_us: Option<u32>,
+}
+
+/// What a ceiling is (see `ceilings`: how each is computed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    WindowScale,
+    WindowClamp,
+    ReceiveBuffer,
+    PeerWindow,
+    SendBuffer,
+    CongestionWindow,
+    Path,
+}
+
+impl Kind {
+    pub fn id(self) -> &'static str {
+        match self {
+            Kind::WindowScale => "window-scale",
+            Kind::WindowClamp => "window-clamp",
+            Kind::ReceiveBuffer => "receive-buffer",
+            Kind::PeerWindow => "peer-window",
+            Kind::SendBuffer => "send-buffer",
+            Kind::CongestionWindow => "congestion-window",
+            Kind::Path => "path",
+        }
+    }
+
+    /// In words, as a fix names what binds next.
+    pub fn words(self) -> &'static str {
+        match self {
+            Kind::WindowScale => "the receiver's window scale",
+            Kind::WindowClamp => "the receiver's window clamp",
+            Kind::ReceiveBuffer => "the receiver's buffer",
+            Kind::PeerWindow => "the peer's window",
+            Kind::SendBuffer => "the sender's send buffer",
+            Kind::CongestionWindow => "the sender's congestion window",
+            Kind::Path => "the path",
+        }
+    }
+
+    /// Which end's settings make it: `receiver`, `sender`, or `path`.
+    pub fn end(self) -> &'static str {
+        match self {
+            Kind::WindowScale | Kind::WindowClamp | Kind::ReceiveBuffer | Kind::PeerWindow => {
+                "receiver"
+            }
+            Kind::SendBuffer | Kind::CongestionWindow => "sender",
+            Kind::Path => "path",
+        }
+    }
+
+    /// The ceiling a limit is.
+    pub fn of(limit: Limit) -> Option<Kind> {
+        Some(match limit {
+            Limit::WscaleOff | Limit::ScaleCap => Kind::WindowScale,
+            Limit::WindowClamp => Kind::WindowClamp,
+            Limit::RcvbufLocked | Limit::AutotuneMax | Limit::LowRatio | Limit::MemoryPressure => {
+                Kind::ReceiveBuffer
+            }
+            Limit::PeerWindow => Kind::PeerWindow,
+            Limit::Sndbuf => Kind::SendBuffer,
+            Limit::Congestion => Kind::CongestionWindow,
+            Limit::PathQueue => Kind::Path,
+            _ => return None,
+        })
+    }
+}
+
+/// One ceiling: the bytes its setting lets into flight and that rate at the base RTT.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ceiling {
+    pub kind: Kind,
+    /// `receiver`, `sender` or `path`: whose settings make it
+    pub end: String,
+    pub bytes: u64,
+    pub rate_bps: u64,
+    /// the setting it comes from, in words
+    pub from: String,
 }

@@ -106,6 +106,19 @@ pub fn verdict_line(v: &Verdict) -> String {
     if let Some(f) = &v.fix {
         s.push_str(&fix_lines(f));
     }
+    if let Some(n) = &v.next {
+        s.push_str(&format!("\n    next: {n}"));
+    }
+    if !v.ceilings.is_empty() {
+        s.push_str(&format!(
+            "\n    ceilings at the base RTT: {}",
+            v.ceilings
+                .iter()
+                .map(|c| format!("{} {} ({})", c.kind.id(), fmt_rate(c.rate_bps), c.from))
+                .collect::<Vec<_>>()
+                .join(" < ")
+        ));
+    }
     for f in &v.factors {
         s.push_str(&format!(
             "\n    also {}: {}; fix: {}{}",

@@ -157,6 +157,7 @@ pub(super) fn both(
 
 mod apps;
 mod caps;
+mod ceilings;
 mod oneend;
 mod path;
 mod sender;
