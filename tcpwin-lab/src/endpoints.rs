@@ -34,6 +34,10 @@ pub enum TransferCmd {
         /// read no faster than this many bits per second (an application that falls behind)
         #[arg(long)]
         read_bps: Option<u64>,
+        /// setsockopt(TCP_WINDOW_CLAMP) on the listener before any connection: each handshake's
+        /// window scale is chosen within it (autotuning rewrites the clamp afterwards)
+        #[arg(long)]
+        listen_clamp: Option<u32>,
         /// keep each connection open through the linger (after its report): its socket can be
         /// read by other tools against the report
         #[arg(long)]
@@ -223,11 +227,21 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             window_clamp,
             read_bps,
             keep_open,
+            listen_clamp,
         } => {
             let mut kept = Vec::new();
             let l = TcpListener::bind(listen).with_context(|| format!("bind {listen}"))?;
             if let Some(b) = rcvbuf {
                 set_rcvbuf(l.as_raw_fd(), b)?;
+            }
+            if let Some(c) = listen_clamp {
+                set_int(
+                    l.as_raw_fd(),
+                    libc::IPPROTO_TCP,
+                    libc::TCP_WINDOW_CLAMP,
+                    c as i32,
+                )
+                .context("setsockopt(TCP_WINDOW_CLAMP) on the listener")?;
             }
             println!("{{\"ready\":\"{}\"}}", l.local_addr()?);
             std::io::stdout().flush()?;

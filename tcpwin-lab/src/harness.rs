@@ -201,6 +201,8 @@ pub struct SendOpts {
     pub window_clamp: Option<u32>,
     /// the receiver reads no faster than this (bit/s)
     pub read_bps: Option<u64>,
+    /// the receiver's listener clamps its window (TCP_WINDOW_CLAMP) before any handshake
+    pub listen_clamp: Option<u32>,
 }
 
 /// One transfer through the pair: the receiver runs in `b`, the sender in `a`. Returns the
@@ -236,6 +238,9 @@ impl Transfer<'_> {
         }
         if let Some(r) = self.send.read_bps {
             cmd.args(["--read-bps", &r.to_string()]);
+        }
+        if let Some(c) = self.send.listen_clamp {
+            cmd.args(["--listen-clamp", &c.to_string()]);
         }
         let mut child = Proc(cmd.spawn().context("starting the receiver")?);
         let mut out = BufReader::new(child.stdout.take().expect("piped"));

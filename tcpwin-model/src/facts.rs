@@ -22,6 +22,9 @@ pub struct SockFacts {
     pub inode: Option<u64>,
     pub pid: Option<u32>,
     pub comm: Option<String>,
+    /// the owner's workload (container, pod, unit) from its cgroup, where owners are read
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::workload::Workload>,
     /// null before 6.6
     pub scaling_ratio: Option<u8>,
     pub window_clamp: Option<u32>,
@@ -205,6 +208,7 @@ impl SockFacts {
             inode: (r.inode != 0).then_some(r.inode),
             pid: None,
             comm: None,
+            workload: None,
             scaling_ratio: (r.flags & flag::RATIO_PRESENT != 0).then_some(r.scaling_ratio),
             window_clamp: opt(o.tp_window_clamp, r.window_clamp),
             rcv_ssthresh: opt(o.tp_rcv_ssthresh, r.rcv_ssthresh),

@@ -21,7 +21,8 @@
 //! - `shown`: what the live trace shows (`--events`, rcv_ssthresh steps folded);
 //! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`);
 //! - `metrics`: what the exporter publishes (the metric names live there);
-//! - `top`: `top`'s view state (rows, history, sort, filter, selection).
+//! - `top`: `top`'s view state (rows, history, sort, filter, selection);
+//! - `workload`: whose a socket is (container, pod, unit) from its owner's cgroup.
 pub mod check;
 pub mod facts;
 pub mod hist;
@@ -42,3 +43,4 @@ pub mod timeline;
 pub mod top;
 pub mod units;
 pub mod verdict;
+pub mod workload;

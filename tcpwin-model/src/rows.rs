@@ -151,6 +151,19 @@ pub struct WanRow {
     pub fix: Option<crate::verdict::Fix>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed: Option<FixedRun>,
+    /// the transfer's ends as read (at 2 s, a quarter second later, at 5 s) with their
+    /// namespaces' limits: a verdict can be judged again from them (a unit test from the facts)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded: Vec<RecordedEnd>,
+}
+
+/// One end of a lab transfer as the lab read it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedEnd {
+    /// `receiver` or `sender`
+    pub end: String,
+    pub readings: Vec<crate::facts::SockFacts>,
+    pub host: crate::facts::HostLimits,
 }
 
 /// How a transfer was read.

@@ -36,20 +36,34 @@ impl std::fmt::Display for Contradiction {
     }
 }
 
-/// What a verdict is checked against: the connection's ends as read, and the host.
+/// What a verdict is checked against: the connection's ends as read, each with its own
+/// namespace's limits (a fix runs in the namespace of the end whose setting it changes), and
+/// the limits of the socket judged, for an end not read.
 pub struct Reading<'a> {
-    pub receiver: Option<&'a SockFacts>,
-    pub sender: Option<&'a SockFacts>,
+    pub receiver: Option<(&'a SockFacts, &'a HostLimits)>,
+    pub sender: Option<(&'a SockFacts, &'a HostLimits)>,
     pub host: &'a HostLimits,
+}
+
+impl Reading<'_> {
+    /// The limits of the namespace whose setting a fix of `limit` changes: the sender's for the
+    /// sending host's limits, the receiver's for the rest.
+    fn host_of(&self, limit: Limit) -> &HostLimits {
+        let end = match limit.class() {
+            super::limit::Class::Sender => self.sender,
+            _ => self.receiver,
+        };
+        end.map_or(self.host, |(_, h)| h)
+    }
 }
 
 /// Every rule `v` breaks against `r` (its primary limit, and each factor's fix).
 pub fn contradictions(v: &Verdict, r: &Reading) -> Vec<Contradiction> {
     let mut out = Vec::new();
-    if let Some(f) = r.receiver {
+    if let Some((f, h)) = r.receiver {
         if v.limit.is_receiver_cap() {
             premise(v.limit, v.window, f, &mut out);
-            scale_chooser(v.limit, v.setting.as_deref(), f, r.host, &mut out);
+            scale_chooser(v.limit, v.setting.as_deref(), f, h, &mut out);
         }
     }
     let window = v.window;
@@ -91,7 +105,7 @@ pub fn contradictions(v: &Verdict, r: &Reading) -> Vec<Contradiction> {
             });
         }
         for c in &fix.commands {
-            if let Some(d) = lowers(c, r.host) {
+            if let Some(d) = lowers(c, r.host_of(limit)) {
                 out.push(Contradiction {
                     rule: "never-lowers",
                     detail: format!("{limit}: `{c}` {d}"),
@@ -254,12 +268,13 @@ mod tests {
     }
 
     fn rules(v: &Verdict, f: &SockFacts) -> Vec<&'static str> {
+        let h = host();
         contradictions(
             v,
             &Reading {
-                receiver: Some(f),
+                receiver: Some((f, &h)),
                 sender: None,
-                host: &host(),
+                host: &h,
             },
         )
         .into_iter()
@@ -358,6 +373,41 @@ mod tests {
             },
         );
         assert!(rules(&v, &f).is_empty());
+    }
+
+    /// A sender's fix runs in the sender's namespace: held to its tcp_wmem (256 KiB there), not
+    /// to the receiver's (4 MiB), whichever end was judged.
+    #[test]
+    fn a_fix_is_held_to_the_namespace_it_runs_in() {
+        let f = receiver(7);
+        let rh = host();
+        let sh = HostLimits {
+            tcp_wmem: Some([4096, 16384, 262_144]),
+            ..host()
+        };
+        let s = SockFacts::default();
+        let v = Verdict {
+            limit: Limit::Sndbuf,
+            fix: Some(Fix {
+                commands: vec![
+                    "ip netns exec a sysctl -w net.ipv4.tcp_wmem='4096 16384 1887096'".into(),
+                ],
+                ..Fix::default()
+            }),
+            ..Verdict::unknown(Side::Receiving)
+        };
+        let read = |sender_host: &HostLimits| {
+            contradictions(
+                &v,
+                &Reading {
+                    receiver: Some((&f, &rh)),
+                    sender: Some((&s, sender_host)),
+                    host: &rh,
+                },
+            )
+        };
+        assert!(read(&sh).is_empty());
+        assert_eq!(read(&rh)[0].rule, "never-lowers");
     }
 
     #[test]

@@ -109,8 +109,8 @@ pub(super) fn refuse_contradictions(
     let found = check::contradictions(
         v,
         &check::Reading {
-            receiver: receiver.map(|r| r.now),
-            sender: sender.map(|s| s.now),
+            receiver: receiver.map(|r| (r.now, r.host)),
+            sender: sender.map(|s| (s.now, s.host)),
             host: i.host,
         },
     );

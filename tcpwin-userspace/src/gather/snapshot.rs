@@ -174,14 +174,15 @@ impl Targets {
     }
 }
 
-/// Names each socket's owner (pid, comm) from /proc: a scan of every process's fds, so only
-/// for those who show it.
+/// Names each socket's owner (pid, comm, workload) from /proc: a scan of every process's fds,
+/// so only for those who show it.
 pub fn add_owners(seen: &mut [Seen]) {
     let owners = owner::socket_owners();
     for s in seen {
-        if let Some((pid, comm)) = s.facts.inode.and_then(|i| owners.get(&i)) {
-            s.facts.pid = Some(*pid);
-            s.facts.comm = Some(comm.clone());
+        if let Some(o) = s.facts.inode.and_then(|i| owners.get(&i)) {
+            s.facts.pid = Some(o.pid);
+            s.facts.comm = Some(o.comm.clone());
+            s.facts.workload = o.workload.clone();
         }
     }
 }

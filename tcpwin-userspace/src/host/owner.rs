@@ -8,6 +8,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use tcpwin_model::workload::{from_cgroup, Workload};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Ownership {
@@ -60,9 +61,17 @@ fn socket_inodes(pid: u32) -> impl Iterator<Item = u64> {
         .filter_map(|link| bracketed(&link.to_string_lossy(), "socket:"))
 }
 
+/// A socket owner: its pid, command name and workload (from `/proc/PID/cgroup`).
+#[derive(Clone, Debug)]
+pub struct Owner {
+    pub pid: u32,
+    pub comm: String,
+    pub workload: Option<Workload>,
+}
+
 /// Every socket inode on the host with the process holding it (the first one found, as `ss -p`
-/// shows one of them) and its command name.
-pub fn socket_owners() -> HashMap<u64, (u32, String)> {
+/// shows one of them), its command name and workload.
+pub fn socket_owners() -> HashMap<u64, Owner> {
     let mut owners = HashMap::new();
     let Ok(procs) = fs::read_dir("/proc") else {
         return owners;
@@ -74,8 +83,19 @@ pub fn socket_owners() -> HashMap<u64, (u32, String)> {
         let comm = fs::read_to_string(format!("/proc/{pid}/comm"))
             .map(|c| c.trim().to_string())
             .unwrap_or_default();
+        let mut workload = None;
         for ino in socket_inodes(pid) {
-            owners.entry(ino).or_insert_with(|| (pid, comm.clone()));
+            // read once per process, and only for one that holds a socket
+            let w = workload.get_or_insert_with(|| {
+                fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                    .ok()
+                    .and_then(|t| from_cgroup(&t))
+            });
+            owners.entry(ino).or_insert_with(|| Owner {
+                pid,
+                comm: comm.clone(),
+                workload: w.clone(),
+            });
         }
     }
     owners
@@ -139,7 +159,14 @@ mod tests {
         assert!(!both.is_empty(), "{own:?}");
         assert!(both
             .iter()
-            .all(|i| all.get(i).map(|o| o.0) == Some(std::process::id())));
+            .all(|i| all.get(i).map(|o| o.pid) == Some(std::process::id())));
+        // its workload, as this process's own cgroup file says it
+        let mine = fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|t| from_cgroup(&t));
+        assert!(both
+            .iter()
+            .all(|i| all.get(i).map(|o| o.workload.clone()) == Some(mine.clone())));
         drop(l);
     }
 

@@ -24,6 +24,11 @@ pub fn facts_line(l: &SsLine) -> String {
         (Some(p), Some(c)) => format!(" pid={p}/{c}"),
         _ => String::new(),
     };
+    // whose: the container (runtime and id, its pod) or the unit; nothing said outside both
+    let who = match f.workload.as_ref().map(|w| w.short()) {
+        Some(w) if w != "-" => format!("{who} workload={w}"),
+        _ => who,
+    };
     let ns = if l.netns_name == "-" {
         String::new()
     } else {

@@ -160,4 +160,5 @@ mod caps;
 mod ceilings;
 mod oneend;
 mod path;
+mod recorded;
 mod sender;

@@ -77,6 +77,11 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
                 st.rcvbuf = Some(bytes);
                 format!("the lab's receiver: --rcvbuf {bytes}")
             }
+            // a clamp set before the handshake is asked again there, at the fix's value
+            ("TCP_WINDOW_CLAMP", None) if st.listen_clamp.is_some() => {
+                st.listen_clamp = Some(bytes);
+                format!("the lab's receiver: --listen-clamp {bytes}")
+            }
             ("TCP_WINDOW_CLAMP", None) => {
                 st.window_clamp = Some(bytes);
                 format!("the lab's receiver: --window-clamp {bytes}")

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use tcpwin_lab::{apps::App, harness::check_stop};
 use tcpwin_model::{
-    rows::{FixedRun, Read, View, WanRow, FIX_CLOSES_SHARE},
+    rows::{FixedRun, Read, RecordedEnd, View, WanRow, FIX_CLOSES_SHARE},
     units::PathSpec,
     verdict::{Limit, Verdict},
 };
@@ -185,6 +185,22 @@ fn judge_run(
         ),
         fix: None,
         fixed: None,
+        recorded: [("receiver", Some(rx)), ("sender", tx)]
+            .into_iter()
+            .filter_map(|(end, i)| {
+                let cookie = last[i?].facts.id.cookie;
+                let seen: Vec<&snapshot::Seen> = r
+                    .readings
+                    .iter()
+                    .filter_map(|rd| rd.iter().find(|x| x.facts.id.cookie == cookie))
+                    .collect();
+                Some(RecordedEnd {
+                    end: end.into(),
+                    host: (*seen.last()?.host).clone(),
+                    readings: seen.iter().map(|x| x.facts.clone()).collect(),
+                })
+            })
+            .collect(),
     };
     Ok(Judged {
         row,
@@ -672,12 +688,25 @@ mod tests {
     #[test]
     fn scenario_names() {
         let all = rows("all", false).unwrap();
-        assert_eq!(all.len(), 32);
-        // the gate's rows: one per family, each with a congestion control the lab can set
+        assert_eq!(all.len(), 34);
+        // the gate's rows: one per family (a limit, or a cause of one no other row shows: the
+        // application's clamp before the handshake), each with a congestion control the lab
+        // can set
         let quick = rows("all", true).unwrap();
-        assert_eq!(quick.len(), 11);
-        let families: std::collections::BTreeSet<Limit> =
-            quick.iter().map(|s| s.expected).collect();
+        assert_eq!(quick.len(), 12);
+        let families: std::collections::BTreeSet<(Limit, &str)> = quick
+            .iter()
+            .map(|s| {
+                (
+                    s.expected,
+                    if s.scenario == "app-before-handshake" {
+                        s.scenario
+                    } else {
+                        ""
+                    },
+                )
+            })
+            .collect();
         assert_eq!(families.len(), quick.len());
         assert!(quick
             .iter()
@@ -760,6 +789,7 @@ mod tests {
             reads: Vec::new(),
             fix: None,
             fixed: None,
+            recorded: Vec::new(),
         }
     }
 

@@ -37,6 +37,8 @@ pub(super) struct Setup {
     /// the lab's own endpoints' socket options (the row's, or a fix's)
     pub rcvbuf: Option<u32>,
     pub window_clamp: Option<u32>,
+    /// TCP_WINDOW_CLAMP on the receiver's listener, before any handshake
+    pub listen_clamp: Option<u32>,
     /// the program and its options (the row's, or a fix's)
     pub app: Option<App>,
     /// global sysctls changed for the row (or by a fix), restored on drop, the last changed
@@ -98,6 +100,7 @@ pub(super) fn setup(s: &Spec, cc: &str, n: usize) -> Result<Setup> {
         queue_ms,
         rcvbuf: None,
         window_clamp: None,
+        listen_clamp: None,
         app: s.app,
         globals: Vec::new(),
     };
@@ -120,6 +123,7 @@ pub(super) fn setup(s: &Spec, cc: &str, n: usize) -> Result<Setup> {
             pair.pin_receiver_buffer(buf as u32)?;
             st.window_clamp = Some(clamp);
         }
+        Recv::ClampBeforeHandshake(c) => st.listen_clamp = Some(c),
         Recv::RouteWindow(w) => {
             tcpwin_lab::netns::ip(&[
                 "-n",
@@ -196,6 +200,7 @@ pub(super) fn transfer(
                         Recv::SlowReader { bps } => Some(bps),
                         _ => None,
                     },
+                    listen_clamp: st.listen_clamp,
                 },
             };
             let (_, tx, readings) = t.run_watched(true, || watch(it))?;

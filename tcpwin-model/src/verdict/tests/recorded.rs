@@ -1,0 +1,56 @@
+//! Verdicts judged again from what the lab recorded (`WanRow::recorded`: each end's readings at
+//! 2 s, a quarter second later and at 5 s, with its namespace's limits): a miss seen in the lab
+//! is a unit test from its own facts, not from facts written to fit the fix.
+use super::*;
+use crate::rows::RecordedEnd;
+
+#[derive(serde::Deserialize)]
+struct Recorded {
+    rate_limit_bps: u64,
+    recorded: Vec<RecordedEnd>,
+}
+
+/// The connection judged over [2 s, 5 s] with both ends read together, as the lab's interval
+/// read does: (the receiver's verdict, the sender's).
+fn judged(json: &str) -> (Verdict, Verdict) {
+    let r: Recorded = serde_json::from_str(json).unwrap();
+    let end = |name: &str| r.recorded.iter().find(|e| e.end == name).unwrap();
+    let (rx, tx) = (end("receiver"), end("sender"));
+    let at = |me: &RecordedEnd, peer: &RecordedEnd| {
+        let last = me.readings.len() - 1;
+        verdict(&Input {
+            now: &me.readings[last],
+            before: Some(&me.readings[0]),
+            host: &me.host,
+            target_bps: Some(r.rate_limit_bps),
+            peer: Some(End {
+                now: &peer.readings[peer.readings.len() - 1],
+                before: Some(&peer.readings[0]),
+                host: &peer.host,
+            }),
+            min_rcv_rtt_us: None,
+        })
+    };
+    (at(rx, tx), at(tx, rx))
+}
+
+/// A long fat path with every default (100 ms, 500 Mbit/s, reno): the send buffer autotunes to
+/// tcp_wmem[2] 4 MiB and lets 3.08 MB into flight (241 Mbit/s); the kernel counted 61 % of the
+/// interval's busy time sndbuf-limited. It was judged `not-window-limited`: the send buffer was
+/// taken to allow the target because twice sk_sndbuf over the base RTT (670 Mbit/s) passes
+/// 500 Mbit/s, but sk_sndbuf (already the kernel's doubled value) bounds what is in flight.
+#[test]
+fn a_long_fat_paths_default_send_buffer_binds() {
+    let (vr, vs) = judged(include_str!("recorded/sndbuf-100ms-500mbit-reno.json"));
+    assert_eq!(
+        (vr.limit, vs.limit),
+        (Limit::Sndbuf, Limit::Sndbuf),
+        "{vs:?}"
+    );
+    // its fix raises tcp_wmem[2] in the sender's namespace, past the 4 MiB it has
+    let cmd = &vs.fix.as_ref().unwrap().commands[0];
+    assert!(cmd.contains("net.ipv4.tcp_wmem='4096 16384 "), "{cmd}");
+    assert!(vs.refused.is_empty(), "{:?}", vs.refused);
+    // the ceilings rank the send buffer lowest: 4 MiB over 100 ms, 335 Mbit/s
+    assert_eq!(vs.ceilings[0].kind, Kind::SendBuffer, "{:?}", vs.ceilings);
+}
