@@ -98,12 +98,31 @@ pub(super) fn caps(v: &mut Verdict, r: End, window: Option<u64>, target: Option<
     v.setting = Some(p.setting);
     v.suggested = Some(p.text);
     v.fix = p.fix;
-    v.factors.extend(found.into_iter().map(|x| Factor {
-        limit: x.limit,
-        setting: x.setting,
-        suggested: x.text,
-        fix: x.fix,
-        window_gain: x.gain,
+    // a factor whose fix would not widen the window now (the primary holds it where it is:
+    // GRO on under a scale that stops the window at 524280) keeps its place, not its fix:
+    // it is the next to lift once the primary is
+    let primary = p.limit;
+    v.factors.extend(found.into_iter().map(|x| {
+        if lifts(&x) {
+            Factor {
+                limit: x.limit,
+                setting: x.setting,
+                suggested: x.text,
+                fix: x.fix,
+                window_gain: x.gain,
+            }
+        } else {
+            Factor {
+                limit: x.limit,
+                setting: x.setting,
+                suggested: format!(
+                    "nothing now: {primary} holds the window at {} B whatever this changes; once it is lifted: {}",
+                    c.w, x.text
+                ),
+                fix: None,
+                window_gain: None,
+            }
+        }
     }));
 }
 

@@ -54,3 +54,32 @@ fn a_long_fat_paths_default_send_buffer_binds() {
     // the ceilings rank the send buffer lowest: 4 MiB over 100 ms, 335 Mbit/s
     assert_eq!(vs.ceilings[0].kind, Kind::SendBuffer, "{:?}", vs.ceilings);
 }
+
+/// 003's capped SO_RCVBUF at 40 ms, GRO off (bbr): the request 4 MB capped by rmem_max 425984
+/// gives sk_rcvbuf 851968 and the handshake's scale 3, which stops the window at 524280. The
+/// low ratio (158, GRO off) is a factor, but turning GRO on would not widen a window the scale
+/// holds: its fix allowed 524280 B where the window is 524280 B, and the judge's own check
+/// refused the verdict (`lifts`). The factor stays, without a fix that cannot help.
+#[test]
+fn a_factor_whose_fix_cannot_widen_the_window_carries_no_fix() {
+    let (vr, vs) = judged(include_str!(
+        "recorded/rmem-max-40ms-300mbit-groff-bbr.json"
+    ));
+    for v in [&vr, &vs] {
+        assert_eq!(v.limit, Limit::RcvbufLocked, "{v:?}");
+        assert!(v.refused.is_empty(), "{:?}", v.refused);
+        assert!(v.fix.is_some());
+        let low = v
+            .factors
+            .iter()
+            .find(|f| f.limit == Limit::LowRatio)
+            .unwrap();
+        assert!(low.fix.is_none(), "{low:?}");
+        assert!(
+            low.suggested
+                .starts_with("nothing now: rcvbuf-locked holds the window at 524280 B"),
+            "{}",
+            low.suggested
+        );
+    }
+}
