@@ -235,19 +235,18 @@ fn chosen_elsewhere(c: &Ctx, now: u8, w: u64) -> (String, Option<Fix>) {
         },
         shift = c.shift,
     );
-    // a clamp asked before the handshake at the window needed gives a scale that expresses it
-    let fix = c.within(
-        c.finish(
-            Fix {
-                app: Some(AppFix::new("TCP_WINDOW_CLAMP", w, c.f.comm.clone())),
-                new_connections: true,
-                ..Fix::default()
-            },
-            t[2],
-            None,
-            now,
-        ),
-        w.max(c.w),
+    // a clamp asked before the handshake at the window needed gives a scale that expresses it;
+    // autotuning then rewrites the clamp as the buffer grows, so the window reaches what that
+    // scale and the buffer allow (the lab: a clamp of 942235 gave scale 4 and 1048560)
+    let fix = c.finish(
+        Fix {
+            app: Some(AppFix::new("TCP_WINDOW_CLAMP", w, c.f.comm.clone())),
+            new_connections: true,
+            ..Fix::default()
+        },
+        t[2],
+        None,
+        c.autotuned_wscale(t[2], w).min(now),
     );
     (why, Some(fix))
 }

@@ -47,7 +47,13 @@ impl Scope {
             }
         }
         let namespaces = match (netns, pid) {
-            (Some("all"), _) => Namespaces::All,
+            (Some("all"), _) => {
+                // never a silent empty node: what every namespace cannot include, said once
+                for b in netns::blind_spots_here() {
+                    eprintln!("tcpwin-trace: --netns all: {b}");
+                }
+                Namespaces::All
+            }
             (Some(name), _) => {
                 // refused now, in one sentence, rather than at the first reading
                 netns::resolve(Some(name))?;

@@ -137,6 +137,40 @@ pub fn resolve(arg: Option<&str>) -> Result<Vec<Netns>> {
     }
 }
 
+/// The initial PID namespace's inode (`PROC_PID_INIT_INO`): a process in it sees every process,
+/// and so every namespace a process lives in.
+const HOST_PID_NS: u64 = 0xEFFF_FFFC;
+
+/// What `--netns all` cannot see from where it runs, each in one sentence with the setting that
+/// lifts it: `pid_ns` the caller's PID namespace inode, `own_mounts` whether the caller's mount
+/// namespace is not the host's (PID 1's: a container's), `named` whether `/run/netns` lists any.
+pub fn blind_spots(pid_ns: Option<u64>, own_mounts: bool, named: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(ns) = pid_ns.filter(|ns| *ns != HOST_PID_NS) {
+        out.push(format!(
+            "not in the host's PID namespace (pid:[{ns}]): the namespaces of processes outside it cannot be found, only this container's are read; run it with the host's (Kubernetes: hostPID: true; podman or docker: --pid=host)"
+        ));
+    }
+    if own_mounts && !named {
+        out.push(
+            "no /run/netns of the host here (this mount namespace is not the host's): namespaces made with `ip netns add` that no process lives in cannot be found, and the rest are named pid:N after a process that may come and go; mount the host's /run/netns (Kubernetes: a hostPath volume; podman or docker: -v /run/netns:/run/netns)".into(),
+        );
+    }
+    out
+}
+
+/// [`blind_spots`] of this process, as it runs.
+pub fn blind_spots_here() -> Vec<String> {
+    let ns = |p: &str| std::fs::metadata(p).ok().map(|m| m.ino());
+    let pid_ns = ns("/proc/self/ns/pid");
+    // PID 1's mount namespace is the host's when the PID namespace is (hostPID)
+    let own_mounts = match (ns("/proc/self/ns/mnt"), ns("/proc/1/ns/mnt")) {
+        (Some(a), Some(b)) => a != b,
+        _ => false,
+    };
+    blind_spots(pid_ns, own_mounts, !named().is_empty())
+}
+
 /// Inside a namespace until dropped.
 pub struct Entered {
     /// the namespace to return to; None when the thread never left
@@ -194,6 +228,21 @@ impl Drop for Entered {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A container without the host's PID namespace sees only its own; with it but without the
+    /// host's /run/netns, namespaces no process holds are missing; on the host, nothing is.
+    #[test]
+    fn what_every_namespace_cannot_see_is_said() {
+        assert!(blind_spots(Some(HOST_PID_NS), false, false).is_empty());
+        assert!(blind_spots(Some(HOST_PID_NS), false, true).is_empty());
+        let c = blind_spots(Some(4026532500), true, false);
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert!(c[0].contains("hostPID: true") && c[0].contains("pid:[4026532500]"));
+        assert!(c[1].contains("-v /run/netns:/run/netns"));
+        let privileged = blind_spots(Some(HOST_PID_NS), true, false);
+        assert_eq!(privileged.len(), 1);
+        assert!(blind_spots(Some(HOST_PID_NS), true, true).is_empty());
+    }
 
     #[test]
     fn bad_names_are_refused_with_the_fix() {

@@ -14,26 +14,44 @@ pub struct Aligned<B: ?Sized>(pub B);
 /// The kernel side, built by `cargo xtask build-ebpf` (see build.rs).
 pub static EMBEDDED: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("TCPWIN_EBPF_OBJ_PATH")));
 
-/// Refuses early, with the fix, when the process cannot load tracing programs.
+/// Refuses early, with the fix, when the process cannot load tracing programs. Root is not
+/// enough on its own: root in a container whose capabilities were dropped gets EPERM on the
+/// first map, so the effective capabilities are what is checked.
 pub fn check_privileges() -> Result<()> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return Ok(());
-    }
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let cap_eff = status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    match missing_caps(cap_eff, root) {
+        None => Ok(()),
+        Some(why) => bail!("{why}"),
+    }
+}
+
+/// Why a process with effective capabilities `cap_eff` (None: not readable) cannot load tracing
+/// programs, with the fix; None when it can.
+fn missing_caps(cap_eff: Option<u64>, root: bool) -> Option<String> {
     const CAP_SYS_ADMIN: u64 = 21;
     const CAP_PERFMON: u64 = 38;
     const CAP_BPF: u64 = 39;
+    let Some(cap_eff) = cap_eff else {
+        // no /proc/self/status: trust root, the kernel says the rest
+        return (!root).then(|| "tcpwin-trace loads kernel tracing programs: run it as root (sudo), or give it CAP_BPF and CAP_PERFMON".into());
+    };
     let has = |c: u64| cap_eff & (1 << c) != 0;
     if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
-        return Ok(());
+        return None;
     }
-    bail!("tcpwin-trace loads kernel tracing programs: run it as root (sudo), or give it CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon,cap_sys_ptrace+ep)")
+    Some(if root {
+        format!(
+            "tcpwin-trace loads kernel tracing programs: this root has neither CAP_SYS_ADMIN nor CAP_BPF and CAP_PERFMON (effective capabilities {cap_eff:#x}: a container that dropped them); add them (podman or docker: --cap-add BPF --cap-add PERFMON --cap-add SYS_PTRACE; Kubernetes: securityContext.capabilities.add: [BPF, PERFMON, SYS_PTRACE])"
+        )
+    } else {
+        "tcpwin-trace loads kernel tracing programs: run it as root (sudo), or give it CAP_BPF and CAP_PERFMON (setcap cap_bpf,cap_perfmon,cap_sys_ptrace+ep)".into()
+    })
 }
 
 /// What to load: the embedded object or a file, and the session's settings.
@@ -105,4 +123,28 @@ fn raise_memlock() -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Root with every capability, or CAP_BPF and CAP_PERFMON alone, loads; root in a container
+    /// that dropped them is told which to add, not a map's name.
+    #[test]
+    fn privileges_are_the_capabilities_not_the_uid() {
+        let all = u64::MAX >> 23;
+        assert_eq!(missing_caps(Some(all), true), None);
+        assert_eq!(missing_caps(Some((1 << 39) | (1 << 38)), false), None);
+        // podman's default set for root: no SYS_ADMIN, BPF or PERFMON
+        let dropped = missing_caps(Some(0x8004_05fb), true).unwrap();
+        assert!(
+            dropped.contains("--cap-add BPF --cap-add PERFMON"),
+            "{dropped}"
+        );
+        assert!(dropped.contains("0x800405fb"), "{dropped}");
+        let user = missing_caps(Some(0), false).unwrap();
+        assert!(user.contains("sudo"), "{user}");
+        assert_eq!(missing_caps(None, true), None);
+    }
 }
