@@ -5,6 +5,7 @@
 use super::{
     buffer,
     end::End,
+    fix::Fix,
     limit::Limit,
     ratio,
     receiver::{Ctx, Found},
@@ -138,20 +139,30 @@ pub(super) fn potential_caps(
     let mut probe = v.clone();
     probe.factors.clear();
     caps(&mut probe, r, Some(window), target);
+    // a potential gain only where there is one: a cap whose fix would give no larger window
+    // (autotuning already at the window its fix would size: 848673 B now, 847975 after) is not
+    // a factor of a window that does not bind
+    let widens = |fix: &Option<Fix>| {
+        fix.as_ref()
+            .and_then(|f| f.window)
+            .is_none_or(|w| w > window)
+    };
     if !probe.limit.is_receiver_cap() {
         return;
     }
-    v.factors.push(Factor {
-        limit: probe.limit,
-        setting: probe.setting.unwrap_or_default(),
-        suggested: format!("{note}: {}", probe.suggested.unwrap_or_default()),
-        fix: probe.fix,
-        window_gain: None,
-    });
+    if widens(&probe.fix) {
+        v.factors.push(Factor {
+            limit: probe.limit,
+            setting: probe.setting.unwrap_or_default(),
+            suggested: format!("{note}: {}", probe.suggested.unwrap_or_default()),
+            fix: probe.fix,
+            window_gain: None,
+        });
+    }
     v.factors.extend(
         probe
             .factors
             .into_iter()
-            .filter(|f| f.limit.is_receiver_cap() && f.limit != probe.limit),
+            .filter(|f| f.limit.is_receiver_cap() && f.limit != probe.limit && widens(&f.fix)),
     );
 }

@@ -83,3 +83,24 @@ fn a_factor_whose_fix_cannot_widen_the_window_carries_no_fix() {
         );
     }
 }
+
+/// A buffer pinned at 1 MiB (`tcp_moderate_rcvbuf=0`) on a 40 ms, 100 Mbit/s path, GRO on
+/// (bbr): the window (790528 B) does not bind. Its potential caps were listed with a fix sized
+/// for the path that gave a window no larger (789080 B): the judge's own check refused that
+/// verdict in the proof. A cap whose fix gives nothing is no potential gain.
+#[test]
+fn a_potential_cap_without_a_gain_is_not_listed() {
+    let (vr, vs) = judged(include_str!("recorded/gro-pinned-40ms-100mbit-bbr.json"));
+    for v in [&vr, &vs] {
+        assert!(
+            matches!(v.limit, Limit::NotWindowLimited | Limit::PathQueue),
+            "{v:?}"
+        );
+        assert!(v.refused.is_empty(), "{:?}", v.refused);
+        for f in &v.factors {
+            if let (Some(after), Some(now)) = (f.fix.as_ref().and_then(|x| x.window), v.window) {
+                assert!(after > now, "{f:?}");
+            }
+        }
+    }
+}
