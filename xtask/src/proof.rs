@@ -15,7 +15,10 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use tcpwin_model::rows::{BenchRow, WanRow};
+use tcpwin_model::{
+    rows::{BenchRow, WanRow},
+    verdict::Limit,
+};
 
 use crate::root;
 
@@ -127,7 +130,16 @@ pub fn lab_figures(rows: &[WanRow]) -> BTreeMap<String, Figure> {
             continue;
         }
         judged += 1;
-        if let (Some(m), Some(p)) = (r.throughput_bps, r.predicted_bps.filter(|p| *p > 0)) {
+        // the prediction is the window's ceiling, the path's rate and the application's: a row
+        // held by the sender's buffer or its congestion window runs at a share of it that only
+        // says how tight that limit is (nginx sndbuf=32k: 0.11-0.22 between runs), not how
+        // right the prediction is
+        let predicted_models_it = !matches!(r.expected, Limit::Sndbuf | Limit::Congestion);
+        if let (Some(m), Some(p), true) = (
+            r.throughput_bps,
+            r.predicted_bps.filter(|p| *p > 0),
+            predicted_models_it,
+        ) {
             ratios
                 .entry(format!("lab {}; {} ({})", r.scenario, r.setup(), r.cc))
                 .or_default()
