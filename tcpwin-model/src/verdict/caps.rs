@@ -59,12 +59,7 @@ pub(super) fn caps(v: &mut Verdict, r: End, window: Option<u64>, target: Option<
         .position(|x| x.limit == Limit::LowRatio)
         .filter(|i| ratio::alone_reaches(&c, &found[*i]));
     // a cap whose fix would not widen the window (another cap binds first) does not lead
-    let lifts = |x: &Found| {
-        x.fix
-            .as_ref()
-            .and_then(|f| f.window)
-            .is_none_or(|w| w > c.w)
-    };
+    let lifts = |x: &Found| widens(x.fix.as_ref(), c.w);
     if let Some(i) = found.iter().position(lifts).filter(|i| *i > 0) {
         if ratio_alone.is_none() {
             let x = found.remove(i);
@@ -127,6 +122,11 @@ pub(super) fn caps(v: &mut Verdict, r: End, window: Option<u64>, target: Option<
     }));
 }
 
+/// A fix that gives a larger window than `window` (or names none: it lifts what it says).
+fn widens(fix: Option<&Fix>, window: u64) -> bool {
+    fix.and_then(|f| f.window).is_none_or(|w| w > window)
+}
+
 /// The receiver's caps that would bind were the window the limit, as factors of `v` (saying
 /// `note` as their fix's preface).
 pub(super) fn potential_caps(
@@ -142,15 +142,10 @@ pub(super) fn potential_caps(
     // a potential gain only where there is one: a cap whose fix would give no larger window
     // (autotuning already at the window its fix would size: 848673 B now, 847975 after) is not
     // a factor of a window that does not bind
-    let widens = |fix: &Option<Fix>| {
-        fix.as_ref()
-            .and_then(|f| f.window)
-            .is_none_or(|w| w > window)
-    };
     if !probe.limit.is_receiver_cap() {
         return;
     }
-    if widens(&probe.fix) {
+    if widens(probe.fix.as_ref(), window) {
         v.factors.push(Factor {
             limit: probe.limit,
             setting: probe.setting.unwrap_or_default(),
@@ -159,10 +154,7 @@ pub(super) fn potential_caps(
             window_gain: None,
         });
     }
-    v.factors.extend(
-        probe
-            .factors
-            .into_iter()
-            .filter(|f| f.limit.is_receiver_cap() && f.limit != probe.limit && widens(&f.fix)),
-    );
+    v.factors.extend(probe.factors.into_iter().filter(|f| {
+        f.limit.is_receiver_cap() && f.limit != probe.limit && widens(f.fix.as_ref(), window)
+    }));
 }
