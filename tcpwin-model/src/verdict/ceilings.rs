@@ -12,7 +12,8 @@
 //! - `send-buffer`: `sk_sndbuf` where SO_SNDBUF locks it, else `tcp_wmem[2]`, which autotuning
 //!   grows it to (an upper bound: the queue's own overhead and unsent data take a share);
 //! - `congestion-window`: `snd_cwnd x mss` now (it moves: a ceiling of this moment);
-//! - `path`: the rate delivered now, where the path's queue holds it (RTT above the base).
+//! - `path`: the rate delivered now, where the path's queue holds it (the judge's own test of a
+//!   queue: see `path::queued`).
 //!
 //! The verdict names the lowest that binds; the fix says what binds next and at what rate, and
 //! with `--target`, every other ceiling below the target and which end can change it.
@@ -20,14 +21,13 @@ use tcpwin_common::formula::{max_scaled_window, win_from_space};
 
 use super::{
     end::End,
+    path::{queued, QueueEvidence},
     sizing::{ceiling_bps, fmt_rate},
     types::{Ceiling, Kind, Side, Verdict},
 };
 
 /// A clamp below this share of the buffer's window is a ceiling of its own.
 const CLAMP_BELOW: f64 = 0.95;
-/// An RTT this much above the base (and 1 ms) is a queue on the path.
-const QUEUED: f64 = 1.25;
 
 /// The connection's ceilings, lowest first, from the ends that were read (none without a base
 /// RTT or a moving flow).
@@ -130,8 +130,17 @@ pub(super) fn ceilings(v: &Verdict, sender: Option<End>, receiver: Option<End>) 
             );
         }
     }
+    // the path is a ceiling where the judge's own test finds its queue holding the flow
     if let (Some(rate), Some(rtt)) = (v.rate_bps, v.rtt_us) {
-        if rtt as f64 > QUEUED * base as f64 && rtt > base + 1000 {
+        let q = QueueEvidence {
+            sender,
+            receiver,
+            rate,
+            window: v.window.unwrap_or(0),
+            rtt,
+            base,
+        };
+        if queued(&q) {
             out.push(Ceiling {
                 kind: Kind::Path,
                 end: "path".into(),

@@ -55,6 +55,28 @@ fn a_bottleneck_queue_is_not_blamed_on_the_window() {
         (Limit::PathQueue, Limit::PathQueue),
         "{vr:?}"
     );
+    // the path is the lowest ceiling, by the judge's own test of a queue
+    assert_eq!(vr.ceilings[0].kind, Kind::Path, "{:?}", vr.ceilings);
+    assert_eq!(vr.ceilings[0].rate_bps, vr.rate_bps.unwrap());
+    // the same RTT swinging (variance over half the RTT's excess: stalls, not a queue) is no
+    // queue to the judge, nor a ceiling of the path
+    let swings = |ts: f64, acked| {
+        let mut f = s(ts, acked);
+        f.rttvar_us = Some(20 * MS);
+        f
+    };
+    let (vs, _) = both(
+        (&swings(1.0, 0), &swings(2.0, 19_300_000 / 8)),
+        (&off(rcv(1.0, 0)), &r2),
+        &h,
+        None,
+    );
+    assert_ne!(vs.limit, Limit::PathQueue, "{vs:?}");
+    assert!(
+        vs.ceilings.iter().all(|c| c.kind != Kind::Path),
+        "{:?}",
+        vs.ceilings
+    );
 }
 
 /// `iperf3 -w 8K` on a fast veth: the sender's srtt 48 us, the receiver's rcv_rtt 5 us. Judged
