@@ -263,6 +263,10 @@ pub struct Offsets {
     pub tp_snd_nxt: u32,
     pub tp_app_limited: u32,
     pub sk_pacing_rate: u32,
+    /// the application's wake-up thresholds: `sk_rcvlowat` (SO_RCVLOWAT) and `notsent_lowat`
+    /// (TCP_NOTSENT_LOWAT; 0: the namespace's `net.ipv4.tcp_notsent_lowat`)
+    pub sk_rcvlowat: u32,
+    pub tp_notsent_lowat: u32,
 }
 
 impl Offsets {
@@ -336,6 +340,8 @@ impl Offsets {
             tp_snd_nxt: ABSENT,
             tp_app_limited: ABSENT,
             sk_pacing_rate: ABSENT,
+            sk_rcvlowat: ABSENT,
+            tp_notsent_lowat: ABSENT,
         }
     }
 }
@@ -639,6 +645,10 @@ pub struct SockRecord {
     pub snd_nxt: u32,
     /// `app_limited`: nonzero while the sender has had less data than the network could take
     pub app_limited: u32,
+    /// `sk_rcvlowat` (SO_RCVLOWAT: the bytes a reader waits for; 1 unless set)
+    pub rcvlowat: u32,
+    /// `notsent_lowat` (TCP_NOTSENT_LOWAT; 0: the namespace's sysctl)
+    pub notsent_lowat: u32,
     pub _pad: u32,
 }
 
@@ -759,11 +769,11 @@ pub mod names {
 /// here, not a decode at run time (the eBPF side writes these bytes, userspace reads them).
 const _: () = {
     use core::mem::size_of;
-    assert!(size_of::<Offsets>() == 268);
+    assert!(size_of::<Offsets>() == 276);
     assert!(size_of::<Config>() == 12);
     assert!(size_of::<Checked>() == 16);
     assert!(size_of::<Event>() == 160);
-    assert!(size_of::<SockRecord>() == 232);
+    assert!(size_of::<SockRecord>() == 240);
     assert!(size_of::<IfKey>() == 8);
     assert!(size_of::<PortKey>() == 8);
     assert!(size_of::<TupleKey>() == 40);

@@ -123,6 +123,8 @@ pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
     r.write_seq = Direct::at(sk, off!(tp_write_seq));
     r.snd_nxt = Direct::at(sk, off!(tp_snd_nxt));
     r.app_limited = Direct::at(sk, off!(tp_app_limited));
+    r.rcvlowat = Direct::at(sk, off!(sk_rcvlowat));
+    r.notsent_lowat = Direct::at(sk, off!(tp_notsent_lowat));
     // SAFETY: `meta` is the iterator context's `struct bpf_iter_meta *` (the verifier checks it).
     let meta = unsafe { &*(ctx.meta as *const IterMeta) };
     if log::on(log::Level::Info) && first_of_walk(meta.session_id) {

@@ -97,6 +97,13 @@ pub struct SockFacts {
     /// the sender had less data than the network would take (`tcpi_delivery_rate_app_limited`)
     #[serde(default)]
     pub app_limited: Option<bool>,
+    /// the application's wake-up thresholds: SO_RCVLOWAT, the bytes a read waits for (1 unless
+    /// set), and TCP_NOTSENT_LOWAT, the unsent bytes under which a writer is woken (0: not set
+    /// on the socket, the namespace's `net.ipv4.tcp_notsent_lowat` applies)
+    #[serde(default)]
+    pub rcvlowat: Option<u32>,
+    #[serde(default)]
+    pub notsent_lowat: Option<u32>,
 }
 
 /// A socket that neither sent nor received data for this long (µs), with nothing waiting, is idle.
@@ -250,6 +257,8 @@ impl SockFacts {
             unsent: (has(o.tp_write_seq) && has(o.tp_snd_nxt))
                 .then(|| r.write_seq.wrapping_sub(r.snd_nxt)),
             app_limited: opt(o.tp_app_limited, r.app_limited != 0),
+            rcvlowat: opt(o.sk_rcvlowat, r.rcvlowat),
+            notsent_lowat: opt(o.tp_notsent_lowat, r.notsent_lowat),
         }
     }
 }

@@ -231,9 +231,37 @@ pub struct FixedRun {
     /// that thread can poll each frame alone, and then GRO merges nothing however it is set
     #[serde(default = "yes")]
     pub gro_merged: bool,
+    /// where two limits hold at once: the rounds before this one, each with its fix and what the
+    /// transfer named after it (the limit whose fix the next round applied)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<Round>,
+    /// the transfer's ends as read after the fix (see `WanRow::recorded`)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded: Vec<RecordedEnd>,
+}
+
+/// A round of the fix loop before its last: the fix applied, and the transfer after it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Round {
+    pub applied: Vec<String>,
+    pub throughput_bps: Option<u64>,
+    pub verdict: Option<crate::verdict::Limit>,
+    pub sender_verdict: Option<crate::verdict::Limit>,
+    /// the limit named after this round is the one the scenario sets up to bind next
+    pub named_next: bool,
+    /// the transfer after this round read four ways
+    #[serde(default)]
+    pub reads: Vec<ReadVerdict>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded: Vec<RecordedEnd>,
 }
 
 impl FixedRun {
+    /// How many fixes the loop applied.
+    pub fn rounds(&self) -> usize {
+        self.earlier.len() + 1
+    }
+
     /// Whether the loop is judged: a late path only adds RTT, which makes the window look
     /// tighter and the rate lower, so a loop closed on it is closed; one left open on it says
     /// nothing and is not judged. Likewise a GRO fix after which the lab's veth merged

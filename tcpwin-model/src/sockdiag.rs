@@ -8,7 +8,13 @@ use anyhow::{bail, Result};
 use crate::{facts::SockFacts, tcp_info::TcpInfo};
 
 /// What a sock_diag reading cannot give (reported as null).
-pub const MISSING: [&str; 3] = ["scaling_ratio", "window_clamp", "rcvbuf_locked"];
+pub const MISSING: [&str; 5] = [
+    "scaling_ratio",
+    "window_clamp",
+    "rcvbuf_locked",
+    "rcvlowat",
+    "notsent_lowat",
+];
 
 const NLMSG_HDRLEN: usize = 16;
 const NLMSG_DONE: u16 = 3;

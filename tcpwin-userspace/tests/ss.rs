@@ -73,8 +73,16 @@ fn assert_matches_owner_from(s: &TcpStream, lines: &[SsLine], full: bool) {
     let clamp: i32 = opt(fd, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP);
     let rcvbuf: i32 = opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF);
     let ctx = format!("{l:?}\nvs tcp_info {info:?}");
+    let rcvlowat: i32 = opt(fd, libc::SOL_SOCKET, libc::SO_RCVLOWAT);
+    let notsent_lowat: i32 = opt(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT);
     if full {
         assert_eq!(f.window_clamp, Some(clamp as u32), "window_clamp {ctx}");
+        assert_eq!(f.rcvlowat, Some(rcvlowat as u32), "rcvlowat {ctx}");
+        assert_eq!(
+            f.notsent_lowat,
+            Some(notsent_lowat as u32),
+            "notsent_lowat {ctx}"
+        );
         assert!(
             f.scaling_ratio.is_some() && f.rcvbuf_locked.is_some(),
             "{ctx}"
@@ -86,6 +94,7 @@ fn assert_matches_owner_from(s: &TcpStream, lines: &[SsLine], full: bool) {
             (None, None, None),
             "sock_diag cannot read these: null, not 0 {ctx}"
         );
+        assert_eq!((f.rcvlowat, f.notsent_lowat), (None, None), "{ctx}");
     }
     assert_eq!(f.sk_rcvbuf, Some(rcvbuf as u32), "sk_rcvbuf {ctx}");
     assert_eq!(
@@ -162,6 +171,16 @@ fn ss_fields_equal_the_owners_getsockopt() {
                 CLAMP,
             );
         }
+        if case == 0 {
+            // the applications' wake-up thresholds: read back as getsockopt gives them
+            set_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVLOWAT, 4096);
+            set_int(
+                c.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                16_384,
+            );
+        }
         c.write_all(b"pong").unwrap();
         pairs.push((c, s));
     }
@@ -173,6 +192,14 @@ fn ss_fields_equal_the_owners_getsockopt() {
         assert_matches_owner(c, &lines);
         assert_matches_owner(s, &lines);
     }
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.facts.rcvlowat == Some(4096) || l.facts.notsent_lowat == Some(16_384))
+            .count(),
+        2,
+        "{lines:?}"
+    );
     let locked = lines
         .iter()
         .find(|l| l.facts.sk_rcvbuf == Some(2 * (96 << 10)))
@@ -402,7 +429,9 @@ fn ss_sock_diag_works_unprivileged() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(
-        err.contains("scaling_ratio, window_clamp, rcvbuf_locked are null"),
+        err.contains(
+            "scaling_ratio, window_clamp, rcvbuf_locked, rcvlowat, notsent_lowat are null"
+        ),
         "{err}"
     );
     assert!(err.contains("without root"), "{err}");

@@ -23,7 +23,8 @@ pub(super) fn zero_window(v: &mut Verdict, sender: Option<End>, receiver: Option
         v.unread = Some(unread);
         v.window = Some(0);
         v.setting = Some(format!(
-            "zero window: {unread} bytes received and not read by the receiving application"
+            "zero window: {unread} bytes received and not read by the receiving application{}",
+            lowat_words(r.now)
         ));
         v.suggested = Some(
             "the receiving application must read (or read faster): a larger buffer only delays the stall"
@@ -47,6 +48,17 @@ pub(super) fn zero_window(v: &mut Verdict, sender: Option<End>, receiver: Option
     false
 }
 
+/// The reader's own threshold, where it set one: SO_RCVLOWAT makes a read (and its wake-up)
+/// wait for that many bytes queued, so data sits unread until then.
+pub(super) fn lowat_words(f: &SockFacts) -> String {
+    match f.rcvlowat.filter(|v| *v > 1) {
+        Some(n) => {
+            format!(" (the application set SO_RCVLOWAT {n}: its reads wait for {n} B queued)")
+        }
+        None => String::new(),
+    }
+}
+
 /// A backlog the application does not drain keeps the advertised window small, and the flow
 /// runs at what that window allows: the verdict into `v`, true when it is that.
 pub(super) fn backlog_binds(
@@ -62,8 +74,9 @@ pub(super) fn backlog_binds(
     let unread = r.now.unread.unwrap_or(0);
     v.limit = Limit::AppNotReading;
     v.setting = Some(format!(
-        "{unread} bytes received and not read by the application keep the advertised window at {} of {window} B",
-        r.now.rcv_wnd.unwrap_or(0)
+        "{unread} bytes received and not read by the application keep the advertised window at {} of {window} B{}",
+        r.now.rcv_wnd.unwrap_or(0),
+        lowat_words(r.now)
     ));
     v.suggested =
         Some("the application must read faster: a larger buffer only delays the stall".into());

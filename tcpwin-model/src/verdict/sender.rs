@@ -56,9 +56,17 @@ pub(super) fn app_limited(s: End, rate: u64) -> Option<String> {
     let (inflight, cwnd, flagged) =
         writer_idle(s.now, busy).or_else(|| writer_idle(s.before?, busy))?;
     Some(format!(
-        "the sending application does not write fast enough: nothing waits to be sent, the congestion window has room ({inflight} B in flight of {cwnd} B){}{}",
+        "the sending application does not write fast enough: nothing waits to be sent, the congestion window has room ({inflight} B in flight of {cwnd} B){}{}{}",
         if flagged { ", and the kernel marks its deliveries app-limited" } else { "" },
         busy.map(|b| format!(", data in flight {:.0} % of the time", b * 100.0))
+            .unwrap_or_default(),
+        // the writer's own threshold: woken to write only under it, and it did not refill
+        s.now
+            .notsent_lowat
+            .filter(|n| *n > 0)
+            .map(|n| format!(
+                "; it set TCP_NOTSENT_LOWAT {n} (woken to write with under {n} B unsent) and still left nothing to send"
+            ))
             .unwrap_or_default()
     ))
 }
@@ -196,7 +204,8 @@ pub(super) fn sndbuf_binds(
 }
 
 /// Why the sender's own buffer binds, or None: data queued up to the send buffer and mostly in
-/// flight while the peer's window would take more (a congestion window that held the flow would
+/// flight while the peer's window would take twice the buffer or twice what is in flight (a
+/// congestion window that held the flow would
 /// leave the buffer's data unsent; one trimmed to what the buffer lets out does not bind); an
 /// application's SO_SNDBUF the rate follows over the RTT (a reading may catch the buffer drained
 /// between two writes: nginx `sndbuf=32k`); or the kernel's sndbuf-limited time.
@@ -218,8 +227,12 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let queued = f.wmem_queued? as u64;
     let peer_window = f.snd_wnd? as u64;
     let full = queued as f64 >= SNDBUF_FULL * sndbuf as f64;
-    // the windows would take at least twice what the buffer holds
-    let room = peer_window >= 2 * sndbuf;
+    // the peer's window would take at least twice what the buffer holds, or twice what it lets
+    // into flight (sk_sndbuf counts memory: 512 KiB of it holds ~370 KB of payload, and a peer
+    // window of 940 KB that does not bind is under twice 512 KiB)
+    let room = peer_window >= 2 * sndbuf
+        || f.inflight_bytes()
+            .is_some_and(|i| i > 0 && peer_window >= 2 * i);
     // most of what is queued is in flight: nothing waits to be sent (a sender paced or held by
     // the path or its congestion window keeps most of a full buffer unsent)
     let all_sent = f

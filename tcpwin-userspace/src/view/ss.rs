@@ -39,8 +39,21 @@ pub fn facts_line(l: &SsLine) -> String {
         (Some(true), r, s) => format!("{}/{}", o(r), o(s)),
         _ => "-".into(),
     };
+    // the application's wake-up thresholds, where it set them (SO_RCVLOWAT is 1 unless set,
+    // TCP_NOTSENT_LOWAT 0: the namespace's sysctl)
+    let lowat = [
+        f.rcvlowat
+            .filter(|v| *v > 1)
+            .map(|v| format!(" rcvlowat={v}")),
+        f.notsent_lowat
+            .filter(|v| *v > 0)
+            .map(|v| format!(" notsent_lowat={v}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<String>();
     format!(
-        "{:<10} {} {} {}{who}{ns} sk={}\n  scaling_ratio={} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} wscale(rcv/snd)={wscale} rcv_mss={} advmss={} unread={} rmem_alloc={} rcv_rtt={} srtt={} bytes_received={} bytes_acked={} snd_wnd={} busy={} rwnd_limited={} sndbuf_limited={}",
+        "{:<10} {} {} {}{who}{ns} sk={}\n  scaling_ratio={} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} sk_sndbuf={}{} wscale(rcv/snd)={wscale} rcv_mss={} advmss={} unread={} rmem_alloc={} rcv_rtt={} srtt={} bytes_received={} bytes_acked={} snd_wnd={} busy={} rwnd_limited={} sndbuf_limited={}{lowat}",
         l.state_name,
         f.id.local(),
         arrow(l),
@@ -52,6 +65,8 @@ pub fn facts_line(l: &SsLine) -> String {
         o(f.rcv_wnd),
         o(f.sk_rcvbuf),
         if f.rcvbuf_locked == Some(true) { "(locked)" } else { "" },
+        o(f.sk_sndbuf),
+        if f.sndbuf_locked == Some(true) { "(locked)" } else { "" },
         o(f.rcv_mss),
         o(f.advmss),
         o(f.unread),

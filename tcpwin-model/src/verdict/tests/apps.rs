@@ -79,6 +79,30 @@ fn a_reader_behind_keeps_the_advertised_window_small() {
         None,
     );
     assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    assert!(
+        !v.setting.as_ref().unwrap().contains("SO_RCVLOWAT"),
+        "{v:?}"
+    );
+    // the application's own wake-up threshold, where it set one, is named beside the backlog
+    let lowat = |ts: f64, rx: u64, unread: u32| {
+        let mut f = slow(ts, rx, unread);
+        f.rcvlowat = Some(262_144);
+        f
+    };
+    let v = judge(
+        &lowat(1.0, 0, 600_000),
+        &lowat(2.0, 20_000_000 / 8, 640_000),
+        &host(),
+        None,
+    );
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    assert!(
+        v.setting
+            .as_ref()
+            .unwrap()
+            .contains("SO_RCVLOWAT 262144: its reads wait for 262144 B queued"),
+        "{v:?}"
+    );
 }
 
 /// The lab's slow reader with reno: the advertised window 63 KB of a 115 KB clamp, 75 KB unread,

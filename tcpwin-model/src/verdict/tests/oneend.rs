@@ -302,6 +302,21 @@ fn a_sender_that_does_not_write_is_app_limited() {
         .unwrap()
         .contains("does not write fast enough"));
     assert!(v.setting.unwrap().contains("in flight 30 % of the time"));
+    // the writer's TCP_NOTSENT_LOWAT, where it set one, is named with what it did under it
+    let lowat = |ts: f64, acked: u64| {
+        let mut f = s(ts, acked, 4 << 20);
+        f.notsent_lowat = Some(16_384);
+        f
+    };
+    let v = judge(&lowat(1.0, 0), &lowat(2.0, 16_000_000 / 8), &host(), None);
+    assert_eq!(v.limit, Limit::AppLimited, "{v:?}");
+    assert!(
+        v.setting
+            .as_ref()
+            .unwrap()
+            .contains("TCP_NOTSENT_LOWAT 16384 (woken to write with under 16384 B unsent)"),
+        "{v:?}"
+    );
     // its bursts leave a short steady queue at the bottleneck (23.5 ms over 20.2): still the
     // application, not the queue (a queue holds only a sender with more to send)
     let q = |ts: f64, acked: u64| {

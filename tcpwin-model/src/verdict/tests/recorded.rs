@@ -104,3 +104,27 @@ fn a_potential_cap_without_a_gain_is_not_listed() {
         }
     }
 }
+
+/// Two limits at once, the receiver's fixed first (bbr, 20 ms, 300 Mbit/s): the sender's
+/// tcp_wmem max 512 KiB then holds 367 KB in flight (147 Mbit/s), its buffer full (357-486 KB
+/// queued of 524288) and the kernel counting 32 % of the interval sndbuf-limited, while the peer
+/// advertises 940 KB and the congestion window has room (254 of 660 segments out). It was judged
+/// `not-window-limited`: "the peer's window takes twice the buffer" was held against sk_sndbuf
+/// (memory, 524288 x 2 > 940544) rather than against what the buffer lets into flight.
+#[test]
+fn a_send_buffer_full_under_a_wide_peer_window_binds() {
+    let (vr, vs) = judged(include_str!(
+        "recorded/two-limits-sndbuf-512k-20ms-300mbit-bbr.json"
+    ));
+    assert_eq!(
+        (vr.limit, vs.limit),
+        (Limit::Sndbuf, Limit::Sndbuf),
+        "{vs:?}"
+    );
+    let cmd = &vs.fix.as_ref().unwrap().commands[0];
+    assert!(
+        cmd.contains("sysctl -w net.ipv4.tcp_wmem='4096 16384 "),
+        "{cmd}"
+    );
+    assert!(vs.refused.is_empty(), "{:?}", vs.refused);
+}

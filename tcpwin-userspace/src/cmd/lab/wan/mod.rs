@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Context, Result};
 use tcpwin_lab::{apps::App, harness::check_stop};
 use tcpwin_model::{
-    rows::{FixedRun, Read, RecordedEnd, View, WanRow, FIX_CLOSES_SHARE},
+    rows::{FixedRun, Read, RecordedEnd, Round, View, WanRow, FIX_CLOSES_SHARE},
     units::PathSpec,
     verdict::{Limit, Verdict},
 };
@@ -310,24 +310,34 @@ fn one_row(
     // a path without a bottleneck (veth) has no rate a fix could be sized for and reached
     let fix = fix_of(&j).filter(|_| apply_fix && st.rate_bps.is_some());
     if let Some(fix) = fix {
-        check_stop()?;
-        let applied = fixloop::apply(&fix, &mut st)?;
-        let mut after = on_time_run(exe, it, s, &st, cc, run_no)?;
-        // GRO turned on by the fix: the lab's veth merges only when its NAPI thread finds
-        // frames waiting together; on a busy machine it can poll each alone. Run again while
-        // the ratio shows nothing merged, then say so rather than judge the fix on it
-        let turns_gro_on = fix.commands.iter().any(|c| c.contains(" gro on"));
-        let mut attempt = 1;
-        while turns_gro_on && !merged(after.row.scaling_ratio) && attempt < ATTEMPTS {
-            eprintln!(
-                "lab: GRO is on and the receiver's veth merged nothing (ratio {}, one segment per packet, as before the fix: its NAPI thread polled each frame alone): running the fixed transfer again",
-                after.row.scaling_ratio.map(|r| r.to_string()).unwrap_or("-".into())
-            );
-            attempt += 1;
+        // where two limits hold at once (`then`), a second round applies the fix the transfer
+        // names after the first: one per end
+        let mut earlier: Vec<Round> = Vec::new();
+        let mut this = fix.clone();
+        let (after, applied, gro_merged) = loop {
             check_stop()?;
-            after = on_time_run(exe, it, s, &st, cc, run_no)?;
-        }
-        let gro_merged = !turns_gro_on || merged(after.row.scaling_ratio);
+            let applied = fixloop::apply(&this, &mut st)?;
+            let (after, gro_merged) = fixed_run(exe, it, s, &st, cc, run_no, &this)?;
+            let next = s
+                .then
+                .filter(|_| earlier.is_empty() && still_limited(after.row.verdict))
+                .and_then(|_| fix_of(&after));
+            match next {
+                Some(f) => {
+                    earlier.push(Round {
+                        applied,
+                        throughput_bps: after.row.throughput_bps,
+                        verdict: after.row.verdict,
+                        sender_verdict: after.row.sender_verdict,
+                        named_next: after.row.verdict == s.then,
+                        reads: after.row.reads,
+                        recorded: after.row.recorded,
+                    });
+                    this = f;
+                }
+                None => break (after, applied, gro_merged),
+            }
+        };
         drop(st);
         check_stop()?;
         // the same path with nothing set
@@ -343,7 +353,9 @@ fn one_row(
             && !still_limited(after.row.verdict)
             && !still_limited(after.row.sender_verdict)
             // every way of reading it clears too: each end alone, one snapshot
-            && after.row.reads.iter().all(|r| !still_limited(r.verdict));
+            && after.row.reads.iter().all(|r| !still_limited(r.verdict))
+            // a second limit named as the scenario set it up, before its round
+            && earlier.iter().all(|r| r.named_next);
         j.row.fix = Some(fix);
         j.row.fixed = Some(FixedRun {
             applied,
@@ -358,9 +370,40 @@ fn one_row(
             closed,
             on_time: after.row.path_on_time && b.row.path_on_time,
             gro_merged,
+            earlier,
+            recorded: after.row.recorded,
         });
     }
     Ok(j.row)
+}
+
+/// A transfer run again after `fix` was applied, with whether the receiver's veth merged
+/// segments (a fix that turns GRO on: the lab's veth merges only when its NAPI thread finds
+/// frames waiting together; on a busy machine it can poll each alone. Run again while the ratio
+/// shows nothing merged, then say so rather than judge the fix on it).
+fn fixed_run(
+    exe: &std::path::Path,
+    it: &mut snapshot::Source,
+    s: &Spec,
+    st: &run::Setup,
+    cc: &str,
+    run_no: u32,
+    fix: &tcpwin_model::verdict::Fix,
+) -> Result<(Judged, bool)> {
+    let mut after = on_time_run(exe, it, s, st, cc, run_no)?;
+    let turns_gro_on = fix.commands.iter().any(|c| c.contains(" gro on"));
+    let mut attempt = 1;
+    while turns_gro_on && !merged(after.row.scaling_ratio) && attempt < ATTEMPTS {
+        eprintln!(
+            "lab: GRO is on and the receiver's veth merged nothing (ratio {}, one segment per packet, as before the fix: its NAPI thread polled each frame alone): running the fixed transfer again",
+            after.row.scaling_ratio.map(|r| r.to_string()).unwrap_or("-".into())
+        );
+        attempt += 1;
+        check_stop()?;
+        after = on_time_run(exe, it, s, st, cc, run_no)?;
+    }
+    let gro_merged = !turns_gro_on || merged(after.row.scaling_ratio);
+    Ok((after, gro_merged))
 }
 
 /// Whether GRO merged anything in a run with GRO on, from the receiver's ratio alone: one segment
@@ -641,7 +684,10 @@ pub fn checked(rows: &[WanRow]) -> (u32, Vec<String>) {
     let mut n = 0;
     let mut refused = Vec::new();
     for r in rows {
-        let after = r.fixed.iter().flat_map(|f| &f.reads);
+        let after = r
+            .fixed
+            .iter()
+            .flat_map(|f| f.earlier.iter().flat_map(|e| &e.reads).chain(&f.reads));
         for x in r.reads.iter().chain(after) {
             n += 1;
             refused.extend(x.refused.iter().map(|why| {
@@ -688,7 +734,15 @@ mod tests {
     #[test]
     fn scenario_names() {
         let all = rows("all", false).unwrap();
-        assert_eq!(all.len(), 34);
+        assert_eq!(all.len(), 36);
+        // two limits at once: one at each end, each fixed in a round of its own
+        let two: Vec<&Spec> = all.iter().filter(|s| s.then.is_some()).collect();
+        assert_eq!(two.len(), 2);
+        for s in two {
+            let ends = [s.expected, s.then.unwrap()].map(|l| l == Limit::Sndbuf);
+            assert!(ends[0] != ends[1], "{s:?}");
+            assert!(s.wmem_max.is_some() && s.recv != Recv::Auto, "{s:?}");
+        }
         // the gate's rows: one per family (a limit, or a cause of one no other row shows: the
         // application's clamp before the handshake), each with a congestion control the lab
         // can set
@@ -833,6 +887,8 @@ mod tests {
             closed: false,
             on_time: true,
             gro_merged: true,
+            earlier: vec![],
+            recorded: vec![],
         });
         // the summary: one line per scenario row, both congestion controls and ends merged
         let t = summary(&[rows[0].clone(), rows[1].clone(), open.clone()]);
@@ -888,6 +944,8 @@ mod tests {
             closed: false,
             on_time: true,
             gro_merged: false,
+            earlier: vec![],
+            recorded: vec![],
         };
         assert!(!f.judged());
         assert_eq!(

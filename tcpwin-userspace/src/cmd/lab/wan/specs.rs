@@ -90,6 +90,9 @@ pub(super) struct Spec {
     /// the row shows what receiver GRO does: it is run again while the receiver's veth merged
     /// nothing (see `WanRow::gro_merged`)
     pub(super) shows_gro: bool,
+    /// two limits at once: the limit that binds once the first one's fix is applied (the fix
+    /// loop then runs a second round, with the fix the transfer names after the first)
+    pub(super) then: Option<Limit>,
 }
 
 pub(super) const M: u64 = 1_000_000;
@@ -127,6 +130,7 @@ pub(super) const BASE: Spec = Spec {
     loss_ppm: 0,
     wmem_max: None,
     shows_gro: false,
+    then: None,
 };
 
 const fn iperf3(window: Option<u32>, reverse: bool, streams: u8) -> Option<App> {
@@ -456,6 +460,31 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             quick: Some("bbr"),
             ..BASE
         },
+        // two limits at once, one at each end. The receiver's tcp_rmem max 256 KiB (a window
+        // of ~190 KB: ~75 Mbit/s over 20 ms) binds first; once it is lifted, the sender's
+        // tcp_wmem max 512 KiB (~195 Mbit/s) binds: two fixes, one per end
+        Spec {
+            scenario: "two-limits",
+            path: wan(20, 300),
+            recv: Recv::RmemMax(256 << 10),
+            wmem_max: Some(512 << 10),
+            expected: AutotuneMax,
+            also: None,
+            then: Some(Sndbuf),
+            ..BASE
+        },
+        // the other order: the sender's tcp_wmem max 128 KiB (~50 Mbit/s) first, then the
+        // receiver's tcp_rmem max 512 KiB (~140 Mbit/s)
+        Spec {
+            scenario: "two-limits",
+            path: wan(20, 300),
+            recv: Recv::RmemMax(512 << 10),
+            wmem_max: Some(128 << 10),
+            expected: Sndbuf,
+            also: None,
+            then: Some(AutotuneMax),
+            ..BASE
+        },
         // 200 Mbit/s behind a deep queue, nothing set: the queue, whatever the buffers look like
         Spec {
             scenario: "queue",
@@ -505,6 +534,7 @@ impl Spec {
             expected: Limit::NotWindowLimited,
             also: Some(Limit::PathQueue),
             bbr: None,
+            then: None,
             ..*self
         }
     }
