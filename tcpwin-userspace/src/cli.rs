@@ -21,7 +21,7 @@ use crate::{
     name = "tcpwin-trace",
     version,
     about = "Trace the TCP receive-window machinery per socket: scaling_ratio, window_clamp, rcv_ssthresh, initial window",
-    after_help = "Examples:\n  sudo tcpwin-trace --pid 1234          watch one process's sockets (listeners' children included)\n  sudo tcpwin-trace --port 5201 --json  JSON lines for one port\n  sudo tcpwin-trace ss -i 1000          every socket each second, with the limit that binds its window\n  sudo tcpwin-trace top                 live terminal view: rate, window, ratio, verdict, sparklines\n  sudo tcpwin-trace record -o a.jsonl   keep a trace; then: tcpwin-trace report a.jsonl [b.jsonl] --svg ab.svg\n  sudo tcpwin-trace exporter            Prometheus metrics on 127.0.0.1:9943/metrics\n  tcpwin-trace check --bdp 1gbit:18ms   does that BDP fit on this host? (exit 0/1/3)\n  sudo tcpwin-trace lab --scenario all  the articles' slow transfers, reproduced and judged\n  sudo tcpwin-trace demo                self-contained demo in two network namespaces"
+    after_help = "Examples:\n  sudo tcpwin-trace --pid 1234          watch a process's sockets (and its forked workers')\n  sudo tcpwin-trace --port 5201 --json  JSON lines for one port\n  sudo tcpwin-trace ss -i 1000          every socket each second, with the limit that binds its window\n  sudo tcpwin-trace top                 live terminal view: rate, window, ratio, verdict, sparklines\n  sudo tcpwin-trace record -o a.jsonl   keep a trace; then: tcpwin-trace report a.jsonl [b.jsonl] --svg ab.svg\n  sudo tcpwin-trace exporter            Prometheus metrics on 127.0.0.1:9943/metrics\n  tcpwin-trace check --bdp 1gbit:18ms   does that BDP fit on this host? (exit 0/1/3)\n  sudo tcpwin-trace lab --scenario all  the articles' slow transfers, reproduced and judged\n  sudo tcpwin-trace demo                self-contained demo in two network namespaces"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -35,8 +35,9 @@ pub struct Cli {
 /// them use (`gather::scope::Scope`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct SocketArgs {
-    /// Only sockets owned by this process (its fds, and children of its listeners), read in its
-    /// own network namespace unless --netns names another
+    /// Only sockets owned by this process and the processes it forked (their fds, and children
+    /// of its listeners: a forking server's workers included), read in its own network namespace
+    /// unless --netns names another
     #[arg(short, long, value_name = "PID")]
     pub pid: Option<u32>,
     /// Only connections with this local or remote port

@@ -562,3 +562,81 @@ fn ss_all_follows_namespaces_that_come_and_go() {
         "the namespace created after the start was never read: {lines:?}"
     );
 }
+
+/// `--pid` of a forking server's master names the connections its forked worker accepted
+/// (nginx: the master holds the listener, the worker the connection), and nothing else: the
+/// client's end (this test's own socket) is not the server's. Ground truth: the worker's pid
+/// from the kernel's process list, the socket's owner from its fds.
+#[test]
+fn ss_pid_of_a_forking_servers_master_names_its_workers_connections() {
+    require_root();
+    tcpwin_lab::apps::require("nginx", "nginx-light").unwrap();
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dir = std::env::temp_dir().join(format!("tcpwt-nginx-tree-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("www")).unwrap();
+    std::fs::write(dir.join("www/big"), vec![b'x'; 8 << 20]).unwrap();
+    let d = dir.display();
+    std::fs::write(
+        dir.join("nginx.conf"),
+        format!(
+            "daemon off;\nmaster_process on;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 16; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  server {{ listen 127.0.0.1:{port}; root {d}/www; }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let master = tcpwin_lab::harness::Proc(
+        Command::new("nginx")
+            .args(["-c", &format!("{d}/nginx.conf"), "-p", &d.to_string()])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nginx"),
+    );
+    // the client asks for 8 MB and reads none of it: the connection stays open, the worker's
+    // send queue full
+    let mut c = None;
+    for _ in 0..50 {
+        if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+            c = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut c = c.expect("nginx listens");
+    c.write_all(b"GET /big HTTP/1.0\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let worker: u32 = std::fs::read_to_string(format!(
+        "/proc/{}/task/{}/children",
+        master.id(),
+        master.id()
+    ))
+    .unwrap()
+    .split_whitespace()
+    .next()
+    .expect("nginx forked its worker")
+    .parse()
+    .unwrap();
+    let lines = ss(&["--pid", &master.id().to_string()]);
+    // nginx's master stops its workers on SIGTERM; killed outright it would leave them
+    // SAFETY: signals to the processes this test started
+    unsafe {
+        libc::kill(master.id() as i32, libc::SIGTERM);
+        libc::kill(worker as i32, libc::SIGKILL);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(lines.len(), 1, "the worker's connection only: {lines:?}");
+    let l = &lines[0];
+    assert_eq!(l.facts.id.lport, port, "{l:?}");
+    assert_eq!(
+        l.facts.id.rport,
+        c.local_addr().unwrap().port(),
+        "the server's end of this test's connection: {l:?}"
+    );
+    assert_eq!(
+        l.facts.pid,
+        Some(worker),
+        "held by the forked worker: {l:?}"
+    );
+}

@@ -101,6 +101,42 @@ pub fn socket_owners() -> HashMap<u64, Owner> {
     owners
 }
 
+/// The parent PID in a `/proc/PID/stat` line (after the command name, which may hold spaces
+/// and parentheses: the last `)` ends it).
+fn ppid_of_stat(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `pid` and every process forked from it, at any depth (a server's workers and the children
+/// that hold its accepted connections): from each process's parent in `/proc/*/stat`.
+pub fn process_tree(pid: u32) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for p in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Some(parent) = fs::read_to_string(format!("/proc/{child}/stat"))
+            .ok()
+            .as_deref()
+            .and_then(ppid_of_stat)
+        {
+            children.entry(parent).or_default().push(child);
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        if let Some(c) = children.get(&tree[i]) {
+            tree.extend(c.iter().filter(|c| **c != pid));
+        }
+        i += 1;
+    }
+    tree
+}
+
+/// The sockets of `pid`'s process tree: every fd of it and of its descendants (a forking server's
+/// children hold the connections its listener accepted), and its listeners in `pid`'s namespace.
 pub fn scan(pid: u32) -> Result<Ownership> {
     let fd_dir = format!("/proc/{pid}/fd");
     if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -113,7 +149,9 @@ pub fn scan(pid: u32) -> Result<Ownership> {
     fs::read_dir(&fd_dir).with_context(|| {
         format!("cannot list {fd_dir}: reading another process's fds needs root (CAP_SYS_PTRACE)")
     })?;
-    own.inodes.extend(socket_inodes(pid));
+    for p in process_tree(pid) {
+        own.inodes.extend(socket_inodes(p));
+    }
     for table in ["tcp", "tcp6"] {
         if let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{table}")) {
             for (ino, port) in parse_listeners(&text) {
@@ -168,6 +206,38 @@ mod tests {
             .iter()
             .all(|i| all.get(i).map(|o| o.workload.clone()) == Some(mine.clone())));
         drop(l);
+    }
+
+    #[test]
+    fn parent_pid_read_past_a_command_name_with_parentheses() {
+        assert_eq!(ppid_of_stat("42 (a (b) c) S 7 42 42 0 -1"), Some(7));
+        assert_eq!(ppid_of_stat("1 (init) S 0 1 1"), Some(0));
+        assert_eq!(ppid_of_stat("garbage"), None);
+    }
+
+    /// A child forked by this process (a shell that forks a sleep) is in its tree, and holds
+    /// a socket inherited from it: the tree's sockets include that one's fds.
+    #[test]
+    fn the_process_tree_holds_forked_children() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        let mut found = Vec::new();
+        for _ in 0..50 {
+            found = process_tree(me);
+            if found.len() >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(found[0], me);
+        assert!(found.contains(&child.id()), "{found:?}");
+        // the shell's own child (the sleep), a grandchild of this process
+        assert!(found.len() >= 3, "{found:?}");
     }
 
     #[test]
