@@ -22,6 +22,11 @@ pub struct Workload {
     /// the container's name, where the runtime's metadata on this node gives it
     #[serde(default)]
     pub name: Option<String>,
+    /// the Kubernetes pod's name and namespace, where the node's kubelet logs name them
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
     /// the cgroup path it was read from (the v2 line's, else the first that named a container)
     pub cgroup: String,
 }
@@ -31,6 +36,12 @@ impl Workload {
     /// `nginx.service`, or `-`.
     pub fn short(&self) -> String {
         let id = |i: &String| i.chars().take(12).collect::<String>();
+        if let (Some(ns), Some(pod)) = (&self.namespace, &self.pod) {
+            return match &self.name {
+                Some(c) => format!("{ns}/{pod}/{c}"),
+                None => format!("{ns}/{pod}"),
+            };
+        }
         match (&self.runtime, &self.container_id, &self.pod_uid) {
             (Some(r), Some(c), Some(p)) => {
                 format!(
@@ -46,6 +57,139 @@ impl Workload {
             _ => self.unit.clone().unwrap_or_else(|| "-".into()),
         }
     }
+}
+
+/// What the container runtime's own files on this node say of a container (never a network call):
+/// its name, and for a Kubernetes container its pod and namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Names {
+    pub name: Option<String>,
+    pub pod: Option<String>,
+    pub namespace: Option<String>,
+}
+
+impl Workload {
+    /// The names the runtime's metadata gives this workload's container, where it has them.
+    pub fn name_with(&mut self, names: &std::collections::HashMap<String, Names>) {
+        let Some(n) = self.container_id.as_ref().and_then(|id| names.get(id)) else {
+            return;
+        };
+        self.name = n.name.clone().or(self.name.take());
+        self.pod = n.pod.clone().or(self.pod.take());
+        self.namespace = n.namespace.clone().or(self.namespace.take());
+    }
+
+    /// Whether `--container X` names this workload: its name, or its id or a prefix of it (at
+    /// least 4 hex digits, as `docker`/`podman` accept).
+    pub fn is_container(&self, x: &str) -> bool {
+        let by_id = x.len() >= 4
+            && x.chars().all(|c| c.is_ascii_hexdigit())
+            && self
+                .container_id
+                .as_ref()
+                .is_some_and(|id| id.starts_with(x));
+        by_id || self.name.as_deref() == Some(x)
+    }
+
+    /// Whether `--cgroup PATH` holds this workload: its cgroup path is PATH or under it (PATH
+    /// as `/proc/PID/cgroup` writes it, or under `/sys/fs/cgroup`).
+    pub fn in_cgroup(&self, path: &str) -> bool {
+        let p = path.strip_prefix("/sys/fs/cgroup").unwrap_or(path);
+        let p = p.trim_end_matches('/');
+        if p.is_empty() {
+            return true;
+        }
+        self.cgroup == p
+            || self
+                .cgroup
+                .strip_prefix(p)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+}
+
+/// `--container ID|NAME` or `--cgroup PATH`: the workloads whose sockets a command reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Selector {
+    Container(String),
+    Cgroup(String),
+}
+
+impl Selector {
+    pub fn holds(&self, w: &Workload) -> bool {
+        match self {
+            Selector::Container(x) => w.is_container(x),
+            Selector::Cgroup(p) => w.in_cgroup(p),
+        }
+    }
+
+    /// As the command line said it: `container web`, `cgroup /system.slice/nginx.service`.
+    pub fn describe(&self) -> String {
+        match self {
+            Selector::Container(x) => format!("container {x}"),
+            Selector::Cgroup(p) => format!("cgroup {p}"),
+        }
+    }
+
+    /// Whether matching needs the runtimes' names (a container named, not an id).
+    pub fn needs_names(&self) -> bool {
+        matches!(self, Selector::Container(x) if !(x.len() >= 4 && x.chars().all(|c| c.is_ascii_hexdigit())))
+    }
+}
+
+/// podman's `containers.json` (`/var/lib/containers/storage/overlay-containers/`): id -> name.
+pub fn podman_names(json: &str) -> Vec<(String, Names)> {
+    #[derive(Deserialize)]
+    struct C {
+        id: String,
+        #[serde(default)]
+        names: Vec<String>,
+    }
+    serde_json::from_str::<Vec<C>>(json)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            (
+                c.id,
+                Names {
+                    name: c.names.into_iter().next(),
+                    ..Names::default()
+                },
+            )
+        })
+        .collect()
+}
+
+/// docker's `config.v2.json` (`/var/lib/docker/containers/ID/`): its `Name` (`/web` -> `web`).
+pub fn docker_name(json: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct C {
+        #[serde(rename = "Name")]
+        name: String,
+    }
+    let c: C = serde_json::from_str(json).ok()?;
+    Some(c.name.trim_start_matches('/').to_string()).filter(|n| !n.is_empty())
+}
+
+/// The kubelet's container log link (`/var/log/containers/POD_NAMESPACE_CONTAINER-ID.log`):
+/// the container's id, name, pod and namespace. Pod and namespace names hold no `_` (DNS
+/// labels), a container name no `_` either.
+pub fn kubelet_log_names(file: &str) -> Option<(String, Names)> {
+    let stem = file.strip_suffix(".log")?;
+    let (rest, id) = stem.rsplit_once('-')?;
+    hex_id(id).filter(|h| h.len() == id.len())?;
+    let mut f = rest.splitn(3, '_');
+    let (pod, ns, container) = (f.next()?, f.next()?, f.next()?);
+    if [pod, ns, container].iter().any(|x| x.is_empty()) {
+        return None;
+    }
+    Some((
+        id.to_string(),
+        Names {
+            name: Some(container.to_string()),
+            pod: Some(pod.to_string()),
+            namespace: Some(ns.to_string()),
+        },
+    ))
 }
 
 /// A 64-hex-digit container id at the start of `s`.
@@ -158,6 +302,49 @@ mod tests {
 
     const ID: &str = "f2557d61c3a14e1f8e6b0a9d7c5b3e1f2a4c6e8b0d1f3a5c7e9b1d3f5a7c9e1b";
     const UID: &str = "5d1c2b3a-4e5f-6789-abcd-ef0123456789";
+
+    #[test]
+    fn runtime_metadata_names_containers() {
+        let json = format!(
+            r#"[{{"id":"{ID}","names":["web"],"image":"x","layer":"y"}},{{"id":"ab","names":[]}}]"#
+        );
+        let got = podman_names(&json);
+        assert_eq!(got[0].0, ID);
+        assert_eq!(got[0].1.name.as_deref(), Some("web"));
+        assert_eq!(got[1].1.name, None);
+        assert!(podman_names("not json").is_empty());
+        assert_eq!(
+            docker_name(r#"{"ID":"x","Name":"/db","State":{}}"#).as_deref(),
+            Some("db")
+        );
+        let (id, n) =
+            kubelet_log_names(&format!("nginx-7d9f8b6c5-x2kqz_default_nginx-{ID}.log")).unwrap();
+        assert_eq!(id, ID);
+        assert_eq!(
+            n,
+            Names {
+                name: Some("nginx".into()),
+                pod: Some("nginx-7d9f8b6c5-x2kqz".into()),
+                namespace: Some("default".into()),
+            }
+        );
+        assert_eq!(kubelet_log_names("kube-proxy.log"), None);
+        assert_eq!(kubelet_log_names(&format!("a_b-{ID}.log")), None);
+        // a workload named from them, selected by name or id prefix, shown by pod
+        let mut w = from_cgroup(&format!(
+            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{ID}.scope\n",
+            UID.replace('-', "_")
+        ))
+        .unwrap();
+        w.name_with(&[(id, n)].into_iter().collect());
+        assert_eq!(w.short(), "default/nginx-7d9f8b6c5-x2kqz/nginx");
+        assert!(w.is_container("nginx") && w.is_container(&ID[..12]));
+        assert!(!w.is_container("ngin") && !w.is_container("f25"));
+        assert!(w.in_cgroup("/sys/fs/cgroup/kubepods.slice/"));
+        assert!(w.in_cgroup("/kubepods.slice/kubepods-burstable.slice"));
+        assert!(!w.in_cgroup("/kubepods.sli"));
+        assert!(w.in_cgroup("/"));
+    }
 
     #[test]
     fn podman_systemd_and_cgroupfs() {

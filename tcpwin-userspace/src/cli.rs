@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use tcpwin_model::{
     check::{parse_bdp, Bdp},
     units::{parse_path, parse_rate, PathSpec},
+    workload::Selector,
 };
 
 use crate::{
@@ -48,12 +49,27 @@ pub struct SocketArgs {
     /// default: the caller's, or with --pid the process's
     #[arg(long, value_name = "NAME|all")]
     pub netns: Option<String>,
+    /// Only sockets of the processes in this container: its name (podman, docker, a
+    /// Kubernetes container by the kubelet's names) or its id or an id prefix (4 hex digits or
+    /// more), read in the namespaces they live in unless --netns names another
+    #[arg(long, value_name = "ID|NAME", conflicts_with_all = ["pid", "cgroup"])]
+    pub container: Option<String>,
+    /// Only sockets of the processes in this cgroup or under it (as /proc/PID/cgroup writes
+    /// it, or under /sys/fs/cgroup: `/system.slice/nginx.service`, a pod's `kubepods…` slice)
+    #[arg(long, value_name = "PATH", conflicts_with = "pid")]
+    pub cgroup: Option<String>,
 }
 
 impl SocketArgs {
-    /// The sockets asked for, checked (a running --pid, an existing namespace).
+    /// The sockets asked for, checked (a running --pid, an existing namespace, a container or
+    /// cgroup with processes).
     pub fn scope(&self) -> Result<Scope> {
-        Scope::new(self.pid, self.port, self.netns.as_deref())
+        let workload = match (&self.container, &self.cgroup) {
+            (Some(c), _) => Some(Selector::Container(c.clone())),
+            (None, Some(p)) => Some(Selector::Cgroup(p.clone())),
+            (None, None) => None,
+        };
+        Scope::new(self.pid, self.port, self.netns.as_deref(), workload)
     }
 }
 
@@ -335,6 +351,11 @@ pub struct SsArgs {
     /// Every fact of each socket and the verdict's why and fix (default: one line per socket)
     #[arg(short, long)]
     pub extended: bool,
+    /// A last column naming each socket's owner: its process (`comm/pid`) and workload (the
+    /// container and its runtime, the pod, or the systemd unit); shown by default with `--netns
+    /// all`, `--container` and `--cgroup`
+    #[arg(short = 'W', long)]
+    pub workload: bool,
     /// Only sockets in this state (as `ss` names them)
     #[arg(long, value_name = "STATE", value_parser = tcpwin_model::select::STATES)]
     pub state: Option<String>,

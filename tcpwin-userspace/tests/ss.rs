@@ -489,6 +489,21 @@ fn ss_text_is_one_line_per_socket() {
     // only sockets whose window binds: none here (a 100 KB exchange on loopback)
     assert!(text(&["--limited"]).contains("(no TCP connection matches)"));
     assert!(text(&["--sport", &port.to_string()]).lines().count() == 2);
+    // the owner column: this test process holds both ends (its comm and pid, from /proc)
+    let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
+    let me = format!("{}/{}", comm.trim(), std::process::id());
+    let w = text(&["--workload"]);
+    let rows: Vec<&str> = w.lines().collect();
+    assert!(rows[0].trim_end().ends_with("Owner"), "{w}");
+    assert!(rows[1..].iter().all(|r| r.contains(&me)), "{me}: {w}");
+    // and the same column where a cgroup is asked for: this process's own
+    let cg =
+        tcpwin_model::workload::from_cgroup(&std::fs::read_to_string("/proc/self/cgroup").unwrap())
+            .unwrap()
+            .cgroup;
+    let c = text(&["--cgroup", &cg]);
+    assert_eq!(c.lines().count(), 3, "{c}");
+    assert!(c.lines().skip(1).all(|r| r.contains(&me)), "{me}: {c}");
 }
 
 #[test]

@@ -160,7 +160,7 @@ fn respond(req: tiny_http::Request, code: u16, ctype: &str, body: String) {
 pub fn run(args: ExporterArgs) -> Result<()> {
     args.kernel.validate()?;
     let scope = args.sockets.scope()?;
-    let counting = scope.pid.is_none();
+    let counting = scope.owners().is_none();
     let src = Source::open_counting(
         &args.kernel.btf,
         &Counting {

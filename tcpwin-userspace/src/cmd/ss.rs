@@ -93,14 +93,21 @@ pub fn run(args: SsArgs) -> Result<()> {
             eprintln!("tcpwin-trace: rcv_wnd is null: this kernel's tcp_info has no tcpi_rcv_wnd (Linux 6.2+)");
             said_rcv_wnd = true;
         }
-        // the owner (a scan of every process's fds) only where it is shown: JSON and -e
-        if args.json || args.extended {
+        // the owner (a scan of every process's fds) only where it is shown: JSON, -e and the
+        // owner column (--workload, or where containers are read: --netns all, --container,
+        // --cgroup)
+        let owners = args.workload
+            || args.sockets.container.is_some()
+            || args.sockets.cgroup.is_some()
+            || args.sockets.netns.as_deref() == Some("all");
+        if args.json || args.extended || owners {
             snapshot::add_owners(&mut seen);
         }
         let select = args.selection();
         taken += 1;
         // an interval's first snapshot has no rates yet: its verdicts are the static ones
-        let mut text = view::ss::Renderer::new(args.interval.is_some() && taken > 1, args.extended);
+        let mut text =
+            view::ss::Renderer::new(args.interval.is_some() && taken > 1, args.extended, owners);
         // each socket judged and printed in turn: nothing but the sockets read is held at once
         // (not every verdict's text)
         let now: Vec<_> = seen.iter().map(|s| (&s.facts, &*s.host)).collect();

@@ -64,11 +64,11 @@ impl Tracing {
         let mut tracer = Tracer::load(
             &args.kernel.btf,
             args.kernel.obj.as_deref(),
-            Config::filter(scope.pid, scope.port, scope.one_namespace()?),
+            Config::filter(scope.filter_pid(), scope.port, scope.one_namespace()?),
             Backend::Auto,
             TOP_RINGBUF_KIB,
         )?;
-        let mut owner = scope.pid.map(OwnerSync::new);
+        let mut owner = scope.owners().map(OwnerSync::new);
         if let Some(o) = owner.as_mut() {
             o.sync(&mut tracer.bpf)?;
         }

@@ -441,7 +441,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     let mut tracer = Tracer::load(
         &args.kernel.btf,
         args.kernel.obj.as_deref(),
-        Config::filter(scope.pid, scope.port, scope.one_namespace()?),
+        Config::filter(scope.filter_pid(), scope.port, scope.one_namespace()?),
         args.backend.into(),
         args.ringbuf_kib,
     )?;
@@ -449,7 +449,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     // Before saying "tracing": a signal from then on must reach the clean shutdown path.
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
-    let mut owner = scope.pid.map(OwnerSync::new);
+    let mut owner = scope.owners().map(OwnerSync::new);
     if let Some(o) = owner.as_mut() {
         o.sync(&mut tracer.bpf)?;
     }
@@ -526,13 +526,14 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
                     session.judge(&mut tracer, &mut ring)?;
                 }
                 if let Some(o) = owner.as_mut() {
-                    if !std::path::Path::new(&format!("/proc/{}", o.pid)).exists() {
-                        eprintln!("tcpwin-trace: process {} exited; stopping", o.pid);
-                        break format!("process {} exited", o.pid);
+                    if let Some(why) = o.gone() {
+                        eprintln!("tcpwin-trace: {why}; stopping");
+                        break why;
                     }
                     if let Err(e) = o.sync(&mut tracer.bpf) {
-                        eprintln!("tcpwin-trace: process {} is gone ({e:#}); stopping", o.pid);
-                        break format!("process {} exited", o.pid);
+                        let why = o.gone().unwrap_or_else(|| format!("{e:#}"));
+                        eprintln!("tcpwin-trace: {why}; stopping");
+                        break why;
                     }
                 }
             }

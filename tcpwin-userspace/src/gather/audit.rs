@@ -13,7 +13,7 @@ use tcpwin_model::{
 
 use crate::{
     gather::scope::{Namespaces, Scope},
-    host::{monotonic_ns, netdev, netns, owner, sysctl},
+    host::{monotonic_ns, netdev, netns, sysctl},
     kernel::{cache, iter::SocketIter, object},
 };
 
@@ -42,8 +42,8 @@ fn measured(a: &Audit) -> std::result::Result<(u8, String), String> {
     let records = it
         .read()
         .map_err(|e| format!("the socket iterator failed: {e:#}"))?;
-    let wanted = match a.scope.pid {
-        Some(pid) => Some(owner::scan(pid).map_err(|e| format!("{e:#}"))?.inodes),
+    let wanted = match a.scope.owners() {
+        Some(o) => Some(o.scan().map_err(|e| format!("{e:#}"))?.inodes),
         None => None,
     };
     let ts = monotonic_ns();

@@ -3,8 +3,12 @@
 //! the tracer: a `--pid` is read in its own namespace unless `--netns` names another, `--netns
 //! all` is every namespace (listed afresh at each reading), the default the caller's.
 use anyhow::{bail, Result};
+use tcpwin_model::workload::Selector;
 
-use crate::host::netns::{self, Netns};
+use crate::host::{
+    netns::{self, Netns},
+    owner::{self, Owners},
+};
 
 /// Where to read sockets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,6 +21,9 @@ pub enum Namespaces {
     All,
     /// the one a process lives in (`--pid` without `--netns`)
     OfPid(u32),
+    /// those the processes of a container or cgroup live in (`--container`/`--cgroup` without
+    /// `--netns`), looked up at each reading
+    OfWorkload(Selector),
 }
 
 /// Which sockets: the domain form of `--pid`, `--port` and `--netns`.
@@ -25,6 +32,8 @@ pub struct Scope {
     pub pid: Option<u32>,
     pub port: Option<u16>,
     pub namespaces: Namespaces,
+    /// `--container` / `--cgroup`: only the sockets of that workload's processes
+    pub workload: Option<Selector>,
 }
 
 impl Default for Scope {
@@ -33,6 +42,7 @@ impl Default for Scope {
             pid: None,
             port: None,
             namespaces: Namespaces::Own,
+            workload: None,
         }
     }
 }
@@ -40,10 +50,34 @@ impl Default for Scope {
 impl Scope {
     /// From the command line's words: a `--pid` must name a running process, a named namespace
     /// must exist.
-    pub fn new(pid: Option<u32>, port: Option<u16>, netns: Option<&str>) -> Result<Scope> {
+    pub fn new(
+        pid: Option<u32>,
+        port: Option<u16>,
+        netns: Option<&str>,
+        workload: Option<Selector>,
+    ) -> Result<Scope> {
         if let Some(pid) = pid {
             if pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 bail!("--pid {pid}: no such process (check `ps -p {pid}`)");
+            }
+        }
+        if let Some(w) = &workload {
+            if pid.is_some() {
+                bail!(
+                    "--pid and --{} both name whose sockets to read: give one",
+                    w.describe()
+                );
+            }
+            if owner::members(w).is_empty() {
+                bail!(
+                    "--{}: no process of this host runs in it (`podman ps`, `docker ps` or `crictl ps` list the running containers; /proc/PID/cgroup names a process's cgroup){}",
+                    w.describe(),
+                    if crate::kernel::object::check_privileges().is_err() {
+                        "; without root other users' processes cannot be read"
+                    } else {
+                        ""
+                    }
+                );
             }
         }
         let namespaces = match (netns, pid) {
@@ -60,13 +94,36 @@ impl Scope {
                 Namespaces::Named(name.to_string())
             }
             (None, Some(pid)) => Namespaces::OfPid(pid),
-            (None, None) => Namespaces::Own,
+            (None, None) => match &workload {
+                Some(w) => Namespaces::OfWorkload(w.clone()),
+                None => Namespaces::Own,
+            },
         };
         Ok(Scope {
             pid,
             port,
             namespaces,
+            workload,
         })
+    }
+
+    /// The kernel side's owner filter: the process whose connect()/listen() it marks itself,
+    /// `u32::MAX` (no process: a workload's sockets are known from /proc only) for a container
+    /// or cgroup, None for every socket.
+    pub fn filter_pid(&self) -> Option<u32> {
+        match (&self.workload, self.pid) {
+            (Some(_), _) => Some(u32::MAX),
+            (None, p) => p,
+        }
+    }
+
+    /// Whose sockets, where the command was told: a process tree or a workload's processes.
+    pub fn owners(&self) -> Option<Owners> {
+        match (&self.workload, self.pid) {
+            (Some(w), _) => Some(Owners::Workload(w.clone())),
+            (None, Some(p)) => Some(Owners::Pid(p)),
+            (None, None) => None,
+        }
     }
 
     /// Either end's port matches (or no port was asked).
@@ -81,6 +138,21 @@ impl Scope {
             Namespaces::Named(n) => netns::resolve(Some(n)),
             Namespaces::All => netns::resolve(Some("all")),
             Namespaces::OfPid(pid) => Ok(vec![netns::of_pid(*pid)?]),
+            Namespaces::OfWorkload(w) => {
+                let mut out: Vec<Netns> = Vec::new();
+                for p in owner::members(w) {
+                    // a process that ended since the listing has no namespace to read
+                    if let Ok(n) = netns::of_pid(p) {
+                        if out.iter().all(|o| o.inode != n.inode) {
+                            out.push(n);
+                        }
+                    }
+                }
+                if out.is_empty() {
+                    bail!("--{}: no process runs in it any more", w.describe());
+                }
+                Ok(out)
+            }
         }
     }
 
@@ -89,7 +161,7 @@ impl Scope {
     /// live (it may be entering its namespace as the trace starts: `ip netns exec`).
     pub fn one_namespace(&self) -> Result<Option<u32>> {
         Ok(match &self.namespaces {
-            Namespaces::All | Namespaces::OfPid(_) => None,
+            Namespaces::All | Namespaces::OfPid(_) | Namespaces::OfWorkload(_) => None,
             _ => self.resolve()?.first().map(|n| n.inode as u32),
         })
     }
@@ -99,15 +171,23 @@ impl Scope {
     pub fn describe(&self) -> String {
         let who = match (self.pid, self.port) {
             (Some(p), Some(port)) => format!("sockets of pid {p} with port {port}"),
-            (Some(p), None) => format!("sockets of pid {p} (listeners' children included)"),
+            (Some(p), None) => format!("sockets of pid {p} (and the processes it forked)"),
             (None, Some(port)) => format!("TCP sockets with port {port}"),
             (None, None) => "every TCP socket".into(),
+        };
+        let who = match &self.workload {
+            Some(w) => match self.port {
+                Some(port) => format!("sockets of {} with port {port}", w.describe()),
+                None => format!("sockets of {}", w.describe()),
+            },
+            None => who,
         };
         let whr = match &self.namespaces {
             Namespaces::Own => "in this network namespace (--netns all: every one)".to_string(),
             Namespaces::Named(n) => format!("in network namespace {n}"),
             Namespaces::All => "in every network namespace".into(),
             Namespaces::OfPid(p) => format!("in the network namespace of pid {p}"),
+            Namespaces::OfWorkload(_) => "in the network namespaces its processes live in".into(),
         };
         format!("{who} {whr}")
     }
@@ -120,16 +200,21 @@ mod tests {
     #[test]
     fn a_pid_is_read_in_its_own_namespace_unless_one_is_named() {
         let me = std::process::id();
-        let s = Scope::new(Some(me), None, None).unwrap();
+        let s = Scope::new(Some(me), None, None, None).unwrap();
         assert_eq!(s.namespaces, Namespaces::OfPid(me));
         assert_eq!(
-            Scope::new(Some(me), None, Some("all")).unwrap().namespaces,
+            Scope::new(Some(me), None, Some("all"), None)
+                .unwrap()
+                .namespaces,
             Namespaces::All
         );
-        assert_eq!(Scope::new(None, None, None).unwrap(), Scope::default());
-        let e = Scope::new(Some(u32::MAX - 1), None, None).unwrap_err();
+        assert_eq!(
+            Scope::new(None, None, None, None).unwrap(),
+            Scope::default()
+        );
+        let e = Scope::new(Some(u32::MAX - 1), None, None, None).unwrap_err();
         assert!(e.to_string().contains("no such process"), "{e}");
-        let e = Scope::new(None, None, Some("no-such-ns-here")).unwrap_err();
+        let e = Scope::new(None, None, Some("no-such-ns-here"), None).unwrap_err();
         assert!(format!("{e:#}").contains("no-such-ns-here"), "{e:#}");
         let s = Scope {
             port: Some(80),
@@ -139,5 +224,39 @@ mod tests {
         assert!(s
             .describe()
             .starts_with("TCP sockets with port 80 in this network namespace"));
+    }
+
+    /// `--cgroup` of this test's own cgroup reads the namespaces its processes live in and
+    /// selects this process; a container no process runs in is refused in one sentence.
+    #[test]
+    fn a_workload_is_read_where_its_processes_live() {
+        let text = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let mine = tcpwin_model::workload::from_cgroup(&text).unwrap().cgroup;
+        let sel = Selector::Cgroup(mine.clone());
+        let s = Scope::new(None, None, None, Some(sel.clone())).unwrap();
+        assert_eq!(s.namespaces, Namespaces::OfWorkload(sel.clone()));
+        assert_eq!(s.owners(), Some(Owners::Workload(sel.clone())));
+        assert_eq!(s.filter_pid(), Some(u32::MAX));
+        assert!(owner::members(&sel).contains(&std::process::id()));
+        let here = netns::of_pid(std::process::id()).unwrap();
+        assert!(s.resolve().unwrap().iter().any(|n| n.inode == here.inode));
+        assert!(s
+            .describe()
+            .starts_with(&format!("sockets of cgroup {mine}")));
+        let e = Scope::new(
+            None,
+            None,
+            None,
+            Some(Selector::Container("no-such-container-here".into())),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "--container no-such-container-here: no process of this host runs in it"
+            ),
+            "{e}"
+        );
+        let e = Scope::new(Some(std::process::id()), None, None, Some(sel)).unwrap_err();
+        assert!(e.to_string().contains("give one"), "{e}");
     }
 }

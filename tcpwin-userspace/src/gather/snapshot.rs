@@ -127,8 +127,8 @@ pub fn read(
     filter: &Scope,
     hz: Option<u32>,
 ) -> Result<Vec<Seen>> {
-    let wanted_inodes = match filter.pid {
-        Some(pid) => Some(owner::scan(pid)?.inodes),
+    let wanted_inodes = match filter.owners() {
+        Some(o) => Some(o.scan()?.inodes),
         None => None,
     };
     let keep = |f: &SockFacts| {

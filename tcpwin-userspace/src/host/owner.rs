@@ -8,7 +8,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use tcpwin_model::workload::{from_cgroup, Workload};
+use tcpwin_model::workload::{from_cgroup, Names, Selector, Workload};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Ownership {
@@ -69,6 +69,64 @@ pub struct Owner {
     pub workload: Option<Workload>,
 }
 
+/// A process's workload, from its cgroup and the runtimes' names.
+fn workload_of(pid: u32, names: &HashMap<String, Names>) -> Option<Workload> {
+    let mut w = from_cgroup(&fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?)?;
+    w.name_with(names);
+    Some(w)
+}
+
+/// Every running process's pid.
+fn pids() -> impl Iterator<Item = u32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|p| p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+}
+
+/// The processes in the workloads `sel` selects (a container's, a cgroup's and those under it).
+pub fn members(sel: &Selector) -> Vec<u32> {
+    let names = if sel.needs_names() {
+        super::containers::names()
+    } else {
+        HashMap::new()
+    };
+    pids()
+        .filter(|p| workload_of(*p, &names).is_some_and(|w| sel.holds(&w)))
+        .collect()
+}
+
+/// Whose sockets a command reads: a process and the processes it forked, or every process of
+/// a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owners {
+    Pid(u32),
+    Workload(Selector),
+}
+
+impl Owners {
+    /// Their sockets now: every fd of theirs, and their listeners (in the namespace of the
+    /// process, or of the workload's first process).
+    pub fn scan(&self) -> Result<Ownership> {
+        match self {
+            Owners::Pid(pid) => scan(*pid),
+            Owners::Workload(sel) => {
+                let m = members(sel);
+                // the first member this caller can read (a process may end meanwhile, or be
+                // beyond reach: PID 1 of a sandbox)
+                let Some(mut own) = m.iter().find_map(|p| scan(*p).ok()) else {
+                    bail!("--{}: no process runs in it now", sel.describe());
+                };
+                for p in &m {
+                    own.inodes.extend(socket_inodes(*p));
+                }
+                Ok(own)
+            }
+        }
+    }
+}
+
 /// Every socket inode on the host with the process holding it (the first one found, as `ss -p`
 /// shows one of them), its command name and workload.
 pub fn socket_owners() -> HashMap<u64, Owner> {
@@ -76,6 +134,7 @@ pub fn socket_owners() -> HashMap<u64, Owner> {
     let Ok(procs) = fs::read_dir("/proc") else {
         return owners;
     };
+    let names = super::containers::names();
     for p in procs.flatten() {
         let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
@@ -86,11 +145,7 @@ pub fn socket_owners() -> HashMap<u64, Owner> {
         let mut workload = None;
         for ino in socket_inodes(pid) {
             // read once per process, and only for one that holds a socket
-            let w = workload.get_or_insert_with(|| {
-                fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                    .ok()
-                    .and_then(|t| from_cgroup(&t))
-            });
+            let w = workload.get_or_insert_with(|| workload_of(pid, &names));
             owners.entry(ino).or_insert_with(|| Owner {
                 pid,
                 comm: comm.clone(),

@@ -13,7 +13,10 @@ use tcpwin_model::{
     metrics::Counts,
 };
 
-use crate::host::{ifname::IfNames, owner};
+use crate::host::{
+    ifname::IfNames,
+    owner::{self, Owners},
+};
 
 /// Per-CPU counters summed, indexed by `tcpwin_common::counter` (hook hits first).
 pub fn read_counters(bpf: &Ebpf) -> Result<Vec<u64>> {
@@ -78,22 +81,34 @@ pub fn enable_init_matching(bpf: &mut Ebpf) -> Result<()> {
 
 /// Keeps the kernel's owner maps equal to what /proc says the PID owns.
 pub struct OwnerSync {
-    pub pid: u32,
+    pub owners: Owners,
     inodes: HashSet<u64>,
     ports: HashSet<PortKey>,
 }
 
 impl OwnerSync {
-    pub fn new(pid: u32) -> Self {
+    pub fn new(owners: Owners) -> Self {
         OwnerSync {
-            pid,
+            owners,
             inodes: HashSet::new(),
             ports: HashSet::new(),
         }
     }
 
+    /// What a trace that stops because its owners are gone says: `process 12 exited`, `no
+    /// process runs in container web any more`; None while they run.
+    pub fn gone(&self) -> Option<String> {
+        match &self.owners {
+            Owners::Pid(p) => (!std::path::Path::new(&format!("/proc/{p}")).exists())
+                .then(|| format!("process {p} exited")),
+            Owners::Workload(w) => owner::members(w)
+                .is_empty()
+                .then(|| format!("no process runs in {} any more", w.describe())),
+        }
+    }
+
     pub fn sync(&mut self, bpf: &mut Ebpf) -> Result<()> {
-        let own = owner::scan(self.pid)?;
+        let own = self.owners.scan()?;
         {
             let mut m: BpfHashMap<_, u64, u8> = BpfHashMap::try_from(
                 bpf.map_mut(names::OWNED_INODES)
@@ -118,8 +133,13 @@ impl OwnerSync {
         {
             let mut m: BpfHashMap<_, PortKey, u32> =
                 BpfHashMap::try_from(bpf.map_mut(names::OWNED_PORTS).context("OWNED_PORTS map")?)?;
+            // the value names the process the listener belongs to (0: a workload's)
+            let tag = match self.owners {
+                Owners::Pid(p) => p,
+                Owners::Workload(_) => 0,
+            };
             for p in ports.difference(&self.ports) {
-                m.insert(p, self.pid, 0)?;
+                m.insert(p, tag, 0)?;
             }
         }
         // Ports are kept after the listener closes: its accepted children may still be traced.

@@ -98,12 +98,27 @@ fn rate(bps: Option<u64>) -> String {
 }
 
 const HEADER: &str = "State      Local                    Peer                          Rate      RTT   Window  Ceiling ratio Verdict";
+/// The verdict column's width where the owner column follows it (the longest limit's id).
+const VERDICT_W: usize = 20;
 
-/// One socket on one line.
-pub fn short_line(l: &SsLine) -> String {
+/// The owner column: `comm/pid` and the workload (`nginx/1234 podman:web`,
+/// `curl/77 default/web-5d9f/curl`), `-` where no process holds the socket.
+fn owner(f: &tcpwin_model::facts::SockFacts) -> String {
+    let who = match (&f.comm, f.pid) {
+        (Some(c), Some(p)) => format!("{c}/{p}"),
+        _ => "-".into(),
+    };
+    match f.workload.as_ref().map(|w| w.short()) {
+        Some(w) if w != "-" => format!("{who} {w}"),
+        _ => who,
+    }
+}
+
+/// One socket on one line; with `owners`, its owner and workload last.
+pub fn short_line(l: &SsLine, owners: bool) -> String {
     let f = &l.facts;
     let v = &l.verdict;
-    format!(
+    let line = format!(
         "{:<10} {:<24} {} {:<26} {:>7} {:>8} {:>8} {:>8} {:>5} {}",
         l.state_name,
         f.id.local(),
@@ -114,8 +129,17 @@ pub fn short_line(l: &SsLine) -> String {
         o(v.window),
         rate(v.ceiling_bps),
         o(f.scaling_ratio),
-        v.limit.id(),
-    )
+        if owners {
+            format!("{:<VERDICT_W$}", v.limit.id())
+        } else {
+            v.limit.id().to_string()
+        },
+    );
+    if owners {
+        format!("{line} {}", owner(f))
+    } else {
+        line
+    }
 }
 
 /// A snapshot's text a line at a time, as the sockets are judged (nothing kept); a snapshot
@@ -123,14 +147,17 @@ pub fn short_line(l: &SsLine) -> String {
 pub struct Renderer {
     with_rates: bool,
     extended: bool,
+    /// the one-line form names each socket's owner and workload
+    owners: bool,
     lines: u64,
 }
 
 impl Renderer {
-    pub fn new(with_rates: bool, extended: bool) -> Renderer {
+    pub fn new(with_rates: bool, extended: bool, owners: bool) -> Renderer {
         Renderer {
             with_rates,
             extended,
+            owners,
             lines: 0,
         }
     }
@@ -145,7 +172,13 @@ impl Renderer {
     pub fn line(&mut self, l: &SsLine, out: &mut impl Write) -> std::io::Result<()> {
         if self.lines == 0 {
             self.start(out)?;
-            if !self.extended {
+            if !self.extended && self.owners {
+                writeln!(
+                    out,
+                    "{HEADER}{} Owner",
+                    " ".repeat(VERDICT_W - "Verdict".len())
+                )?;
+            } else if !self.extended {
                 writeln!(out, "{HEADER}")?;
             }
         }
@@ -154,7 +187,7 @@ impl Renderer {
             writeln!(out, "{}", facts_line(l))?;
             writeln!(out, "{}", verdict_line(&l.verdict))
         } else {
-            writeln!(out, "{}", short_line(l))
+            writeln!(out, "{}", short_line(l, self.owners))
         }
     }
 
@@ -201,7 +234,7 @@ mod tests {
                 ..Verdict::unknown(Side::Receiving)
             },
         };
-        let t = short_line(&l);
+        let t = short_line(&l, false);
         assert!(t.starts_with("ESTAB      10.0.0.2:5201"), "{t}");
         assert!(t.contains(" <- 10.0.0.1:40412"), "{t}");
         for w in [
@@ -216,7 +249,7 @@ mod tests {
         }
         let text = |extended| {
             let mut out = Vec::new();
-            let mut r = Renderer::new(false, extended);
+            let mut r = Renderer::new(false, extended, false);
             r.line(&l, &mut out).unwrap();
             r.finish(&mut out).unwrap();
             String::from_utf8(out).unwrap()
