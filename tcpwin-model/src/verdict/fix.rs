@@ -23,6 +23,34 @@ pub struct Fix {
     /// the fix applies to connections opened after it (the window scale and an SO_RCVBUF lock
     /// are set at connect/listen): the running one must be re-opened
     pub new_connections: bool,
+    /// where the namespace is a Kubernetes pod's: the same per-namespace settings in the pod's
+    /// own terms (`securityContext.sysctls`), which a restart keeps and the command does not
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+}
+
+/// The pod spec's form of a fix's per-namespace sysctls (`[prefix] sysctl -w net.ipv4.X=V`:
+/// `net.core` settings are the host's, no pod can set them), or None when it has none.
+pub fn pod_form(commands: &[String]) -> Option<String> {
+    let items: Vec<String> = commands
+        .iter()
+        .filter_map(|c| {
+            let (_, kv) = c.split_once("sysctl -w ")?;
+            let (k, v) = kv.split_once('=')?;
+            (k.starts_with("net.") && !k.starts_with("net.core.")).then(|| {
+                format!(
+                    "{{name: {k}, value: \"{}\"}}",
+                    v.trim_matches(|c| c == '\'' || c == '"')
+                )
+            })
+        })
+        .collect();
+    (!items.is_empty()).then(|| {
+        format!(
+            "in the pod's spec (the command above is lost when the pod restarts): securityContext.sysctls: [{}]; the kubelet must allow them (its safe list, or --allowed-unsafe-sysctls), else set them on the node",
+            items.join(", ")
+        )
+    })
 }
 
 /// A socket option the application sets itself, and how the known programs set it.
@@ -115,6 +143,17 @@ mod tests {
         );
         let v = serde_json::to_value(&f).unwrap();
         assert_eq!(v["app"]["option"], "SO_RCVBUF");
+        // a pod's namespaced sysctls in its spec's terms; the host's net.core ones not
+        assert_eq!(pod_form(&f.commands), None);
+        let p = pod_form(&[
+            "nsenter -t 4242 -n sysctl -w net.ipv4.tcp_rmem='4096 131072 6291456'".into(),
+            "sysctl -w net.core.rmem_max=8388608".into(),
+        ])
+        .unwrap();
+        assert!(
+            p.contains("securityContext.sysctls: [{name: net.ipv4.tcp_rmem, value: \"4096 131072 6291456\"}];"),
+            "{p}"
+        );
         assert_eq!(v["commands"][0], "sysctl -w net.core.rmem_max=1048576");
     }
 }

@@ -6,6 +6,7 @@ use super::{
     caps::{self, potential_caps},
     ceilings, check,
     end::End,
+    fix::{pod_form, Fix},
     limit::Limit,
     path, scale, sender,
     sizing::{ceiling_bps, fmt_rtt, Sizing},
@@ -92,10 +93,42 @@ pub fn verdict(i: &Input) -> Verdict {
         ..Verdict::unknown(side)
     };
     judge_connection(&mut v, sender, receiver, i);
+    in_pods(&mut v, [sender, receiver]);
     v.ceilings = ceilings::ceilings(&v, sender, receiver);
     v.next = Some(ceilings::next_words(&v)).filter(|n| !n.is_empty());
     refuse_contradictions(&mut v, sender, receiver, i);
     v
+}
+
+/// Fixes whose commands run in a Kubernetes pod's namespace (an end read there, its owner in a
+/// pod) also say the pod spec's form of them.
+fn in_pods(v: &mut Verdict, ends: [Option<End>; 2]) {
+    let pods: Vec<&str> = ends
+        .iter()
+        .flatten()
+        .filter(|e| e.now.workload.as_ref().is_some_and(|w| w.pod_uid.is_some()))
+        .filter_map(|e| e.host.run_in.as_deref())
+        .collect();
+    if pods.is_empty() {
+        return;
+    }
+    let form = |f: &mut Fix| {
+        let mine: Vec<String> = f
+            .commands
+            .iter()
+            .filter(|c| pods.iter().any(|p| c.starts_with(&format!("{p} "))))
+            .cloned()
+            .collect();
+        f.pod = pod_form(&mine);
+    };
+    if let Some(f) = v.fix.as_mut() {
+        form(f);
+    }
+    for x in v.factors.iter_mut() {
+        if let Some(f) = x.fix.as_mut() {
+            form(f);
+        }
+    }
 }
 
 /// The judge's own check over the verdict it gives: a fix whose why or facts disagree with it is

@@ -161,11 +161,16 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
                 .into(),
         );
     } else if let Some(losses) = losses.as_ref().filter(|_| !near_target) {
+        // the congestion control is the sender's namespace's setting: run it there
+        let cc = match u.sender.and_then(|s| s.host.run_in.as_deref()) {
+            Some(p) => format!("{p} sysctl -w net.ipv4.tcp_congestion_control=bbr"),
+            None => "sysctl -w net.ipv4.tcp_congestion_control=bbr".into(),
+        };
         held(
             v,
             Limit::Congestion,
             format!("losses hold the congestion window: {losses}"),
-            "no window change: the losses on the path (a lossy link, a policer, a full queue upstream); a congestion control that does not back off on every loss (bbr: `sysctl -w net.ipv4.tcp_congestion_control=bbr`) keeps a lossy path fuller",
+            &format!("no window change: the losses on the path (a lossy link, a policer, a full queue upstream); a congestion control that does not back off on every loss (bbr, in the sending socket's namespace: `{cc}`; an application can choose it per socket, TCP_CONGESTION) keeps a lossy path fuller"),
         );
     } else {
         v.limit = Limit::NotWindowLimited;

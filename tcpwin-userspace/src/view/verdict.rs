@@ -32,6 +32,9 @@ fn fix_lines(f: &Fix) -> String {
             s.push_str(&format!("\n      {c}"));
         }
     }
+    if let Some(p) = &f.pod {
+        s.push_str(&format!("\n    {p}"));
+    }
     if let Some(a) = &f.app {
         s.push_str(&format!(
             "\n    in the application{}: {} >= {} ({})",

@@ -269,6 +269,19 @@ fn fixes_are_safe_to_paste() {
             .contains("ip netns exec lab-b sysctl -w net.ipv4.tcp_rmem="),
         "{v:?}"
     );
+    // outside a pod no pod spec is said; in one (its owner's cgroup names a pod), the same
+    // setting in the pod spec's terms, which a restart keeps
+    assert_eq!(v.fix.as_ref().unwrap().pod, None);
+    n.workload = crate::workload::from_cgroup(
+        "0::/kubepods/burstable/pod5d1c2b3a-4e5f-6789-abcd-ef0123456789/f2557d61c3a14e1f8e6b0a9d7c5b3e1f2a4c6e8b0d1f3a5c7e9b1d3f5a7c9e1b\n",
+    );
+    assert!(n.workload.as_ref().unwrap().pod_uid.is_some());
+    let v = judge(&rcv(1.0, 0), &n, &h, Some(1_000_000_000));
+    let pod = v.fix.as_ref().unwrap().pod.clone().unwrap();
+    assert!(
+        pod.contains("securityContext.sysctls: [{name: net.ipv4.tcp_rmem, value: \"4096 131072 "),
+        "{pod}"
+    );
     // a locked buffer capped by a large rmem_max: rmem_max is never suggested lower
     let mut n = rcv(2.0, 210_000_000 / 8);
     n.sk_rcvbuf = Some(8_388_608);

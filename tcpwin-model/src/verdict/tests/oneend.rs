@@ -213,6 +213,19 @@ fn losses_hold_the_congestion_window() {
         .unwrap()
         .contains("7 segments retransmitted"));
     assert!(v.setting.unwrap().contains("ssthresh 6"));
+    // the congestion control is per namespace: a container's sender is told to set it there
+    let ns = HostLimits {
+        run_in: Some("ip netns exec netns-3c09".into()),
+        ..host()
+    };
+    let v = judge(&s(1.0, 0, 0), &s(2.0, 7_600_000 / 8, 7), &ns, None);
+    assert!(
+        v.suggested
+            .as_ref()
+            .unwrap()
+            .contains("`ip netns exec netns-3c09 sysctl -w net.ipv4.tcp_congestion_control=bbr`"),
+        "{v:?}"
+    );
     // the same sender without losses: its cwnd holds it, but nothing says why
     let v = judge(&s(1.0, 0, 0), &s(2.0, 7_600_000 / 8, 0), &host(), None);
     assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
