@@ -27,6 +27,7 @@ pub mod name {
     /// 1, labelled by version, kernel and where socket facts come from (`iterator`, `sock_diag`)
     pub const BUILD_INFO: &str = "tcpwin_build_info";
     pub const SOCKETS: &str = "tcpwin_sockets";
+    pub const WORKLOAD_SOCKETS: &str = "tcpwin_workload_sockets";
     /// a counter: the encoder adds `_total`
     pub const ESTABLISHED: &str = "tcpwin_connections_established";
     /// counters (the encoder adds `_total`): tcp_info's chrono times, live and closed sockets
@@ -246,6 +247,43 @@ pub mod process {
     pub const START_TIME: &str = "process_start_time_seconds";
 }
 
+/// A workload's labels, bounded by the workloads on the node (never a socket's): the pod's
+/// namespace, name and UID (`kube_pod_info{uid}` joins on it), the container's name (or short
+/// id), and `workload`, the short form (`default/web-5d9f/nginx`, `podman:web`,
+/// `nginx.service`); empty where the node does not say, `-` for sockets no process holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorkloadLabels {
+    pub namespace: String,
+    pub pod: String,
+    pub pod_uid: String,
+    pub container: String,
+    pub workload: String,
+}
+
+impl WorkloadLabels {
+    pub fn of(f: &SockFacts) -> Self {
+        let Some(w) = f.workload.as_ref() else {
+            return WorkloadLabels {
+                workload: "-".into(),
+                ..WorkloadLabels::default()
+            };
+        };
+        let s = |o: &Option<String>| o.clone().unwrap_or_default();
+        WorkloadLabels {
+            namespace: s(&w.namespace),
+            pod: s(&w.pod),
+            pod_uid: s(&w.pod_uid),
+            container: w.name.clone().unwrap_or_else(|| {
+                w.container_id
+                    .as_ref()
+                    .map(|c| c.chars().take(12).collect())
+                    .unwrap_or_default()
+            }),
+            workload: w.short(),
+        }
+    }
+}
+
 /// The values of one scrape.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Scrape {
@@ -266,6 +304,9 @@ pub struct Scrape {
     pub packet_ratio: Option<BTreeMap<String, Counts>>,
     /// `--top N`
     pub top: Vec<TopSocket>,
+    /// `--by workload`: sockets per workload and limit (only the limits a workload's sockets
+    /// have: a workload adds a series per limit it shows, no more)
+    pub by_workload: Option<BTreeMap<(WorkloadLabels, &'static str), u64>>,
     /// `tcpwin_build_info`: version, kernel, source
     pub build: Option<(String, String, String)>,
     pub process: Option<ProcessStats>,
@@ -327,6 +368,9 @@ impl Scrape {
             self.ceiling_bytes_per_sec.push(c as f64 / 8.0);
         }
         *self.sockets.entry(v.limit.id()).or_default() += 1;
+        if let Some(m) = self.by_workload.as_mut() {
+            *m.entry((WorkloadLabels::of(f), v.limit.id())).or_default() += 1;
+        }
         for (sum, t) in
             self.live_chrono_us
                 .iter_mut()
@@ -341,6 +385,43 @@ impl Scrape {
 mod tests {
     use super::*;
     use crate::verdict::{Limit, Side};
+
+    /// `--by workload`: one series per (workload, limit) its sockets show, whatever the number
+    /// of sockets: N pods of 50 sockets each, all held by the same limit, give N series.
+    #[test]
+    fn workloads_add_a_series_per_limit_they_show() {
+        let mut s = Scrape {
+            by_workload: Some(BTreeMap::new()),
+            ..Scrape::default()
+        };
+        let v = |limit| Verdict {
+            limit,
+            ..Verdict::unknown(Side::Receiving)
+        };
+        for pod in 0..10 {
+            let uid = format!("5d1c2b3a-4e5f-6789-abcd-ef01234567{pod:02}");
+            let cg = format!(
+                "0::/kubepods/burstable/pod{uid}/f2557d61c3a14e1f8e6b0a9d7c5b3e1f2a4c6e8b0d1f3a5c7e9b1d3f5a7c9e{pod:02}\n"
+            );
+            for _ in 0..50 {
+                let f = SockFacts {
+                    workload: crate::workload::from_cgroup(&cg),
+                    ..SockFacts::default()
+                };
+                s.add(&f, &v(Limit::AutotuneMax));
+            }
+        }
+        s.add(&SockFacts::default(), &v(Limit::Idle));
+        let m = s.by_workload.as_ref().unwrap();
+        assert_eq!(m.len(), 11, "{m:?}");
+        let (k, n) = m
+            .iter()
+            .find(|(k, _)| k.0.pod_uid.ends_with("456703"))
+            .unwrap();
+        assert_eq!((*n, k.1), (50, "autotune-max"));
+        assert_eq!(k.0.container, "f2557d61c3a1");
+        assert!(m.keys().any(|k| k.0.workload == "-" && k.1 == "idle"));
+    }
 
     #[test]
     fn absent_facts_add_nothing() {

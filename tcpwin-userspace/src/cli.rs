@@ -446,6 +446,15 @@ pub struct ExporterArgs {
     /// has a per-socket label
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub top: Option<u16>,
+    /// Also export the sockets per workload and limit (`tcpwin_workload_sockets`, labelled by
+    /// the pod's namespace, name and UID, the container and the workload's short form): a
+    /// series per limit each workload's sockets show, never per socket
+    #[arg(long, value_name = "workload", value_parser = ["workload"])]
+    pub by: Option<String>,
+    /// Scrapes within this many milliseconds of a reading share it (two Prometheus replicas
+    /// scraping at once read the sockets once); 0 reads at every scrape
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    pub fresh_ms: u64,
     #[command(flatten)]
     pub kernel: KernelArgs,
 }

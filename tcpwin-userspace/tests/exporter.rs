@@ -113,7 +113,7 @@ fn exporter_serves_what_the_owners_read() {
     let mut exp = Proc(
         Command::new(EXE)
             .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--netns", &pair.b])
+            .args(["--netns", &pair.b, "--by", "workload"])
             .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
@@ -132,6 +132,28 @@ fn exporter_serves_what_the_owners_read() {
     assert!(ctype.contains("version=0.0.4"), "{ctype}");
     // ground truth: six sockets, their clamps as their owner reads them
     assert_eq!(value(&body, "tcpwin_scrape_sockets"), 6.0, "{body}");
+    // --by workload: the six are this test's, one workload (its cgroup's), one series per
+    // limit they show, summing to six
+    let mine =
+        tcpwin_model::workload::from_cgroup(&std::fs::read_to_string("/proc/self/cgroup").unwrap())
+            .map(|w| w.short())
+            .unwrap();
+    let per_workload: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("tcpwin_workload_sockets{"))
+        .collect();
+    assert!(!per_workload.is_empty(), "{body}");
+    assert!(
+        per_workload
+            .iter()
+            .all(|l| l.contains(&format!("workload=\"{mine}\""))),
+        "{per_workload:?}"
+    );
+    let n: f64 = per_workload
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(n, 6.0, "{per_workload:?}");
     assert_eq!(
         value(
             &body,
@@ -213,6 +235,19 @@ fn exporter_serves_what_the_owners_read() {
     half.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
     drop(half);
     assert_eq!(get(port, "/metrics", None).0, 200);
+    // two scrapes at once (two Prometheus replicas) share one reading: the same body, its
+    // own scrape duration included; one after the freshness window (250 ms) reads again
+    std::thread::sleep(Duration::from_millis(300));
+    let (a, b) = (get(port, "/metrics", None).2, get(port, "/metrics", None).2);
+    assert_eq!(a, b, "two scrapes within 250 ms share the reading");
+    std::thread::sleep(Duration::from_millis(300));
+    let c = get(port, "/metrics", None).2;
+    let duration = |body: &str| value(body, "tcpwin_scrape_duration_seconds");
+    assert_ne!(
+        duration(&a),
+        duration(&c),
+        "a scrape after the window reads again"
+    );
     // handshakes in the namespace since the exporter started: 3 with window scaling, then 2
     // with it off in the namespace (both ends then agree it was not negotiated)
     let before = get(port, "/metrics", None).2;
@@ -243,7 +278,8 @@ fn exporter_serves_what_the_owners_read() {
     connect(3);
     Pair::sysctl(&pair.b, "net.ipv4.tcp_window_scaling", "0").unwrap();
     connect(2);
-    std::thread::sleep(Duration::from_millis(200));
+    // past the freshness window of the reading `before` shared
+    std::thread::sleep(Duration::from_millis(400));
     let after = get(port, "/metrics", None).2;
     for (wscale, dir, n) in [
         ("negotiated", "active", 3.0),
@@ -260,6 +296,7 @@ fn exporter_serves_what_the_owners_read() {
     // the namespace goes away: the next scrape answers and counts the error
     drop(socks);
     drop(pair);
+    std::thread::sleep(Duration::from_millis(300));
     let (status, _, body) = get(port, "/metrics", None);
     assert_eq!(status, 200);
     assert_eq!(value(&body, "tcpwin_scrape_errors"), 1.0, "{body}");

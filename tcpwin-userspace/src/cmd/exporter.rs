@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{anyhow, Result};
+use bytes::Bytes;
 use tcpwin_model::{
     judge::Judge,
     metrics::{keep_top, Counters, Scrape, TopSocket},
@@ -50,7 +51,9 @@ impl Scraper {
                 Vec::new()
             }
         };
+        let by_workload = self.args.by.as_deref() == Some("workload");
         let mut s = Scrape {
+            by_workload: by_workload.then(Default::default),
             build: Some((
                 env!("CARGO_PKG_VERSION").to_string(),
                 self.kernel.clone(),
@@ -73,6 +76,10 @@ impl Scraper {
                     errors += 1;
                 }
             }
+        }
+        // whose each socket is: a scan of the processes' fds, only where it is exported
+        if by_workload {
+            snapshot::add_owners(&mut seen);
         }
         let verdicts = self.judge.judge(seen.iter().map(|x| (&x.facts, &*x.host)));
         let mut top = Vec::new();
@@ -146,15 +153,47 @@ impl Scraper {
     }
 }
 
-fn respond(req: tiny_http::Request, code: u16, ctype: &str, body: String) {
+/// The last encoded body per content type and when it was read: scrapes within the freshness
+/// window share it (a clone of `Bytes` is a reference count). A reading is also what the next
+/// one's rates are taken over, so sharing keeps two replicas from halving each other's interval.
+#[derive(Default)]
+struct Shared {
+    last: Vec<(&'static str, std::time::Instant, Bytes)>,
+}
+
+impl Shared {
+    fn get(&mut self, ctype: &'static str, fresh: Duration, read: impl FnOnce() -> Bytes) -> Bytes {
+        let now = std::time::Instant::now();
+        if let Some((_, _, b)) = self
+            .last
+            .iter()
+            .find(|(c, at, _)| *c == ctype && now.duration_since(*at) < fresh)
+        {
+            return b.clone();
+        }
+        let b = read();
+        self.last.retain(|(c, _, _)| *c != ctype);
+        self.last.push((ctype, now, b.clone()));
+        b
+    }
+}
+
+fn respond_bytes(req: tiny_http::Request, code: u16, ctype: &str, body: Bytes) {
     let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes())
         .expect("a valid header");
+    let len = body.len();
     // a client gone mid-response is its business, not the exporter's
-    let _ = req.respond(
-        tiny_http::Response::from_string(body)
-            .with_status_code(code)
-            .with_header(header),
-    );
+    let _ = req.respond(tiny_http::Response::new(
+        tiny_http::StatusCode(code),
+        vec![header],
+        std::io::Cursor::new(body),
+        Some(len),
+        None,
+    ));
+}
+
+fn respond(req: tiny_http::Request, code: u16, ctype: &str, body: String) {
+    respond_bytes(req, code, ctype, Bytes::from(body))
 }
 
 pub fn run(args: ExporterArgs) -> Result<()> {
@@ -194,6 +233,8 @@ pub fn run(args: ExporterArgs) -> Result<()> {
         counters: Counters::default(),
         counting,
     };
+    let fresh = Duration::from_millis(scraper.args.fresh_ms);
+    let mut shared = Shared::default();
     loop {
         if wait_or_stop(Duration::ZERO) {
             eprintln!("tcpwin-trace: exporter stopped");
@@ -226,8 +267,10 @@ pub fn run(args: ExporterArgs) -> Result<()> {
             .find(|h| h.field.equiv("Accept"))
             .map(|h| h.value.as_str().to_string());
         let ctype = openmetrics::content_type(accept.as_deref());
-        let body = scraper.scrape(ctype.contains("openmetrics"));
-        respond(req, 200, ctype, body);
+        let body = shared.get(ctype, fresh, || {
+            Bytes::from(scraper.scrape(ctype.contains("openmetrics")))
+        });
+        respond_bytes(req, 200, ctype, body);
         // a scrape of many sockets allocates megabytes for a moment: return them between
         // scrapes, or glibc keeps the high-water mark resident
         // SAFETY: malloc_trim only releases free heap memory to the kernel.

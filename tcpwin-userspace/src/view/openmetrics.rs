@@ -22,6 +22,17 @@ struct LimitLabel {
     limit: String,
 }
 
+/// `--by workload`: a workload's labels and the limit.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkloadLimit {
+    namespace: String,
+    pod: String,
+    pod_uid: String,
+    container: String,
+    workload: String,
+    limit: String,
+}
+
 /// The bound of a distribution's gauge. Not `le`: that label belongs to histograms (promtool's
 /// lint refuses it elsewhere); `label_replace(..., "le", "$1", "upper", "(.+)")` turns it into
 /// one for `histogram_quantile()`.
@@ -177,6 +188,25 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
         "current sockets by the limit that binds their window",
         by_limit,
     );
+    if let Some(m) = &s.by_workload {
+        let fam = Family::<WorkloadLimit, Gauge>::default();
+        for ((w, limit), n) in m {
+            fam.get_or_create(&WorkloadLimit {
+                namespace: w.namespace.clone(),
+                pod: w.pod.clone(),
+                pod_uid: w.pod_uid.clone(),
+                container: w.container.clone(),
+                workload: w.workload.clone(),
+                limit: limit.to_string(),
+            })
+            .set(*n as i64);
+        }
+        reg.register(
+            name::WORKLOAD_SOCKETS,
+            "current sockets per workload (pod, container or unit) by the limit that binds their window (--by workload)",
+            fam,
+        );
+    }
     if let Some(est) = &s.established {
         let fam = Family::<HandshakeLabels, Counter>::default();
         for ((ok, passive), n) in est {
