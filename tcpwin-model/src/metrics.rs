@@ -28,6 +28,7 @@ pub mod name {
     pub const BUILD_INFO: &str = "tcpwin_build_info";
     pub const SOCKETS: &str = "tcpwin_sockets";
     pub const WORKLOAD_SOCKETS: &str = "tcpwin_workload_sockets";
+    pub const BLIND_SPOT: &str = "tcpwin_blind_spot";
     /// a counter: the encoder adds `_total`
     pub const ESTABLISHED: &str = "tcpwin_connections_established";
     /// counters (the encoder adds `_total`): tcp_info's chrono times, live and closed sockets
@@ -307,6 +308,9 @@ pub struct Scrape {
     /// `--by workload`: sockets per workload and limit (only the limits a workload's sockets
     /// have: a workload adds a series per limit it shows, no more)
     pub by_workload: Option<BTreeMap<(WorkloadLabels, &'static str), u64>>,
+    /// with `--netns all`: each kind of namespace it cannot see from where it runs, and whether
+    /// that is so here (`host_pid_namespace`, `host_run_netns`)
+    pub blind_spots: Vec<(&'static str, bool)>,
     /// `tcpwin_build_info`: version, kernel, source
     pub build: Option<(String, String, String)>,
     pub process: Option<ProcessStats>,

@@ -6,7 +6,7 @@
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
-    os::fd::AsRawFd,
+    os::{fd::AsRawFd, unix::fs::MetadataExt},
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -345,6 +345,48 @@ fn exporter_refuses_bad_input_in_one_sentence() {
         assert!(!out.status.success());
         assert!(err.contains("cannot listen"), "{err}");
     }
+}
+
+/// `--netns all` publishes what it cannot see from where it runs, every kind with 0 or 1: on
+/// the host (its PID namespace, PID 1's mounts) nothing is hidden.
+#[test]
+fn exporter_publishes_its_blind_spots() {
+    require_root();
+    let port = free_port();
+    let mut exp = Proc(
+        Command::new(EXE)
+            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--netns", "all", "--port", "9"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "no exporter");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let body = get(port, "/metrics", None).2;
+    // ground truth: the host's PID namespace is the kernel's initial one (PROC_PID_INIT_INO)
+    let ino = |p: &str| std::fs::metadata(p).ok().map(|m| m.ino());
+    let host_pid = ino("/proc/self/ns/pid") == Some(0xEFFF_FFFC);
+    assert_eq!(
+        value(&body, "tcpwin_blind_spot{what=\"host_pid_namespace\"}"),
+        if host_pid { 0.0 } else { 1.0 },
+        "{body}"
+    );
+    // another mount namespace than PID 1's (where PID 1's can be read) without /run/netns
+    let own_mounts = matches!(
+        (ino("/proc/self/ns/mnt"), ino("/proc/1/ns/mnt")),
+        (Some(a), Some(b)) if a != b
+    );
+    let named = std::fs::read_dir("/run/netns").is_ok_and(|mut d| d.next().is_some());
+    assert_eq!(
+        value(&body, "tcpwin_blind_spot{what=\"host_run_netns\"}"),
+        if own_mounts && !named { 1.0 } else { 0.0 },
+        "{body}"
+    );
+    let _ = exp.kill();
 }
 
 fn urlencode(s: &str) -> String {

@@ -37,6 +37,8 @@ struct Scraper {
     counters: Counters,
     /// the kernel counters run (not with --pid: a process's sockets are known only while open)
     counting: bool,
+    /// with --netns all: what it cannot see from where it runs (said on stderr at start)
+    blind_spots: Vec<(&'static str, bool)>,
 }
 
 impl Scraper {
@@ -54,6 +56,7 @@ impl Scraper {
         let by_workload = self.args.by.as_deref() == Some("workload");
         let mut s = Scrape {
             by_workload: by_workload.then(Default::default),
+            blind_spots: self.blind_spots.clone(),
             build: Some((
                 env!("CARGO_PKG_VERSION").to_string(),
                 self.kernel.clone(),
@@ -200,6 +203,7 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     args.kernel.validate()?;
     let scope = args.sockets.scope()?;
     let counting = scope.owners().is_none();
+    let scraper_all = scope.namespaces == crate::gather::scope::Namespaces::All;
     let src = Source::open_counting(
         &args.kernel.btf,
         &Counting {
@@ -232,6 +236,14 @@ pub fn run(args: ExporterArgs) -> Result<()> {
             .unwrap_or_default(),
         counters: Counters::default(),
         counting,
+        blind_spots: if scraper_all {
+            crate::host::netns::blind_spot_kinds_here()
+                .into_iter()
+                .map(|(k, b)| (k, b.is_some()))
+                .collect()
+        } else {
+            Vec::new()
+        },
     };
     let fresh = Duration::from_millis(scraper.args.fresh_ms);
     let mut shared = Shared::default();

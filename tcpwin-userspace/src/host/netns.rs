@@ -145,22 +145,45 @@ const HOST_PID_NS: u64 = 0xEFFF_FFFC;
 /// lifts it: `pid_ns` the caller's PID namespace inode, `own_mounts` whether the caller's mount
 /// namespace is not the host's (PID 1's: a container's), `named` whether `/run/netns` lists any.
 pub fn blind_spots(pid_ns: Option<u64>, own_mounts: bool, named: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    if let Some(ns) = pid_ns.filter(|ns| *ns != HOST_PID_NS) {
-        out.push(format!(
-            "not in the host's PID namespace (pid:[{ns}]): the namespaces of processes outside it cannot be found, only this container's are read; run it with the host's (Kubernetes: hostPID: true; podman or docker: --pid=host)"
-        ));
-    }
-    if own_mounts && !named {
-        out.push(
-            "no /run/netns of the host here (this mount namespace is not the host's): namespaces made with `ip netns add` that no process lives in cannot be found, and the rest are named pid:N after a process that may come and go; mount the host's /run/netns (Kubernetes: a hostPath volume; podman or docker: -v /run/netns:/run/netns)".into(),
-        );
-    }
-    out
+    blind_spot_kinds(pid_ns, own_mounts, named)
+        .into_iter()
+        .filter_map(|(_, b)| b)
+        .collect()
+}
+
+/// The kinds of blind spot `--netns all` can have (`host_pid_namespace`, `host_run_netns`), each
+/// with its sentence where it is one here (the exporter's `tcpwin_blind_spot{what}`).
+pub fn blind_spot_kinds(
+    pid_ns: Option<u64>,
+    own_mounts: bool,
+    named: bool,
+) -> Vec<(&'static str, Option<String>)> {
+    vec![
+        (
+            "host_pid_namespace",
+            pid_ns.filter(|ns| *ns != HOST_PID_NS).map(|ns| format!(
+                "not in the host's PID namespace (pid:[{ns}]): the namespaces of processes outside it cannot be found, only this container's are read; run it with the host's (Kubernetes: hostPID: true; podman or docker: --pid=host)"
+            )),
+        ),
+        (
+            "host_run_netns",
+            (own_mounts && !named).then(|| {
+                "no /run/netns of the host here (this mount namespace is not the host's): namespaces made with `ip netns add` that no process lives in cannot be found, and the rest are named pid:N after a process that may come and go; mount the host's /run/netns (Kubernetes: a hostPath volume; podman or docker: -v /run/netns:/run/netns)".to_string()
+            }),
+        ),
+    ]
 }
 
 /// [`blind_spots`] of this process, as it runs.
 pub fn blind_spots_here() -> Vec<String> {
+    blind_spot_kinds_here()
+        .into_iter()
+        .filter_map(|(_, b)| b)
+        .collect()
+}
+
+/// [`blind_spot_kinds`] of this process, as it runs.
+pub fn blind_spot_kinds_here() -> Vec<(&'static str, Option<String>)> {
     let ns = |p: &str| std::fs::metadata(p).ok().map(|m| m.ino());
     let pid_ns = ns("/proc/self/ns/pid");
     // PID 1's mount namespace is the host's when the PID namespace is (hostPID)
@@ -168,7 +191,7 @@ pub fn blind_spots_here() -> Vec<String> {
         (Some(a), Some(b)) => a != b,
         _ => false,
     };
-    blind_spots(pid_ns, own_mounts, !named().is_empty())
+    blind_spot_kinds(pid_ns, own_mounts, !named().is_empty())
 }
 
 /// Inside a namespace until dropped.
@@ -242,6 +265,11 @@ mod tests {
         let privileged = blind_spots(Some(HOST_PID_NS), true, false);
         assert_eq!(privileged.len(), 1);
         assert!(blind_spots(Some(HOST_PID_NS), true, true).is_empty());
+        // every kind named, each with its sentence where it is one
+        let k = blind_spot_kinds(Some(4026532500), false, false);
+        assert_eq!(k[0].0, "host_pid_namespace");
+        assert!(k[0].1.is_some());
+        assert_eq!((k[1].0, k[1].1.is_some()), ("host_run_netns", false));
     }
 
     #[test]

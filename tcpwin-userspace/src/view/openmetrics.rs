@@ -22,6 +22,11 @@ struct LimitLabel {
     limit: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WhatLabel {
+    what: String,
+}
+
 /// `--by workload`: a workload's labels and the limit.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WorkloadLimit {
@@ -188,6 +193,20 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
         "current sockets by the limit that binds their window",
         by_limit,
     );
+    if !s.blind_spots.is_empty() {
+        let fam = Family::<WhatLabel, Gauge>::default();
+        for (what, is) in &s.blind_spots {
+            fam.get_or_create(&WhatLabel {
+                what: what.to_string(),
+            })
+            .set(*is as i64);
+        }
+        reg.register(
+            name::BLIND_SPOT,
+            "1 where --netns all cannot see some namespaces from where it runs: host_pid_namespace (run with the host's PID namespace: hostPID), host_run_netns (mount the host's /run/netns)",
+            fam,
+        );
+    }
     if let Some(m) = &s.by_workload {
         let fam = Family::<WorkloadLimit, Gauge>::default();
         for ((w, limit), n) in m {
