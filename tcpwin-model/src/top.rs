@@ -49,6 +49,8 @@ pub struct Row {
     pub netns: String,
     pub pid: Option<u32>,
     pub comm: Option<String>,
+    /// the owner's workload, short (`podman:web`, `default/web-5d9f/nginx`, `nginx.service`)
+    pub workload: Option<String>,
     pub rate_bps: Option<u64>,
     pub rtt_us: Option<u32>,
     pub window: Option<u64>,
@@ -184,6 +186,7 @@ impl TopState {
                 netns: ns,
                 pid: f.pid,
                 comm: f.comm.clone(),
+                workload: f.workload.as_ref().map(|w| w.short()).filter(|w| w != "-"),
                 rate_bps: v.rate_bps,
                 rtt_us: v.rtt_us.or(f.srtt_us),
                 window: v.window,
@@ -433,6 +436,23 @@ pub mod tests {
         s.key(Key::Esc);
         assert_eq!(s.key(Key::Char('q')), Action::Quit);
         assert_eq!(s.key(Key::CtrlC), Action::Quit);
+    }
+
+    /// A row names its owner's workload where it has one (a container's, a pod's, a unit's).
+    #[test]
+    fn rows_name_the_workload() {
+        let mut s = TopState::default();
+        let mut snap = snapshot(128);
+        snap[0].0.workload = crate::workload::from_cgroup(
+            "0::/machine.slice/libpod-f2557d61c3a14e1f8e6b0a9d7c5b3e1f2a4c6e8b0d1f3a5c7e9b1d3f5a7c9e1b.scope\n",
+        );
+        s.update(snap);
+        let by_port = |p: u16| s.visible().into_iter().find(|r| r.id.lport == p).unwrap();
+        assert_eq!(
+            by_port(5201).workload.as_deref(),
+            Some("podman:f2557d61c3a1")
+        );
+        assert_eq!(by_port(443).workload, None);
     }
 
     #[test]

@@ -117,10 +117,14 @@ pub fn header_lines(r: &CheckReport) -> Vec<String> {
 }
 
 fn owner_cell(r: &Row) -> String {
-    match (r.pid, &r.comm) {
+    let who = match (r.pid, &r.comm) {
         (Some(p), Some(c)) => format!("{p}/{c}"),
         (Some(p), None) => p.to_string(),
         _ => "-".into(),
+    };
+    match &r.workload {
+        Some(w) => format!("{who} {w}"),
+        None => who,
     }
 }
 
