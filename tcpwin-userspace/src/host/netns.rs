@@ -73,11 +73,26 @@ pub fn of_pid(pid: u32) -> Result<Netns> {
 }
 
 /// Named namespaces (`ip netns add`), by name.
+/// A namespace file: `/run/netns/NAME` once `ip netns add` bound the namespace on it (nsfs).
+/// Before that (a namespace being made, or a file left by one that crashed) it is an empty
+/// file of mode 0 on tmpfs: not a namespace, and not one to enter.
+fn is_nsfs(path: &Path) -> bool {
+    const NSFS_MAGIC: i64 = 0x6e73_6673;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and a statfs buffer the call fills.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    rc == 0 && st.f_type as i64 == NSFS_MAGIC
+}
+
 pub fn named() -> Vec<Netns> {
     let mut v: Vec<Netns> = std::fs::read_dir(NAMED)
         .into_iter()
         .flatten()
         .flatten()
+        .filter(|e| is_nsfs(&e.path()))
         .filter_map(|e| {
             let path = e.path();
             Some(Netns {
@@ -226,11 +241,19 @@ pub fn enter(ns: &Netns) -> Result<Entered> {
             ns.path.display()
         )
     })?;
-    setns(&target).with_context(|| {
-        format!(
-            "entering network namespace {} needs root (CAP_SYS_ADMIN)",
-            ns.name
-        )
+    setns(&target).map_err(|e| {
+        let why = match e.raw_os_error() {
+            Some(libc::EINVAL) => format!(
+                "{} ({}) is not a network namespace (a file no namespace is bound on)",
+                ns.name,
+                ns.path.display()
+            ),
+            _ => format!(
+                "entering network namespace {} needs root (CAP_SYS_ADMIN)",
+                ns.name
+            ),
+        };
+        anyhow::Error::new(e).context(why)
     })?;
     Ok(Entered { home: Some(home) })
 }
@@ -270,6 +293,17 @@ mod tests {
         assert_eq!(k[0].0, "host_pid_namespace");
         assert!(k[0].1.is_some());
         assert_eq!((k[1].0, k[1].1.is_some()), ("host_run_netns", false));
+    }
+
+    /// A file under /run/netns that `ip netns add` has not bound a namespace on yet (mode 0,
+    /// tmpfs) is not a namespace; the caller's own namespace file is.
+    #[test]
+    fn only_bound_namespace_files_are_namespaces() {
+        assert!(is_nsfs(Path::new("/proc/self/ns/net")));
+        let f = std::env::temp_dir().join(format!("tcpwt-notns-{}", std::process::id()));
+        std::fs::write(&f, b"").unwrap();
+        assert!(!is_nsfs(&f));
+        let _ = std::fs::remove_file(&f);
     }
 
     #[test]
