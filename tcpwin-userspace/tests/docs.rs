@@ -247,3 +247,32 @@ fn the_architecture_map_lists_every_file() {
         "docs/architecture.md's map lacks: {missing:?}"
     );
 }
+
+/// deploy/kubernetes/prometheusrule.yaml carries prometheus/rules.yml's and alerts.yml's groups
+/// line for line (indented under `spec:`): a rule changed in one place is changed in both.
+#[test]
+fn the_prometheus_rule_is_the_rule_files() {
+    let groups = |f: &str| -> Vec<String> {
+        let t = std::fs::read_to_string(root().join("prometheus").join(f)).unwrap();
+        let (_, body) = t.split_once("groups:\n").unwrap();
+        body.lines()
+            .map(|l| {
+                if l.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!("  {l}")
+                }
+            })
+            .collect()
+    };
+    let want = [groups("rules.yml"), groups("alerts.yml")].concat();
+    let t = std::fs::read_to_string(root().join("deploy/kubernetes/prometheusrule.yaml")).unwrap();
+    let (head, body) = t.split_once("  groups:\n").unwrap();
+    assert!(head.contains("kind: PrometheusRule"), "{head}");
+    let got: Vec<String> = body.lines().map(|l| l.trim_end().to_string()).collect();
+    let want: Vec<String> = want.iter().map(|l| l.trim_end().to_string()).collect();
+    assert_eq!(
+        got, want,
+        "regenerate deploy/kubernetes/prometheusrule.yaml from prometheus/"
+    );
+}

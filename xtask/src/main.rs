@@ -1,4 +1,4 @@
-//! Developer tasks: `cargo xtask setup | build-ebpf | build | test | proof | demo | bench |
+//! Developer tasks: `cargo xtask setup | build-ebpf | build | test | proof | demo | image | bench |
 //! vm-test | dist`.
 use std::{
     path::{Path, PathBuf},
@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 mod dist;
+mod image;
 mod proof;
 mod suite;
 mod toolchain;
@@ -72,6 +73,9 @@ enum Cmd {
     /// A static `tcpwin-trace` (no glibc dependency) and a .deb with it, the exporter's systemd
     /// unit and the man pages, in target/dist/
     Dist,
+    /// An OCI image of the static binary, built offline with buildah from scratch (in local
+    /// storage as localhost/tcpwin-trace:VERSION, and target/dist/tcpwin-trace-VERSION.oci.tar)
+    Image,
     /// Boot Debian kernels under qemu and prove every backend there (function hooks included).
     VmTest {
         /// Kernel series to boot (5.10 bullseye, 6.1 bookworm, 6.12 trixie, 7.2 sid)
@@ -105,6 +109,10 @@ fn run() -> Result<()> {
             no_bench,
         }),
         Cmd::Demo => demo(),
+        Cmd::Image => {
+            let obj = build()?;
+            image::image(&dist::static_binary(&obj)?).map(|_| ())
+        }
         Cmd::Bench { args } => {
             let obj = build()?;
             // the same code without its log statements: what the log code costs while off
@@ -278,9 +286,12 @@ fn test(extra: &[String], no_vm: bool) -> Result<()> {
         toolchain::apt_install(toolchain::TEST_PACKAGES)
     })?;
     // End-to-end tests create namespaces with fixed prefixes and load BPF programs: one at a time.
+    // the image the container tests run with the DaemonSet's settings
+    let (image, _) = steps.time("image", || image::image(&static_bin))?;
     let mut cmd = cargo(&obj);
     cmd.env("TCPWIN_REQUIRE_EBPF", "1")
         .env("TCPWIN_DEB", &deb)
+        .env("TCPWIN_IMAGE", &image)
         .args(["test", "--release", "--workspace", "--no-fail-fast"])
         .args(["--", "--test-threads=1"])
         .args(extra);

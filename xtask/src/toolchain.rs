@@ -36,6 +36,11 @@ pub const TEST_PACKAGES: &[&str] = &[
     "nginx-light",
     "curl",
     "util-linux",
+    // the container tests: images built offline, run as a user runs them
+    "podman",
+    "buildah",
+    "runc",
+    "busybox-static",
 ];
 
 pub enum Toolchain {

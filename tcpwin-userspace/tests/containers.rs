@@ -1,0 +1,405 @@
+//! Containers as a user runs them (podman with runc, images built offline with buildah from
+//! scratch): a busybox web server and a client reading it slowly, the client joined to the
+//! server's network namespace; each socket named by its container, `--container` selecting
+//! exactly its sockets, and the tool's own image run with the DaemonSet's settings (host PID and
+//! network, the least capabilities, the host's /run/netns and podman's metadata read-only) seeing
+//! the same, and saying so when it lacks the host's PID namespace. Ground truth: `podman inspect`.
+//! Needs root, podman, buildah and the image `cargo xtask test` builds (TCPWIN_IMAGE): fails,
+//! never skips, without them.
+use std::{
+    path::PathBuf,
+    process::{Command, Output},
+    time::{Duration, Instant},
+};
+
+use tcpwin_model::schema::SsLine;
+
+const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+
+/// What deploy/kubernetes/daemonset.yaml gives the tool, as podman flags: its host PID and
+/// network namespaces, the capabilities it adds (every other dropped), a read-only root, no
+/// privilege escalation, and each hostPath volume at its mountPath (read-only where it says so).
+fn daemonset() -> Vec<String> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/kubernetes/daemonset.yaml"
+    ))
+    .unwrap();
+    let field = |key: &str| {
+        text.lines()
+            .map(str::trim)
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| panic!("{key} in daemonset.yaml"))
+    };
+    let mut flags = Vec::new();
+    if field("hostPID:") == "true" {
+        flags.push("--pid=host".to_string());
+    }
+    if field("hostNetwork:") == "true" {
+        flags.push("--network=host".to_string());
+    }
+    let caps = field("add:");
+    let caps = caps
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .replace(' ', "");
+    flags.push("--cap-drop=all".into());
+    flags.push(format!("--cap-add={caps}"));
+    if field("readOnlyRootFilesystem:") == "true" {
+        flags.push("--read-only".into());
+    }
+    if field("allowPrivilegeEscalation:") == "false" {
+        flags.push("--security-opt=no-new-privileges".into());
+    }
+    // volumes: name -> host path; mounts: name -> (mount path, read-only)
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let after = |i: usize, key: &str| {
+        lines[i + 1..]
+            .iter()
+            .take(4)
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().to_string())
+    };
+    for (i, l) in lines.iter().enumerate() {
+        let Some(name) = l.strip_prefix("- name: ") else {
+            continue;
+        };
+        let Some(mount) = after(i, "mountPath: ") else {
+            continue;
+        };
+        let ro = after(i, "readOnly: ").as_deref() == Some("true");
+        let host = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v == format!("- name: {name}"))
+            .find_map(|(j, _)| after(j, "path: "))
+            .unwrap_or_else(|| panic!("the hostPath of {name}"));
+        if std::path::Path::new(&host).exists() {
+            flags.push("-v".into());
+            flags.push(format!("{host}:{mount}{}", if ro { ":ro" } else { "" }));
+        }
+    }
+    flags
+}
+
+/// podman as this machine kind runs it (KERNEL-NOTES): runc, cgroupfs, events to a file.
+struct Podman {
+    conf: PathBuf,
+    dir: PathBuf,
+    names: Vec<String>,
+    images: Vec<String>,
+}
+
+impl Podman {
+    fn new() -> Podman {
+        tcpwin_lab::harness::tests_need_root("CONTAINER TESTS");
+        for p in ["podman", "buildah"] {
+            assert!(
+                Command::new(p).arg("--version").output().is_ok(),
+                "CONTAINER TESTS CANNOT RUN: {p} is missing (apt-get install podman buildah runc busybox-static; `cargo xtask test` installs them). Failing, not skipping."
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("tcpwt-podman-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let conf = dir.join("containers.conf");
+        std::fs::write(
+            &conf,
+            "[containers]\ndefault_ulimits = [\"nofile=20000:20000\", \"nproc=1024:1024\"]\n[engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n",
+        )
+        .unwrap();
+        Podman {
+            conf,
+            dir,
+            names: Vec::new(),
+            images: Vec::new(),
+        }
+    }
+
+    fn cmd(&self, program: &str, args: &[&str]) -> Output {
+        Command::new(program)
+            .env("CONTAINERS_CONF", &self.conf)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"))
+    }
+
+    /// Runs `program args`, its standard output on success.
+    fn ok(&self, program: &str, args: &[&str]) -> String {
+        let out = self.cmd(program, args);
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A busybox image with an 8 MB file to serve, built offline from the static busybox.
+    fn busybox(&mut self) -> String {
+        let name = format!("localhost/tcpwt-busybox-{}", std::process::id());
+        let ctr = self.ok("buildah", &["from", "scratch"]);
+        let mnt = PathBuf::from(self.ok("buildah", &["mount", &ctr]));
+        std::fs::create_dir_all(mnt.join("bin")).unwrap();
+        std::fs::create_dir_all(mnt.join("www")).unwrap();
+        std::fs::create_dir_all(mnt.join("tmp")).unwrap();
+        std::fs::copy("/bin/busybox", mnt.join("bin/busybox"))
+            .expect("/bin/busybox (apt-get install busybox-static)");
+        std::fs::write(mnt.join("www/big"), vec![b'x'; 8 << 20]).unwrap();
+        self.ok("buildah", &["commit", "--quiet", &ctr, &name]);
+        self.ok("buildah", &["rm", &ctr]);
+        self.images.push(name.clone());
+        name
+    }
+
+    /// Starts a container in the background; its full id.
+    fn run(&mut self, name: &str, args: &[&str]) -> String {
+        let mut a = vec!["run", "-d", "--name", name];
+        a.extend_from_slice(args);
+        let id = self.ok("podman", &a);
+        self.names.push(name.to_string());
+        id
+    }
+}
+
+impl Drop for Podman {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = self.cmd("podman", &["rm", "-f", "-t", "0", n]);
+        }
+        for i in &self.images {
+            let _ = self.cmd("podman", &["rmi", "-f", i]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn lines(stdout: &str) -> Vec<SsLine> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn ss(args: &[&str]) -> (Vec<SsLine>, String) {
+    let out = Command::new(EXE)
+        .arg("ss")
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "ss {args:?}: {err}");
+    (lines(&String::from_utf8_lossy(&out.stdout)), err)
+}
+
+/// The socket of `lines` whose workload is the container `id`.
+fn of<'a>(lines: &'a [SsLine], id: &str) -> Vec<&'a SsLine> {
+    lines
+        .iter()
+        .filter(|l| {
+            l.facts
+                .workload
+                .as_ref()
+                .and_then(|w| w.container_id.as_deref())
+                == Some(id)
+        })
+        .collect()
+}
+
+#[test]
+fn containers_name_their_sockets_and_the_daemonset_sees_them() {
+    let image = std::env::var("TCPWIN_IMAGE").unwrap_or_else(|_| {
+        panic!("CONTAINER TESTS CANNOT RUN: build the image with `cargo xtask image` and set TCPWIN_IMAGE to it (`cargo xtask test` does both). Failing, not skipping.")
+    });
+    let mut p = Podman::new();
+    let bb = p.busybox();
+    let me = std::process::id();
+    let (web, client) = (format!("tcpwt-web-{me}"), format!("tcpwt-client-{me}"));
+    // the server in its own network namespace (loopback only: no container network to set up)
+    let web_id = p.run(
+        &web,
+        &[
+            "--network=none",
+            &bb,
+            "/bin/busybox",
+            "httpd",
+            "-f",
+            "-p",
+            "127.0.0.1:8080",
+            "-h",
+            "/www",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    // the client joins it and reads slowly: wget writes into a pipe nobody reads, so the
+    // connection stays open with its window closed
+    let client_id = p.run(
+        &client,
+        &[
+            &format!("--network=container:{web}"),
+            &bb,
+            "/bin/busybox",
+            "sh",
+            "-c",
+            "/bin/busybox wget -q -O - http://127.0.0.1:8080/big | /bin/busybox sleep 600",
+        ],
+    );
+    // the host's view: every namespace, the port; both ends named by their container
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let all = loop {
+        let (l, _) = ss(&["--netns", "all", "--port", "8080"]);
+        if of(&l, &web_id).len() == 1 && of(&l, &client_id).len() == 1 {
+            break l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "both ends named within 30 s: {l:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let server_end = of(&all, &web_id)[0];
+    let client_end = of(&all, &client_id)[0];
+    assert_eq!(server_end.facts.id.lport, 8080, "{server_end:?}");
+    assert_eq!(client_end.facts.id.rport, 8080, "{client_end:?}");
+    for (l, name) in [(server_end, &web), (client_end, &client)] {
+        let w = l.facts.workload.as_ref().unwrap();
+        assert_eq!(w.runtime.as_deref(), Some("podman"), "{w:?}");
+        assert_eq!(w.name.as_deref(), Some(name.as_str()), "{w:?}");
+    }
+    // the owners' pids are the containers' processes, as podman says
+    let pid_of = |name: &str| -> u32 {
+        p.ok("podman", &["inspect", "--format", "{{.State.Pid}}", name])
+            .parse()
+            .unwrap()
+    };
+    // busybox httpd forks a child per connection: the owner is the container's PID 1's child
+    let owner = server_end.facts.pid.expect("an owner");
+    let stat = std::fs::read_to_string(format!("/proc/{owner}/stat")).unwrap();
+    let ppid: u32 = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        ppid,
+        pid_of(&web),
+        "the connection's httpd is forked by web's"
+    );
+    // --pid of web's httpd covers its forked child's connection
+    let (sel, _) = ss(&["--pid", &pid_of(&web).to_string(), "--port", "8080"]);
+    assert_eq!(sel.len(), 1, "{sel:?}");
+    assert_eq!(sel[0].facts.id, server_end.facts.id);
+    // --container selects exactly its sockets: by name, and by a prefix of its id
+    let (sel, _) = ss(&["--container", &web, "--port", "8080"]);
+    assert_eq!(sel.len(), 1, "{sel:?}");
+    assert_eq!(sel[0].facts.id, server_end.facts.id);
+    let (sel, _) = ss(&["--container", &client_id[..12], "--port", "8080"]);
+    assert_eq!(sel.len(), 1, "{sel:?}");
+    assert_eq!(sel[0].facts.id, client_end.facts.id);
+    // the one-line form's owner column names the container
+    let out = Command::new(EXE)
+        .args(["ss", "--netns", "all", "--port", "8080"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("podman:{web}")), "{text}");
+    assert!(text.contains(&format!("podman:{client}")), "{text}");
+
+    // the tool's own image, with the DaemonSet's settings: the same sockets, the same names
+    let ds = daemonset();
+    eprintln!("the DaemonSet as podman flags: {ds:?}");
+    for f in [
+        "--pid=host",
+        "--network=host",
+        "--cap-add=SYS_ADMIN,SYS_PTRACE",
+        "--read-only",
+        "--security-opt=no-new-privileges",
+        "/run/netns:/run/netns:ro",
+    ] {
+        assert!(ds.iter().any(|d| d == f), "{f} in {ds:?}");
+    }
+    let mut args: Vec<&str> = vec!["run", "--rm"];
+    args.extend(ds.iter().map(String::as_str));
+    args.extend_from_slice(&[&image, "ss", "--netns", "all", "--json", "--port", "8080"]);
+    let inside = lines(&p.ok("podman", &args));
+    assert_eq!(of(&inside, &web_id).len(), 1, "{inside:?}");
+    assert_eq!(of(&inside, &client_id).len(), 1, "{inside:?}");
+    assert_eq!(
+        of(&inside, &web_id)[0]
+            .facts
+            .workload
+            .as_ref()
+            .unwrap()
+            .name
+            .as_deref(),
+        Some(web.as_str())
+    );
+    // without the host's PID namespace it says what it cannot see, and how to lift it
+    let out = p.cmd(
+        "podman",
+        &[
+            "run",
+            "--rm",
+            "--network=host",
+            "--cap-drop=all",
+            "--cap-add=SYS_ADMIN,SYS_PTRACE",
+            &image,
+            "ss",
+            "--netns",
+            "all",
+            "--port",
+            "8080",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not in the host's PID namespace") && err.contains("hostPID: true"),
+        "{err}"
+    );
+
+    // the exporter in the image, as the DaemonSet runs it, scraped: per-workload series name
+    // both containers
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let exporter = format!("tcpwt-exporter-{me}");
+    let listen = format!("127.0.0.1:{port}");
+    let mut args: Vec<&str> = ds.iter().map(String::as_str).collect();
+    args.extend_from_slice(&[
+        &image, "exporter", "--listen", &listen, "--netns", "all", "--by", "workload", "--port",
+        "8080",
+    ]);
+    p.run(&exporter, &args);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        if let Some(b) = scrape(port) {
+            if b.contains(&format!("container=\"{client}\"")) {
+                break b;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the exporter in the image did not name the containers within 30 s: {}",
+            p.ok("podman", &["logs", &exporter])
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(body.contains(&format!("container=\"{web}\"")), "{body}");
+    assert!(
+        body.contains("tcpwin_blind_spot{what=\"host_pid_namespace\"} 0"),
+        "{body}"
+    );
+}
+
+/// One plain HTTP GET of /metrics, the body; None while nothing answers.
+fn scrape(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").ok()?;
+    let mut r = String::new();
+    s.read_to_string(&mut r).ok()?;
+    Some(r.split_once("\r\n\r\n")?.1.to_string())
+}
