@@ -124,6 +124,7 @@ impl Record {
             id: self.id(),
             pid: self.pid().or(pid_override),
             comm: self.comm.clone(),
+            workload: None,
             family: if self.laddr.is_ipv6() {
                 Family::Ipv6
             } else {

@@ -31,6 +31,9 @@ pub struct EventLine {
     pub pid: Option<u32>,
     #[serde(deserialize_with = "nullable")]
     pub comm: Option<String>,
+    /// the owner's workload (container, pod or unit), where the event names its process
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::workload::Workload>,
     pub family: Family,
     /// the kernel hook that reported it
     pub hook: String,

@@ -232,8 +232,8 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
         ],
     );
     std::thread::sleep(Duration::from_millis(500));
-    // the client joins it and reads slowly: wget writes into a pipe nobody reads, so the
-    // connection stays open with its window closed
+    // the client joins it and reads slowly: wget writes into a pipe drained 16 KiB every
+    // 100 ms, so the connection stays open, its window mostly closed, wget reading in turn
     let client_id = p.run(
         &client,
         &[
@@ -242,7 +242,7 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
             "/bin/busybox",
             "sh",
             "-c",
-            "/bin/busybox wget -q -O - http://127.0.0.1:8080/big | /bin/busybox sleep 600",
+            "/bin/busybox wget -q -O - http://127.0.0.1:8080/big | while true; do /bin/busybox head -c 16384 >/dev/null; /bin/busybox sleep 0.1; done",
         ],
     );
     // the host's view: every namespace, the port; both ends named by their container
@@ -306,6 +306,34 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("podman:{web}")), "{text}");
     assert!(text.contains(&format!("podman:{client}")), "{text}");
+
+    // the live trace of the client container: wget's reads move its window, and the events
+    // its reads report (process context: wget, in the client's cgroup) name the container
+    let out = Command::new(EXE)
+        .args(["--container", &client, "--json", "--duration", "4"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v.get("event").is_some())
+        .collect();
+    let named: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["workload"]["name"] == client.as_str())
+        .collect();
+    assert!(
+        !named.is_empty(),
+        "events named by the client container: {events:?}\n{err}"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["workload"].is_null() || e["workload"]["name"] == client.as_str()),
+        "only the client's: {events:?}"
+    );
 
     // the tool's own image, with the DaemonSet's settings: the same sockets, the same names
     let ds = daemonset();

@@ -21,13 +21,18 @@ use tcpwin_model::{
     shown::{as_step, in_time_order, Directions, Fold, Folds, Next, Shown},
     timeline::{Last, Sockets},
     verdict::Side,
+    workload::Workload,
 };
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
     cli::TraceArgs,
     gather::{scope::Scope, traced::TracedVerdicts},
-    host::{kconfig, monotonic_ns, sysctl},
+    host::{
+        kconfig, monotonic_ns,
+        owner::{self, Owners, WorkloadCache},
+        sysctl,
+    },
     kernel::log::{KernelLog, LogLevel},
     kernel::{
         attach::{short_reason, Attached},
@@ -38,6 +43,20 @@ use crate::{
     },
     view,
 };
+
+/// The one workload a trace selected: the traced process's (`--pid`), or the container's or
+/// cgroup's when all its processes share one (`--container`, `--cgroup`); None otherwise.
+fn selected_workload(scope: &Scope, cache: &mut WorkloadCache) -> Option<Workload> {
+    let pids = match scope.owners()? {
+        Owners::Pid(p) => vec![p],
+        Owners::Workload(sel) => owner::members(&sel),
+    };
+    let all: Vec<Workload> = pids.into_iter().filter_map(|p| cache.of(p)).collect();
+    let first = all.first()?;
+    all.iter()
+        .all(|w| w.container_id == first.container_id && w.cgroup == first.cgroup)
+        .then(|| first.clone())
+}
 
 /// How often the ring buffer is drained (the kernel side wakes the reader only when a quarter
 /// of it is used).
@@ -58,6 +77,10 @@ struct Out {
     /// recording: a sample line per traced socket at each verdict tick
     samples: bool,
     pid: Option<u32>,
+    /// the workload of each process events name
+    workloads: WorkloadCache,
+    /// the one workload the trace selected, where it selected one (its sockets' events name it)
+    selected: Option<Workload>,
     t0_ns: u64,
     /// the latest time a text line carried: a socket's folded steps, printed after another
     /// socket's later line, carry this one (their own span is in the line)
@@ -92,8 +115,16 @@ fn emit(out: &mut Out, r: &Record, side: Option<Side>, before: Option<&Last>) ->
     if !out.shown.event(r.kind) {
         return Ok(());
     }
+    // whose: the workload of the process the event names (process context), else the one the
+    // trace selected (--pid, --container, --cgroup of one workload)
+    let workload = match r.pid() {
+        Some(p) => out.workloads.of(p),
+        None => out.selected.clone(),
+    };
     if out.json {
-        serde_json::to_writer(&mut out.w, &r.to_line(out.pid))?;
+        let mut line = r.to_line(out.pid);
+        line.workload = workload;
+        serde_json::to_writer(&mut out.w, &line)?;
         writeln!(out.w)?;
         return Ok(());
     }
@@ -111,7 +142,13 @@ fn emit(out: &mut Out, r: &Record, side: Option<Side>, before: Option<&Last>) ->
     writeln!(
         out.w,
         "{}",
-        view::text::text_line(&r, out.t0_ns, out.pid, side)
+        view::text::text_line(
+            &r,
+            out.t0_ns,
+            out.pid,
+            side,
+            workload.as_ref().map(|w| w.short()).as_deref()
+        )
     )?;
     Ok(())
 }
@@ -479,6 +516,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         writeln!(w)?;
         eprintln!("tcpwin-trace: recording to {}", p.display());
     }
+    let mut workloads = WorkloadCache::default();
     let mut session = Session {
         out: Out {
             json: args.json,
@@ -489,6 +527,8 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
             directions: Directions::default(),
             samples: record.is_some(),
             pid: scope.pid,
+            selected: selected_workload(&scope, &mut workloads),
+            workloads,
             t0_ns,
             printed_ns: 0,
             w,

@@ -97,6 +97,43 @@ pub fn members(sel: &Selector) -> Vec<u32> {
         .collect()
 }
 
+/// Workloads by process, for a trace's events: read once per process from its cgroup, the
+/// runtimes' names read again (at most once a second) when a container has none yet.
+#[derive(Default)]
+pub struct WorkloadCache {
+    by_pid: HashMap<u32, Option<Workload>>,
+    names: HashMap<String, Names>,
+    names_read: Option<std::time::Instant>,
+}
+
+impl WorkloadCache {
+    /// Processes kept at most: a long trace of short-lived processes starts afresh past it.
+    const MAX: usize = 4096;
+
+    pub fn of(&mut self, pid: u32) -> Option<Workload> {
+        if let Some(w) = self.by_pid.get(&pid) {
+            return w.clone();
+        }
+        let mut w = from_cgroup(&fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?);
+        if let Some(w) = w.as_mut().filter(|w| w.container_id.is_some()) {
+            w.name_with(&self.names);
+            let stale = self
+                .names_read
+                .is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1));
+            if w.name.is_none() && stale {
+                self.names = super::containers::names();
+                self.names_read = Some(std::time::Instant::now());
+                w.name_with(&self.names);
+            }
+        }
+        if self.by_pid.len() >= Self::MAX {
+            self.by_pid.clear();
+        }
+        self.by_pid.insert(pid, w.clone());
+        w
+    }
+}
+
 /// Whose sockets a command reads: a process and the processes it forked, or every process of
 /// a workload.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,12 +33,22 @@ pub fn direction(side: Option<Side>) -> &'static str {
 /// One grep-friendly line with the JSON's field names: the socket, the direction data flows
 /// (`side`, from [`tcpwin_model::shown::Directions`]), and the values the event is about
 /// (`prev->now` where one changed).
-pub fn text_line(r: &Record, t0_ns: u64, pid_override: Option<u32>, side: Option<Side>) -> String {
+pub fn text_line(
+    r: &Record,
+    t0_ns: u64,
+    pid_override: Option<u32>,
+    side: Option<Side>,
+    workload: Option<&str>,
+) -> String {
     let id = r.id();
     let who = match (r.pid().or(pid_override), &r.comm) {
         (Some(pid), Some(c)) => format!(" pid={pid}/{c}"),
         (Some(pid), None) => format!(" pid={pid}"),
         _ => String::new(),
+    };
+    let who = match workload.filter(|w| *w != "-") {
+        Some(w) => format!("{who} workload={w}"),
+        None => who,
     };
     let cookie = r.cookie().map(|c| format!(" sk={c:x}")).unwrap_or_default();
     format!(
