@@ -17,6 +17,9 @@ const RETRANS_MIN_SEGMENTS: u64 = 1000;
 /// Data queued to send at this share of the send buffer or more: the application is blocked on
 /// its buffer.
 const SNDBUF_FULL: f64 = 0.5;
+/// A sender the kernel counted rwnd-limited under this share of its busy time is not held by
+/// the peer's window.
+const RWND_SELDOM: f64 = 0.1;
 /// A full send buffer with at least this share of it in flight: the buffer, not pacing or the
 /// path, holds the data back.
 const SNDBUF_SENT: f64 = 0.5;
@@ -230,9 +233,16 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     // the peer's window would take at least twice what the buffer holds, or twice what it lets
     // into flight (sk_sndbuf counts memory: 512 KiB of it holds ~370 KB of payload, and a peer
     // window of 940 KB that does not bind is under twice 512 KiB)
+    let inflight = f.inflight_bytes().unwrap_or(0);
     let room = peer_window >= 2 * sndbuf
-        || f.inflight_bytes()
-            .is_some_and(|i| i > 0 && peer_window >= 2 * i);
+        || (inflight > 0 && peer_window >= 2 * inflight)
+        // the kernel's own count: the peer's window held the sender under a tenth of its busy
+        // time, and what is in flight is well under it
+        || (s
+            .chrono_share(|f| f.rwnd_limited_us)
+            .is_some_and(|x| x < RWND_SELDOM)
+            && inflight > 0
+            && (inflight as f64) < 0.8 * peer_window as f64);
     // most of what is queued is in flight: nothing waits to be sent (a sender paced or held by
     // the path or its congestion window keeps most of a full buffer unsent)
     let all_sent = f

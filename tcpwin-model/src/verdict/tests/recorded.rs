@@ -128,3 +128,21 @@ fn a_send_buffer_full_under_a_wide_peer_window_binds() {
     );
     assert!(vs.refused.is_empty(), "{:?}", vs.refused);
 }
+
+/// The same row with reno, from the proof's five runs: in flight 460 KB (318 segments) under a
+/// peer window of 772 KB (1.7 times, not 2), the buffer 89 % full, nothing unsent, the congestion
+/// window with room (814 segments), and the kernel counting the sender rwnd-limited 0 % of the
+/// interval: the peer's window does not bind, the send buffer does. It was judged
+/// `not-window-limited` at 168 Mbit/s.
+#[test]
+fn a_send_buffer_full_under_a_peer_window_that_never_held_binds() {
+    let (vr, vs) = judged(include_str!(
+        "recorded/two-limits-sndbuf-512k-20ms-300mbit-reno.json"
+    ));
+    assert_eq!(
+        (vr.limit, vs.limit),
+        (Limit::Sndbuf, Limit::Sndbuf),
+        "{vs:?}"
+    );
+    assert!(vs.refused.is_empty(), "{:?}", vs.refused);
+}
