@@ -58,6 +58,27 @@ fn get(port: u16, path: &str, accept: Option<&str>) -> (u16, String, String) {
 }
 
 /// The value of a sample line `name value`.
+/// The exporter started on `port` with `args` after `exporter --listen`, once it listens.
+fn exporter(port: u16, args: &[&str], stderr: Stdio) -> Proc {
+    let p = Proc(
+        Command::new(EXE)
+            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .stderr(stderr)
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "exporter did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    p
+}
+
 fn value(body: &str, name: &str) -> f64 {
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
@@ -110,22 +131,11 @@ fn exporter_serves_what_the_owners_read() {
     .unwrap();
     let port = free_port();
     let loaded_before = iterator_programs();
-    let mut exp = Proc(
-        Command::new(EXE)
-            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--netns", &pair.b, "--by", "workload"])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let mut exp = exporter(
+        port,
+        &["--netns", &pair.b, "--by", "workload"],
+        Stdio::piped(),
     );
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "exporter did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
     std::thread::sleep(Duration::from_millis(200));
     let (status, ctype, body) = get(port, "/metrics", None);
     assert_eq!(status, 200);
@@ -353,19 +363,7 @@ fn exporter_refuses_bad_input_in_one_sentence() {
 fn exporter_publishes_its_blind_spots() {
     require_root();
     let port = free_port();
-    let mut exp = Proc(
-        Command::new(EXE)
-            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--netns", "all", "--port", "9"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "no exporter");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut exp = exporter(port, &["--netns", "all", "--port", "9"], Stdio::null());
     let body = get(port, "/metrics", None).2;
     // ground truth: the host's PID namespace is the kernel's initial one (PROC_PID_INIT_INO)
     let ino = |p: &str| std::fs::metadata(p).ok().map(|m| m.ino());
@@ -672,19 +670,11 @@ fn closed_connections_keep_their_chrono_times() {
     require_root();
     let pair = Pair::create(&format!("tcpwt-clo-{}", std::process::id()), 1500).unwrap();
     let port = free_port();
-    let _exp = Proc(
-        Command::new(EXE)
-            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--netns", &pair.b, "--packet-histogram", "--top", "3"])
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
+    let _exp = exporter(
+        port,
+        &["--netns", &pair.b, "--packet-histogram", "--top", "3"],
+        Stdio::inherit(),
     );
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "no exporter");
-        std::thread::sleep(Duration::from_millis(50));
-    }
     let before = get(port, "/metrics", None).2;
     let total = |body: &str, n: &str| value(body, &format!("{n}_total"));
     // in the namespace: 4 connections whose receiver (a 16 KiB buffer) waits 300 ms before
