@@ -410,7 +410,7 @@ fn prometheus_scrapes_the_exporter() {
     let _exp = Proc(
         Command::new(EXE)
             .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--netns", &pair.b, "--top", "5"])
+            .args(["--netns", &pair.b, "--top", "5", "--by", "workload"])
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
