@@ -455,6 +455,11 @@ pub struct ExporterArgs {
     /// scraping at once read the sockets once); 0 reads at every scrape
     #[arg(long, value_name = "MS", default_value_t = 250)]
     pub fresh_ms: u64,
+    /// TLS and basic auth, from a file in the format Prometheus exporters share (as
+    /// node_exporter's): `tls_server_config: {cert_file, key_file, min_version}` and
+    /// `basic_auth_users: {USER: BCRYPT_HASH}`; a key it does not implement is refused by name
+    #[arg(long = "web.config.file", value_name = "PATH")]
+    pub web_config_file: Option<PathBuf>,
     #[command(flatten)]
     pub kernel: KernelArgs,
 }

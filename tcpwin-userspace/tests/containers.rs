@@ -69,12 +69,15 @@ fn daemonset() -> Vec<String> {
             continue;
         };
         let ro = after(i, "readOnly: ").as_deref() == Some("true");
-        let host = lines
+        // a hostPath volume (a Secret's, the web config, is the test's own to give)
+        let Some(host) = lines
             .iter()
             .enumerate()
             .filter(|(_, v)| **v == format!("- name: {name}"))
             .find_map(|(j, _)| after(j, "path: "))
-            .unwrap_or_else(|| panic!("the hostPath of {name}"));
+        else {
+            continue;
+        };
         if std::path::Path::new(&host).exists() {
             flags.push("-v".into());
             flags.push(format!("{host}:{mount}{}", if ro { ":ro" } else { "" }));
@@ -395,22 +398,85 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     };
     let exporter = format!("tcpwt-exporter-{me}");
     let listen = format!("127.0.0.1:{port}");
+    // the Secret the DaemonSet mounts at /etc/tcpwin-trace: web.yml, tls.crt, tls.key
+    let secret = p.dir.join("web");
+    std::fs::create_dir_all(&secret).unwrap();
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=tcpwin-trace",
+            "-addext",
+            "subjectAltName=DNS:tcpwin-trace",
+            "-keyout",
+            "tls.key",
+            "-out",
+            "tls.crt",
+        ])
+        .current_dir(&secret)
+        .output()
+        .expect("openssl");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    std::fs::write(
+        secret.join("web.yml"),
+        format!(
+            "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\nbasic_auth_users:\n  prometheus: '{}'\n",
+            bcrypt::hash("s3cret", 6).unwrap()
+        ),
+    )
+    .unwrap();
+    let mount = format!("{}:/etc/tcpwin-trace:ro", secret.display());
     let mut args: Vec<&str> = ds.iter().map(String::as_str).collect();
     args.extend_from_slice(&[
-        &image, "exporter", "--listen", &listen, "--netns", "all", "--by", "workload", "--port",
+        "-v",
+        &mount,
+        &image,
+        "exporter",
+        "--listen",
+        &listen,
+        "--netns",
+        "all",
+        "--by",
+        "workload",
+        "--port",
         "8080",
+        "--web.config.file",
+        "/etc/tcpwin-trace/web.yml",
     ]);
     p.run(&exporter, &args);
+    // scraped as the ServiceMonitor does: TLS to the name the certificate carries, basic auth
+    let ca = secret.join("tls.crt");
+    let curl = |user: &str| {
+        Command::new("curl")
+            .args(["-sS", "--max-time", "5", "--cacert", ca.to_str().unwrap()])
+            .args(["--resolve", &format!("tcpwin-trace:{port}:127.0.0.1")])
+            .args(["-u", user, "-w", "\n%{http_code}"])
+            .arg(format!("https://tcpwin-trace:{port}/metrics"))
+            .output()
+            .expect("curl")
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     let body = loop {
-        if let Some(b) = scrape(port) {
-            if b.contains(&format!("container=\"{client}\"")) {
-                break b;
-            }
+        let out = curl("prometheus:s3cret");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.ends_with("\n200") && text.contains(&format!("container=\"{client}\"")) {
+            break text;
         }
         assert!(
             Instant::now() < deadline,
-            "the exporter in the image did not name the containers within 30 s: {}",
+            "the exporter in the image did not name the containers within 30 s: {text} {}",
             p.ok("podman", &["logs", &exporter])
         );
         std::thread::sleep(Duration::from_millis(500));
@@ -419,6 +485,13 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     assert!(
         body.contains("tcpwin_blind_spot{what=\"host_pid_namespace\"} 0"),
         "{body}"
+    );
+    // a wrong password is refused; plain HTTP gets no HTTP answer
+    let refused = String::from_utf8_lossy(&curl("prometheus:guess").stdout).into_owned();
+    assert!(refused.ends_with("\n401"), "{refused}");
+    assert!(
+        scrape(port).is_none(),
+        "plain HTTP answered on the TLS port"
     );
 }
 

@@ -792,3 +792,156 @@ fn closed_connections_keep_their_chrono_times() {
         "the sender to {server_port} is not among --top:\n{live}\n(the scrape a second before:)\n{first}"
     );
 }
+
+/// `--web.config.file` (the exporters' shared format): a real Prometheus scrapes over TLS with
+/// basic auth (its `tls_config` trusting the test's certificate); the same without credentials,
+/// with a wrong password, or over plain HTTP gets nothing (`up` 0); a wrong password is a 401.
+#[test]
+fn prometheus_scrapes_over_tls_with_basic_auth() {
+    require_root();
+    let dir = std::env::temp_dir().join(format!("tcpwt-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-keyout",
+            "key.pem",
+            "-out",
+            "cert.pem",
+            "-days",
+            "2",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .current_dir(&dir)
+        .output()
+        .expect("openssl (apt-get install openssl)");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let hash = bcrypt::hash("s3cret", 6).unwrap();
+    // relative paths: from the config file's directory
+    std::fs::write(
+        dir.join("web.yml"),
+        format!("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prometheus: '{hash}'\n"),
+    )
+    .unwrap();
+    let (port, prom_port) = (free_port(), free_port());
+    let web = dir.join("web.yml");
+    let mut exp = exporter(
+        port,
+        &["--web.config.file", web.to_str().unwrap(), "--port", "9"],
+        Stdio::piped(),
+    );
+    // plain HTTP to the TLS port: no HTTP answer
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut r = Vec::new();
+    let _ = s.read_to_end(&mut r);
+    assert!(
+        !r.starts_with(b"HTTP/1."),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+    let ca = dir.join("cert.pem");
+    let job = |name: &str, scheme: &str, auth: &str| {
+        format!(
+            "  - job_name: {name}\n    scheme: {scheme}\n    tls_config:\n      ca_file: {}\n{auth}    static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
+            ca.display()
+        )
+    };
+    let auth =
+        |p: &str| format!("    basic_auth:\n      username: prometheus\n      password: {p}\n");
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n{}{}{}{}",
+            job("tcpwin", "https", &auth("s3cret")),
+            job("noauth", "https", ""),
+            job("wrong", "https", &auth("guess")),
+            job("plain", "http", &auth("s3cret")),
+        ),
+    )
+    .unwrap();
+    let _prom = Proc(
+        Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (apt-get install prometheus)"),
+    );
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", prom_port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "prometheus did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let up = |job: &str| -> Option<f64> {
+        let (status, _, body) = get(
+            prom_port,
+            &format!(
+                "/api/v1/query?query={}",
+                urlencode(&format!("up{{job=\"{job}\"}}"))
+            ),
+            None,
+        );
+        if status != 200 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    };
+    let want = [
+        ("tcpwin", 1.0),
+        ("noauth", 0.0),
+        ("wrong", 0.0),
+        ("plain", 0.0),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got: Vec<Option<f64>> = want.iter().map(|(j, _)| up(j)).collect();
+        if got.iter().zip(&want).all(|(g, (_, w))| *g == Some(*w)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "up by job within 60 s: {got:?} (want {want:?})"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // the scraped job carries the exporter's own series
+    let (_, _, body) = get(
+        prom_port,
+        &format!(
+            "/api/v1/query?query={}",
+            urlencode("tcpwin_build_info{job=\"tcpwin\"}")
+        ),
+        None,
+    );
+    assert!(body.contains("\"version\""), "{body}");
+    let _ = exp.kill();
+    let _ = std::fs::remove_dir_all(&dir);
+}

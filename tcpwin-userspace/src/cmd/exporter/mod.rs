@@ -1,13 +1,15 @@
 //! `tcpwin-trace exporter`: the sockets' window facts and verdicts for Prometheus. Every scrape
 //! reads a snapshot through the socket iterator (loaded once); nothing runs per packet. Verdicts
 //! are taken over the time since the previous scrape.
+mod https;
 use std::time::Duration;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
 use tcpwin_model::{
     judge::Judge,
     metrics::{keep_top, Counters, Scrape, TopSocket},
+    webconfig::{self, WebConfig},
 };
 
 use crate::{
@@ -181,24 +183,6 @@ impl Shared {
     }
 }
 
-fn respond_bytes(req: tiny_http::Request, code: u16, ctype: &str, body: Bytes) {
-    let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes())
-        .expect("a valid header");
-    let len = body.len();
-    // a client gone mid-response is its business, not the exporter's
-    let _ = req.respond(tiny_http::Response::new(
-        tiny_http::StatusCode(code),
-        vec![header],
-        std::io::Cursor::new(body),
-        Some(len),
-        None,
-    ));
-}
-
-fn respond(req: tiny_http::Request, code: u16, ctype: &str, body: String) {
-    respond_bytes(req, code, ctype, Bytes::from(body))
-}
-
 pub fn run(args: ExporterArgs) -> Result<()> {
     args.kernel.validate()?;
     let scope = args.sockets.scope()?;
@@ -218,11 +202,39 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     // SAFETY: malloc_trim only releases free heap memory to the kernel.
     unsafe { libc::malloc_trim(0) };
     install_stop_handler();
-    let server = tiny_http::Server::http(args.listen)
-        .map_err(|e| anyhow!("cannot listen on {}: {e}", args.listen))?;
+    // TLS and basic auth from the web config (as node_exporter's --web.config.file)
+    let web = match &args.web_config_file {
+        Some(p) => webconfig::load(p)?,
+        None => WebConfig::default(),
+    };
+    let mut server = match &web.tls_server_config {
+        Some(t) => Server::Https(https::Https::bind(
+            args.listen,
+            https::server_config(t).with_context(|| {
+                format!(
+                    "--web.config.file {}",
+                    args.web_config_file.as_ref().expect("a file").display()
+                )
+            })?,
+        )?),
+        None => Server::Http(
+            tiny_http::Server::http(args.listen)
+                .map_err(|e| anyhow!("cannot listen on {}: {e}", args.listen))?,
+        ),
+    };
     eprintln!(
-        "tcpwin-trace: exporter serving http://{}/metrics (sockets from the {})",
+        "tcpwin-trace: exporter serving {}://{}/metrics{} (sockets from the {})",
+        if web.tls_server_config.is_some() {
+            "https"
+        } else {
+            "http"
+        },
         args.listen,
+        if web.basic_auth_users.is_empty() {
+            ""
+        } else {
+            ", basic auth"
+        },
         src.name()
     );
     let mut scraper = Scraper {
@@ -247,45 +259,188 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     };
     let fresh = Duration::from_millis(scraper.args.fresh_ms);
     let mut shared = Shared::default();
+    let mut passed = Passed::default();
     loop {
         if wait_or_stop(Duration::ZERO) {
             eprintln!("tcpwin-trace: exporter stopped");
             return Ok(());
         }
-        let req = match server.recv_timeout(Duration::from_millis(200)) {
-            Ok(Some(r)) => r,
-            Ok(None) => continue,
-            Err(e) => {
-                eprintln!("tcpwin-trace: exporter: {e}");
-                continue;
-            }
-        };
-        if *req.method() != tiny_http::Method::Get {
-            respond(req, 405, "text/plain", "only GET\n".into());
+        let Some(req) = server.recv(Duration::from_millis(200)) else {
             continue;
-        }
-        if req.url().split('?').next() != Some("/metrics") {
-            respond(
-                req,
-                404,
+        };
+        let asked = req.asked();
+        if !passed.allows(&web, asked.authorization.as_deref()) {
+            req.respond(
+                401,
                 "text/plain",
-                "tcpwin-trace: see /metrics\n".into(),
+                Bytes::from_static(b"tcpwin-trace: basic auth required\n"),
+                &[("WWW-Authenticate", "Basic realm=\"tcpwin-trace\"")],
             );
             continue;
         }
-        let accept = req
-            .headers()
-            .iter()
-            .find(|h| h.field.equiv("Accept"))
-            .map(|h| h.value.as_str().to_string());
-        let ctype = openmetrics::content_type(accept.as_deref());
+        if !asked.get {
+            req.respond(405, "text/plain", Bytes::from_static(b"only GET\n"), &[]);
+            continue;
+        }
+        if asked.path.split('?').next() != Some("/metrics") {
+            req.respond(
+                404,
+                "text/plain",
+                Bytes::from_static(b"tcpwin-trace: see /metrics\n"),
+                &[],
+            );
+            continue;
+        }
+        let ctype = openmetrics::content_type(asked.accept.as_deref());
         let body = shared.get(ctype, fresh, || {
             Bytes::from(scraper.scrape(ctype.contains("openmetrics")))
         });
-        respond_bytes(req, 200, ctype, body);
+        req.respond(200, ctype, body, &[]);
         // a scrape of many sockets allocates megabytes for a moment: return them between
         // scrapes, or glibc keeps the high-water mark resident
         // SAFETY: malloc_trim only releases free heap memory to the kernel.
         unsafe { libc::malloc_trim(0) };
+    }
+}
+
+/// What a request asks, from either server.
+pub(crate) struct Asked {
+    get: bool,
+    path: String,
+    accept: Option<String>,
+    authorization: Option<String>,
+}
+
+impl Asked {
+    /// From a request head's text (the TLS server's own reading).
+    fn parse(head: &str) -> Option<Asked> {
+        let mut lines = head.split("\r\n");
+        let mut first = lines.next()?.split(' ');
+        let (method, path) = (first.next()?, first.next()?);
+        let header = |name: &str| {
+            head.split("\r\n").skip(1).find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| v.trim().to_string())
+            })
+        };
+        Some(Asked {
+            get: method == "GET",
+            path: path.to_string(),
+            accept: header("Accept"),
+            authorization: header("Authorization"),
+        })
+    }
+}
+
+/// The plain server (tiny_http) or the TLS one.
+enum Server {
+    Http(tiny_http::Server),
+    Https(https::Https),
+}
+
+/// One request, answered on the server it came from.
+enum Req {
+    Http(tiny_http::Request),
+    Https(Box<https::Conn>),
+}
+
+impl Server {
+    fn recv(&mut self, wait: Duration) -> Option<Req> {
+        match self {
+            Server::Http(s) => match s.recv_timeout(wait) {
+                Ok(r) => r.map(Req::Http),
+                Err(e) => {
+                    eprintln!("tcpwin-trace: exporter: {e}");
+                    None
+                }
+            },
+            Server::Https(s) => s.recv(wait).map(|c| Req::Https(Box::new(c))),
+        }
+    }
+}
+
+impl Req {
+    fn asked(&self) -> Asked {
+        match self {
+            Req::Http(r) => {
+                let header = |name: &'static str| {
+                    r.headers()
+                        .iter()
+                        .find(|h| h.field.equiv(name))
+                        .map(|h| h.value.as_str().to_string())
+                };
+                Asked {
+                    get: *r.method() == tiny_http::Method::Get,
+                    path: r.url().to_string(),
+                    accept: header("Accept"),
+                    authorization: header("Authorization"),
+                }
+            }
+            Req::Https(c) => Asked {
+                get: c.asked.get,
+                path: c.asked.path.clone(),
+                accept: c.asked.accept.clone(),
+                authorization: c.asked.authorization.clone(),
+            },
+        }
+    }
+
+    fn respond(self, code: u16, ctype: &str, body: Bytes, extra: &[(&str, &str)]) {
+        match self {
+            Req::Http(r) => {
+                let mut headers =
+                    vec![
+                        tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes())
+                            .expect("a valid header"),
+                    ];
+                for (k, v) in extra {
+                    headers.push(
+                        tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes())
+                            .expect("a valid header"),
+                    );
+                }
+                let len = body.len();
+                // a client gone mid-response is its business, not the exporter's
+                let _ = r.respond(tiny_http::Response::new(
+                    tiny_http::StatusCode(code),
+                    headers,
+                    std::io::Cursor::new(body),
+                    Some(len),
+                    None,
+                ));
+            }
+            Req::Https(c) => c.respond(code, ctype, &body, extra),
+        }
+    }
+}
+
+/// Authorization headers that passed: bcrypt is slow on purpose (tens of ms a check), and a
+/// Prometheus sends the same header at every scrape.
+#[derive(Default)]
+struct Passed(std::collections::HashSet<String>);
+
+impl Passed {
+    const MAX: usize = 64;
+
+    fn allows(&mut self, web: &WebConfig, authorization: Option<&str>) -> bool {
+        if web.basic_auth_users.is_empty() {
+            return true;
+        }
+        let Some(a) = authorization else {
+            return false;
+        };
+        if self.0.contains(a) {
+            return true;
+        }
+        let ok = web.allows(Some(a));
+        if ok {
+            if self.0.len() >= Self::MAX {
+                self.0.clear();
+            }
+            self.0.insert(a.to_string());
+        }
+        ok
     }
 }
