@@ -389,6 +389,29 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
         err.contains("not in the host's PID namespace") && err.contains("hostPID: true"),
         "{err}"
     );
+    // without CAP_SYS_PTRACE no socket has an owner: it says so, with the capability to add
+    let out = p.cmd(
+        "podman",
+        &[
+            "run",
+            "--rm",
+            "--pid=host",
+            "--network=host",
+            "--cap-drop=all",
+            "--cap-add=SYS_ADMIN",
+            &image,
+            "ss",
+            "--netns",
+            "all",
+            "--port",
+            "8080",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no CAP_SYS_PTRACE") && err.contains("--cap-add SYS_PTRACE"),
+        "{err}"
+    );
 
     // the exporter in the image, as the DaemonSet runs it, scraped: per-workload series name
     // both containers

@@ -378,6 +378,12 @@ fn exporter_publishes_its_blind_spots() {
         (ino("/proc/self/ns/mnt"), ino("/proc/1/ns/mnt")),
         (Some(a), Some(b)) if a != b
     );
+    // this test runs with every capability: the sockets' owners can be read
+    assert_eq!(
+        value(&body, "tcpwin_blind_spot{what=\"process_owners\"}"),
+        0.0,
+        "{body}"
+    );
     let named = std::fs::read_dir("/run/netns").is_ok_and(|mut d| d.next().is_some());
     assert_eq!(
         value(&body, "tcpwin_blind_spot{what=\"host_run_netns\"}"),

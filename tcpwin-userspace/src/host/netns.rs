@@ -160,20 +160,31 @@ const HOST_PID_NS: u64 = 0xEFFF_FFFC;
 /// lifts it: `pid_ns` the caller's PID namespace inode, `own_mounts` whether the caller's mount
 /// namespace is not the host's (PID 1's: a container's), `named` whether `/run/netns` lists any.
 pub fn blind_spots(pid_ns: Option<u64>, own_mounts: bool, named: bool) -> Vec<String> {
-    blind_spot_kinds(pid_ns, own_mounts, named)
+    blind_spot_kinds(pid_ns, own_mounts, named, None)
         .into_iter()
         .filter_map(|(_, b)| b)
         .collect()
 }
 
-/// The kinds of blind spot `--netns all` can have (`host_pid_namespace`, `host_run_netns`), each
-/// with its sentence where it is one here (the exporter's `tcpwin_blind_spot{what}`).
+/// `CAP_SYS_PTRACE` in a capability set: reading other processes' fds (a socket's owner).
+const CAP_SYS_PTRACE: u64 = 1 << 19;
+
+/// The kinds of blind spot `--netns all` can have (`host_pid_namespace`, `host_run_netns`,
+/// `process_owners`), each with its sentence where it is one here (the exporter's
+/// `tcpwin_blind_spot{what}`); `cap_eff` the effective capabilities (None: unknown).
 pub fn blind_spot_kinds(
     pid_ns: Option<u64>,
     own_mounts: bool,
     named: bool,
+    cap_eff: Option<u64>,
 ) -> Vec<(&'static str, Option<String>)> {
     vec![
+        (
+            "process_owners",
+            cap_eff.filter(|c| c & CAP_SYS_PTRACE == 0).map(|_| {
+                "no CAP_SYS_PTRACE: other processes' file descriptors cannot be read, so their sockets have no owner, workload or container (and --pid, --container, --cgroup find none of them); add it (Kubernetes: capabilities.add: [SYS_PTRACE]; podman or docker: --cap-add SYS_PTRACE)".to_string()
+            }),
+        ),
         (
             "host_pid_namespace",
             pid_ns.filter(|ns| *ns != HOST_PID_NS).map(|ns| format!(
@@ -206,7 +217,14 @@ pub fn blind_spot_kinds_here() -> Vec<(&'static str, Option<String>)> {
         (Some(a), Some(b)) => a != b,
         _ => false,
     };
-    blind_spot_kinds(pid_ns, own_mounts, !named().is_empty())
+    let cap_eff = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        });
+    blind_spot_kinds(pid_ns, own_mounts, !named().is_empty(), cap_eff)
 }
 
 /// Inside a namespace until dropped.
@@ -289,10 +307,14 @@ mod tests {
         assert_eq!(privileged.len(), 1);
         assert!(blind_spots(Some(HOST_PID_NS), true, true).is_empty());
         // every kind named, each with its sentence where it is one
-        let k = blind_spot_kinds(Some(4026532500), false, false);
-        assert_eq!(k[0].0, "host_pid_namespace");
-        assert!(k[0].1.is_some());
-        assert_eq!((k[1].0, k[1].1.is_some()), ("host_run_netns", false));
+        let k = blind_spot_kinds(Some(4026532500), false, false, Some(!0));
+        assert_eq!((k[0].0, k[0].1.is_some()), ("process_owners", false));
+        assert_eq!(k[1].0, "host_pid_namespace");
+        assert!(k[1].1.is_some());
+        assert_eq!((k[2].0, k[2].1.is_some()), ("host_run_netns", false));
+        // SYS_ADMIN alone (as measured in a container): no owners, said with the fix
+        let k = blind_spot_kinds(Some(HOST_PID_NS), false, true, Some(1 << 21));
+        assert!(k[0].1.as_deref().unwrap().contains("--cap-add SYS_PTRACE"));
     }
 
     /// A file under /run/netns that `ip netns add` has not bound a namespace on yet (mode 0,
