@@ -8,10 +8,12 @@
 //! - `endpoints`: the built-in receiver and sender, reporting the kernel's view of each
 //!   connection from the owning process (the ground truth);
 //! - `sysctl`: global sysctls set for an experiment and restored;
-//! - `harness`: the tracer and the endpoints as child processes, bounded waits, Ctrl-C.
+//! - `harness`: the tracer and the endpoints as child processes, bounded waits, Ctrl-C;
+//! - `pty`: a pseudo-terminal for the tests of full-screen commands.
 pub mod apps;
 pub mod delay;
 pub mod endpoints;
 pub mod harness;
 pub mod netns;
+pub mod pty;
 pub mod sysctl;

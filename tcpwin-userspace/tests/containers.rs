@@ -310,6 +310,17 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     assert!(text.contains(&format!("podman:{web}")), "{text}");
     assert!(text.contains(&format!("podman:{client}")), "{text}");
 
+    // top names them too: a wide terminal shows each row's owner and its workload
+    let term = tcpwin_lab::pty::pty(200, 40);
+    let mut top = term.spawn(
+        EXE,
+        &["top", "--netns", "all", "--port", "8080", "-i", "500"],
+    );
+    term.wait_for(&format!("podman:{web}"), 30);
+    term.wait_for(&format!("podman:{client}"), 30);
+    let _ = top.kill();
+    let _ = top.wait();
+
     // the live trace of the client container: wget's reads move its window, and the events
     // its reads report (process context: wget, in the client's cgroup) name the container
     let out = Command::new(EXE)

@@ -3,60 +3,16 @@
 //! refuses a terminal smaller than 80x24 in one sentence, also restored. Needs root (it loads
 //! the socket iterator): fails, never skips.
 use std::{
-    io::{Read, Write},
-    os::fd::{AsRawFd, FromRawFd, OwnedFd},
-    os::unix::process::CommandExt,
-    process::{Command, Stdio},
-    sync::{Arc, Mutex},
+    io::Write,
+    os::fd::AsRawFd,
     time::{Duration, Instant},
 };
-use tcpwin_lab::harness::{programs_named, programs_named_settled, Proc};
+use tcpwin_lab::{
+    harness::{programs_named, programs_named_settled, Proc},
+    pty::{pty, pty_read, Pty},
+};
 
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
-
-struct Pty {
-    master: std::fs::File,
-    slave: OwnedFd,
-    out: Arc<Mutex<Vec<u8>>>,
-}
-
-fn pty(cols: u16, rows: u16) -> Pty {
-    pty_read(cols, rows, true)
-}
-
-/// `read`: whether anything reads what the program writes (false: a stalled terminal).
-fn pty_read(cols: u16, rows: u16, read: bool) -> Pty {
-    let (mut m, mut s) = (0, 0);
-    let ws = libc::winsize {
-        ws_row: rows,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: openpty writes two fds; the winsize is read.
-    let rc = unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), &ws) };
-    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: fresh fds from openpty, owned from here on.
-    let (master, slave) = unsafe { (std::fs::File::from_raw_fd(m), OwnedFd::from_raw_fd(s)) };
-    let out = Arc::new(Mutex::new(Vec::new()));
-    let mut r = master.try_clone().unwrap();
-    let sink = out.clone();
-    std::thread::spawn(move || {
-        if !read {
-            // hold the master open, read nothing
-            std::thread::sleep(Duration::from_secs(60));
-            return;
-        }
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = r.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().unwrap().extend_from_slice(&buf[..n]);
-        }
-    });
-    Pty { master, slave, out }
-}
 
 /// Killed on drop: a failing assertion leaves no `top` behind.
 fn spawn_top(p: &Pty) -> Proc {
@@ -64,39 +20,13 @@ fn spawn_top(p: &Pty) -> Proc {
 }
 
 fn spawn_top_with(p: &Pty, extra: &[&str]) -> Proc {
-    let fd = |p: &Pty| Stdio::from(p.slave.try_clone().unwrap());
-    let mut cmd = Command::new(EXE);
-    cmd.args(["top", "--port", "1", "-i", "200"])
-        .args(extra)
-        .stdin(fd(p))
-        .stdout(fd(p))
-        .stderr(fd(p))
-        .env("TERM", "xterm-256color");
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    Proc(cmd.spawn().expect("tcpwin-trace top starts"))
+    let mut args = vec!["top", "--port", "1", "-i", "200"];
+    args.extend_from_slice(extra);
+    p.spawn(EXE, &args)
 }
 
 fn wait_for(p: &Pty, needle: &str, secs: u64) -> String {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let text = String::from_utf8_lossy(&p.out.lock().unwrap()).into_owned();
-        if text.contains(needle) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {needle:?} within {secs} s:\n{text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    p.wait_for(needle, secs)
 }
 
 fn wait_exit(c: &mut Proc) -> std::process::ExitStatus {

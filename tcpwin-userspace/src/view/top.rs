@@ -192,8 +192,14 @@ fn draw_table(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
     let mut head = vec!["socket"];
     let mut widths = vec![Constraint::Length(if wide { 34 } else { 24 })];
     if wide {
-        head.push("pid/comm");
-        widths.push(Constraint::Length(12));
+        // with containers on the host, the owner names its workload too
+        let workloads = visible.iter().any(|r| r.workload.is_some());
+        head.push(if workloads {
+            "pid/comm workload"
+        } else {
+            "pid/comm"
+        });
+        widths.push(Constraint::Length(if workloads { 40 } else { 12 }));
     }
     head.extend(["rate", "rtt", "wnd", "ceil", "ratio"]);
     widths.extend([
