@@ -551,6 +551,38 @@ pub fn programs_named_settled(names: &[&str], at_most: usize) -> Result<usize> {
     settled(|| programs_named(names), |n| *n <= at_most)
 }
 
+/// A self-signed certificate and its key (`tls.crt`, `tls.key`, P-256) in `dir`, for `san`
+/// (`IP:127.0.0.1`, `DNS:tcpwin-trace`): what an operator makes with openssl for a TLS exporter.
+pub fn self_signed(dir: &Path, san: &str) {
+    let cn = san.split_once(':').map_or(san, |(_, v)| v);
+    let out = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args([
+            "-nodes", "-days", "2", "-keyout", "tls.key", "-out", "tls.crt",
+        ])
+        .args([
+            "-subj",
+            &format!("/CN={cn}"),
+            "-addext",
+            &format!("subjectAltName={san}"),
+        ])
+        .current_dir(dir)
+        .output()
+        .expect("openssl (apt-get install openssl)");
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

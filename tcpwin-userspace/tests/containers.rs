@@ -378,47 +378,20 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
             .as_deref(),
         Some(web.as_str())
     );
-    // without the host's PID namespace it says what it cannot see, and how to lift it
-    let out = p.cmd(
-        "podman",
-        &[
-            "run",
-            "--rm",
-            "--network=host",
-            "--cap-drop=all",
-            "--cap-add=SYS_ADMIN,SYS_PTRACE",
-            &image,
-            "ss",
-            "--netns",
-            "all",
-            "--port",
-            "8080",
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
+    // without the host's PID namespace, or without CAP_SYS_PTRACE, it says what it cannot see,
+    // and how to lift it
+    let said = |flags: &[&str]| {
+        let mut a = vec!["run", "--rm", "--network=host", "--cap-drop=all"];
+        a.extend_from_slice(flags);
+        a.extend_from_slice(&[&image, "ss", "--netns", "all", "--port", "8080"]);
+        String::from_utf8_lossy(&p.cmd("podman", &a).stderr).into_owned()
+    };
+    let err = said(&["--cap-add=SYS_ADMIN,SYS_PTRACE"]);
     assert!(
         err.contains("not in the host's PID namespace") && err.contains("hostPID: true"),
         "{err}"
     );
-    // without CAP_SYS_PTRACE no socket has an owner: it says so, with the capability to add
-    let out = p.cmd(
-        "podman",
-        &[
-            "run",
-            "--rm",
-            "--pid=host",
-            "--network=host",
-            "--cap-drop=all",
-            "--cap-add=SYS_ADMIN",
-            &image,
-            "ss",
-            "--netns",
-            "all",
-            "--port",
-            "8080",
-        ],
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = said(&["--pid=host", "--cap-add=SYS_ADMIN"]);
     assert!(
         err.contains("no CAP_SYS_PTRACE") && err.contains("--cap-add SYS_PTRACE"),
         "{err}"
@@ -435,34 +408,7 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     // the Secret the DaemonSet mounts at /etc/tcpwin-trace: web.yml, tls.crt, tls.key
     let secret = p.dir.join("web");
     std::fs::create_dir_all(&secret).unwrap();
-    let made = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=tcpwin-trace",
-            "-addext",
-            "subjectAltName=DNS:tcpwin-trace",
-            "-keyout",
-            "tls.key",
-            "-out",
-            "tls.crt",
-        ])
-        .current_dir(&secret)
-        .output()
-        .expect("openssl");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    tcpwin_lab::harness::self_signed(&secret, "DNS:tcpwin-trace");
     std::fs::write(
         secret.join("web.yml"),
         format!(

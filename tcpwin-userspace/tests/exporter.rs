@@ -79,6 +79,35 @@ fn exporter(port: u16, args: &[&str], stderr: Stdio) -> Proc {
     p
 }
 
+/// A real Prometheus with `dir/prometheus.yml`, its data in `dir/data`, once it listens.
+fn prometheus(dir: &std::path::Path, port: u16) -> Proc {
+    let p = Proc(
+        Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (apt-get install prometheus)"),
+    );
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "prometheus did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    p
+}
+
 fn value(body: &str, name: &str) -> f64 {
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
@@ -432,22 +461,7 @@ fn prometheus_scrapes_the_exporter() {
         ),
     )
     .unwrap();
-    let _prom = Proc(
-        Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus (apt-get install prometheus)"),
-    );
+    let _prom = prometheus(&dir, prom_port);
     // three connections held open in the namespace (six sockets), made after the exporter started
     let ns = pair.b.clone();
     let held: Vec<TcpStream> = in_netns(&ns, move || {
@@ -808,39 +822,12 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
     let dir = std::env::temp_dir().join(format!("tcpwt-tls-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let ok = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-keyout",
-            "key.pem",
-            "-out",
-            "cert.pem",
-            "-days",
-            "2",
-            "-nodes",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        .current_dir(&dir)
-        .output()
-        .expect("openssl (apt-get install openssl)");
-    assert!(
-        ok.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    tcpwin_lab::harness::self_signed(&dir, "IP:127.0.0.1");
     let hash = bcrypt::hash("s3cret", 6).unwrap();
     // relative paths: from the config file's directory
     std::fs::write(
         dir.join("web.yml"),
-        format!("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prometheus: '{hash}'\n"),
+        format!("tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\nbasic_auth_users:\n  prometheus: '{hash}'\n"),
     )
     .unwrap();
     let (port, prom_port) = (free_port(), free_port());
@@ -861,7 +848,7 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
         "{}",
         String::from_utf8_lossy(&r)
     );
-    let ca = dir.join("cert.pem");
+    let ca = dir.join("tls.crt");
     let job = |name: &str, scheme: &str, auth: &str| {
         format!(
             "  - job_name: {name}\n    scheme: {scheme}\n    tls_config:\n      ca_file: {}\n{auth}    static_configs:\n      - targets: ['127.0.0.1:{port}']\n",
@@ -881,30 +868,7 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
         ),
     )
     .unwrap();
-    let _prom = Proc(
-        Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus (apt-get install prometheus)"),
-    );
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", prom_port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "prometheus did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let _prom = prometheus(&dir, prom_port);
     let up = |job: &str| -> Option<f64> {
         let (status, _, body) = get(
             prom_port,
