@@ -145,4 +145,16 @@ fn a_send_buffer_full_under_a_peer_window_that_never_held_binds() {
         "{vs:?}"
     );
     assert!(vs.refused.is_empty(), "{:?}", vs.refused);
+    // the proof's two other reno runs whose loop stayed open the same way
+    for json in [
+        include_str!("recorded/two-limits-sndbuf-512k-20ms-300mbit-reno-run2.json"),
+        include_str!("recorded/two-limits-sndbuf-512k-20ms-300mbit-reno-run5.json"),
+    ] {
+        let (vr, vs) = judged(json);
+        assert_eq!(
+            (vr.limit, vs.limit),
+            (Limit::Sndbuf, Limit::Sndbuf),
+            "{vs:?}"
+        );
+    }
 }
