@@ -114,9 +114,8 @@ impl WorkloadCache {
         if let Some(w) = self.by_pid.get(&pid) {
             return w.clone();
         }
-        let mut w = from_cgroup(&fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?);
+        let mut w = workload_of(pid, &self.names);
         if let Some(w) = w.as_mut().filter(|w| w.container_id.is_some()) {
-            w.name_with(&self.names);
             let stale = self
                 .names_read
                 .is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1));
@@ -149,16 +148,13 @@ impl Owners {
         match self {
             Owners::Pid(pid) => scan(*pid),
             Owners::Workload(sel) => {
+                // every member holds its own fds (its forked children are members too); the
+                // listeners are those of the first member this caller can read (a process may
+                // end meanwhile, or be beyond reach: PID 1 of a sandbox)
                 let m = members(sel);
-                // the first member this caller can read (a process may end meanwhile, or be
-                // beyond reach: PID 1 of a sandbox)
-                let Some(mut own) = m.iter().find_map(|p| scan(*p).ok()) else {
-                    bail!("--{}: no process runs in it now", sel.describe());
-                };
-                for p in &m {
-                    own.inodes.extend(socket_inodes(*p));
-                }
-                Ok(own)
+                m.iter()
+                    .find_map(|p| scan_held(*p, &m).ok())
+                    .with_context(|| format!("--{}: no process runs in it now", sel.describe()))
             }
         }
     }
@@ -168,14 +164,8 @@ impl Owners {
 /// shows one of them), its command name and workload.
 pub fn socket_owners() -> HashMap<u64, Owner> {
     let mut owners = HashMap::new();
-    let Ok(procs) = fs::read_dir("/proc") else {
-        return owners;
-    };
     let names = super::containers::names();
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
+    for pid in pids() {
         let comm = fs::read_to_string(format!("/proc/{pid}/comm"))
             .map(|c| c.trim().to_string())
             .unwrap_or_default();
@@ -204,10 +194,7 @@ fn ppid_of_stat(stat: &str) -> Option<u32> {
 /// that hold its accepted connections): from each process's parent in `/proc/*/stat`.
 pub fn process_tree(pid: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    for p in fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(child) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
+    for child in pids() {
         if let Some(parent) = fs::read_to_string(format!("/proc/{child}/stat"))
             .ok()
             .as_deref()
@@ -230,6 +217,11 @@ pub fn process_tree(pid: u32) -> Vec<u32> {
 /// The sockets of `pid`'s process tree: every fd of it and of its descendants (a forking server's
 /// children hold the connections its listener accepted), and its listeners in `pid`'s namespace.
 pub fn scan(pid: u32) -> Result<Ownership> {
+    scan_held(pid, &process_tree(pid))
+}
+
+/// The sockets `holders` hold, and `pid`'s listeners among them in `pid`'s namespace.
+fn scan_held(pid: u32, holders: &[u32]) -> Result<Ownership> {
     let fd_dir = format!("/proc/{pid}/fd");
     if !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("process {pid} does not exist (any more)");
@@ -241,8 +233,8 @@ pub fn scan(pid: u32) -> Result<Ownership> {
     fs::read_dir(&fd_dir).with_context(|| {
         format!("cannot list {fd_dir}: reading another process's fds needs root (CAP_SYS_PTRACE)")
     })?;
-    for p in process_tree(pid) {
-        own.inodes.extend(socket_inodes(p));
+    for p in holders {
+        own.inodes.extend(socket_inodes(*p));
     }
     for table in ["tcp", "tcp6"] {
         if let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{table}")) {
