@@ -9,7 +9,7 @@ use super::{
     fix::{pod_form, Fix},
     limit::Limit,
     path, scale, sender,
-    sizing::{ceiling_bps, fmt_rtt, Sizing},
+    sizing::{ceiling_bps, fmt_rtt, payload_rate, Sizing},
     types::{Basis, Input, Side, Verdict, WINDOW_LIMITED_SHARE},
 };
 use crate::facts::SockFacts;
@@ -211,6 +211,11 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
         target: i.target_bps,
     };
     v.target_bps = i.target_bps;
+    // the target as the payload a link at that rate carries, in this connection's segments
+    let mss = sender
+        .and_then(|s| s.now.mss_cache)
+        .or_else(|| receiver.and_then(|r| r.now.advmss));
+    v.target_payload_bps = i.target_bps.map(|t| payload_rate(t, mss));
     v.bdp_bytes = Some(sizing.bdp());
     let Some(rate) = rate else {
         // one reading of a receiver alone: no rate to hold against the window
@@ -252,15 +257,22 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
         && sender.is_some_and(|s| sender::cwnd_bound(s).is_none());
     // a window that allows the rate asked (`--target`) at the base RTT is not the limit, however
     // full it runs: lifting it would not raise the rate towards the target
-    let allows_target = i.target_bps.is_some_and(|t| ceiling_bps(window, base) >= t);
+    let allows_target = v
+        .target_payload_bps
+        .is_some_and(|t| ceiling_bps(window, base) >= t);
     // behind a queue a flow at window / RTT is ambiguous (a bottleneck at its rate, or a window
     // whose bursts queue): with `--target` it is not, a window too small for the target at the
     // base RTT that the flow runs full over the RTT it sees (or that stops the sender most of its
-    // busy time) holds it
+    // busy time, or a good part of it while the flow uses most of window / RTT: bbr paces, and
+    // shows 27-35 % rwnd-limited where a slow reader's window holds it) holds it
+    let stopped = |share: f64| v.rwnd_limited_share.is_some_and(|x| x >= share);
     let short_of_target = queued
         && i.target_bps.is_some()
         && (rate as f64 >= FULL_WINDOW_SHARE * ceiling_bps(window, rtt) as f64
-            || v.rwnd_limited_share.is_some_and(|x| x >= 0.5));
+            || stopped(0.5)
+            || (stopped(RWND_SUPPORT_SHARE)
+                && rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64
+                && sender.is_some_and(|s| sender::cwnd_bound(s).is_none())));
     let binds = window > 0
         && !allows_target
         && (rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, binds_at) as f64

@@ -123,8 +123,8 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     // losses through a full congestion window; with `--target` they hold the flow only while it
     // runs short of the rate asked
     let losses = u.sender.and_then(|s| sender::congestion(s, rate));
-    let near_target = u
-        .target
+    let near_target = v
+        .target_payload_bps
         .is_some_and(|t| rate as f64 >= AT_TARGET_SHARE * t as f64);
     // a sender with nothing more to send is held by its application, whatever short queue its
     // bursts leave at the bottleneck (nginx `limit_rate`: 2-4 ms over a 20 ms path)

@@ -155,7 +155,7 @@ pub(super) fn sndbuf_binds(
             .sk_sndbuf
             .is_some_and(|b| ceiling_bps(b as u64, sizing.base_us) >= t)
     };
-    if sizing.target.is_some_and(allows) {
+    if v.target_payload_bps.is_some_and(allows) {
         return false;
     }
     // the send buffer holds what is in flight and what waits: twice the window the rate needs

@@ -93,6 +93,11 @@ pub struct Verdict {
     pub base_ceiling_bps: Option<u64>,
     /// the rate the fix is sized for (`--target`), and its BDP at the base RTT
     pub target_bps: Option<u64>,
+    /// the payload rate the target carries in the connection's full segments (a link's rate
+    /// counts the headers: 300 Mbit/s carries 286.9 Mbit/s of 1448 B segments): what a
+    /// ceiling is held against
+    #[serde(default)]
+    pub target_payload_bps: Option<u64>,
     pub bdp_bytes: Option<u64>,
     /// share of busy time the kernel counted rwnd-limited (sending end)
     pub rwnd_limited_share: Option<f64>,
@@ -140,6 +145,7 @@ impl Verdict {
             ceiling_bps: None,
             base_ceiling_bps: None,
             target_bps: None,
+            target_payload_bps: None,
             bdp_bytes: None,
             rwnd_limited_share: None,
             unread: None,

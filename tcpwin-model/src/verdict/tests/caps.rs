@@ -301,8 +301,8 @@ fn low_ratio_on_a_pinned_buffer_when_gro_alone_reaches_the_target() {
         tcp_rmem: Some([4096, 1 << 20, 1 << 20]),
         ..host()
     };
-    // 663552 B / 36 ms = 147 Mbit/s ceiling; the path's 150 Mbit/s needs 675 000 B: GRO's
-    // window at its floor ratio (193: 790 528, less a segment) reaches it
+    // 663552 B / 36 ms = 147 Mbit/s ceiling; the path's 160 Mbit/s (153 Mbit/s of payload)
+    // needs 720 000 B: GRO's window at its floor ratio (193: 790 528, less a segment) reaches it
     let f = |ts: f64, rx: u64| {
         let mut n = rcv(ts, rx);
         n.rcvbuf_locked = Some(false);
@@ -316,7 +316,7 @@ fn low_ratio_on_a_pinned_buffer_when_gro_alone_reaches_the_target() {
         &f(1.0, 0),
         &f(2.0, 140_000_000 / 8),
         &gro_off(h.clone()),
-        Some(150_000_000),
+        Some(160_000_000),
     );
     assert_eq!(v.limit, Limit::LowRatio, "{v:?}");
     assert_eq!(

@@ -34,6 +34,21 @@ fn judged(json: &str) -> (Verdict, Verdict) {
     (at(rx, tx), at(tx, rx))
 }
 
+/// One end judged alone (its peer not read) between two of its readings, as the lab's
+/// one-end reads do: the snapshot (0, 1: a quarter second apart), the interval (0, 2).
+fn alone(json: &str, end: &str, (a, b): (usize, usize)) -> Verdict {
+    let r: Recorded = serde_json::from_str(json).unwrap();
+    let me = r.recorded.iter().find(|e| e.end == end).unwrap();
+    verdict(&Input {
+        now: &me.readings[b],
+        before: Some(&me.readings[a]),
+        host: &me.host,
+        target_bps: Some(r.rate_limit_bps),
+        peer: None,
+        min_rcv_rtt_us: None,
+    })
+}
+
 /// A long fat path with every default (100 ms, 500 Mbit/s, reno): the send buffer autotunes to
 /// tcp_wmem[2] 4 MiB and lets 3.08 MB into flight (241 Mbit/s); the kernel counted 61 % of the
 /// interval's busy time sndbuf-limited. It was judged `not-window-limited`: the send buffer was
@@ -155,6 +170,48 @@ fn a_send_buffer_full_under_a_peer_window_that_never_held_binds() {
             (vr.limit, vs.limit),
             (Limit::Sndbuf, Limit::Sndbuf),
             "{vs:?}"
+        );
+    }
+}
+
+/// Two limits at once, both fixed (bbr, 20 ms, 300 Mbit/s link): the flow runs at 286 Mbit/s,
+/// the path's full rate (its own baseline 287), and the receiver, read alone over the interval,
+/// named `autotune-max`: its window 771594 B at its new tcp_rmem max (the ratio fell from 193 to
+/// 158 since the fix was sized) allows 299.7 Mbit/s at the 20.6 ms base RTT, under the 300
+/// asked. But a window's ceiling counts payload, a link's rate the headers too: 300 Mbit/s
+/// carries 287 Mbit/s of 1448 B segments (1514 B on the wire), which that window allows.
+#[test]
+fn a_window_that_carries_the_links_payload_rate_allows_the_target() {
+    let json = include_str!("recorded/two-limits-both-fixed-20ms-300mbit-bbr-run5.json");
+    for (a, b) in [(0, 1), (0, 2)] {
+        for end in ["receiver", "sender"] {
+            let v = alone(json, end, (a, b));
+            assert!(
+                !v.limit.is_window() && v.limit != Limit::Sndbuf,
+                "{end} ({a}, {b}): {v:?}"
+            );
+        }
+    }
+    let (vr, vs) = judged(json);
+    assert!(!vr.limit.is_window(), "{vr:?}");
+    assert!(!vs.limit.is_window(), "{vs:?}");
+}
+
+/// A reader that takes 20 Mbit/s from a 300 Mbit/s path (bbr, 20 ms): the sender, read alone in
+/// one snapshot, sees the peer advertise 70 KB, sends 19.7 Mbit/s (89 % of that window over its
+/// 25.6 ms RTT), its congestion window with room (38 of 106 segments out) and 3.4 MB unsent, the
+/// kernel counting it rwnd-limited 31 % of its busy time (as bbr's pacing shows where the window
+/// binds). Its RTT 5.5 ms over the base (the slow reader's ACKs, not a bottleneck: the flow runs
+/// at a fifteenth of the path) made it `path-queue`: the window 10 times too small for the rate
+/// asked, that the kernel says stopped the sender, is what holds it.
+#[test]
+fn a_peer_window_far_below_the_target_that_stops_the_sender_binds_behind_a_queue() {
+    let json = include_str!("recorded/app-not-reading-20mbit-20ms-300mbit-bbr-run3.json");
+    for (a, b) in [(0, 1), (0, 2)] {
+        let v = alone(json, "sender", (a, b));
+        assert!(
+            matches!(v.limit, Limit::AppNotReading | Limit::PeerWindow),
+            "({a}, {b}): {v:?}"
         );
     }
 }
