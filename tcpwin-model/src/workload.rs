@@ -82,8 +82,7 @@ impl Workload {
     /// Whether `--container X` names this workload: its name, or its id or a prefix of it (at
     /// least 4 hex digits, as `docker`/`podman` accept).
     pub fn is_container(&self, x: &str) -> bool {
-        let by_id = x.len() >= 4
-            && x.chars().all(|c| c.is_ascii_hexdigit())
+        let by_id = is_id_prefix(x)
             && self
                 .container_id
                 .as_ref()
@@ -132,8 +131,13 @@ impl Selector {
 
     /// Whether matching needs the runtimes' names (a container named, not an id).
     pub fn needs_names(&self) -> bool {
-        matches!(self, Selector::Container(x) if !(x.len() >= 4 && x.chars().all(|c| c.is_ascii_hexdigit())))
+        matches!(self, Selector::Container(x) if !is_id_prefix(x))
     }
+}
+
+/// A container id or its prefix as docker and podman take one: 4 hex digits or more.
+fn is_id_prefix(x: &str) -> bool {
+    x.len() >= 4 && x.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// podman's `containers.json` (`/var/lib/containers/storage/overlay-containers/`): id -> name.

@@ -566,10 +566,8 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
                     session.judge(&mut tracer, &mut ring)?;
                 }
                 if let Some(o) = owner.as_mut() {
-                    if let Some(why) = o.gone() {
-                        eprintln!("tcpwin-trace: {why}; stopping");
-                        break why;
-                    }
+                    // one /proc walk a tick: the scan fails where the owners are gone, and only
+                    // then is asked why
                     if let Err(e) = o.sync(&mut tracer.bpf) {
                         let why = o.gone().unwrap_or_else(|| format!("{e:#}"));
                         eprintln!("tcpwin-trace: {why}; stopping");

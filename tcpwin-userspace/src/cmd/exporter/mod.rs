@@ -265,7 +265,7 @@ pub fn run(args: ExporterArgs) -> Result<()> {
             eprintln!("tcpwin-trace: exporter stopped");
             return Ok(());
         }
-        let Some(req) = server.recv(Duration::from_millis(200)) else {
+        let Some(mut req) = server.recv(Duration::from_millis(200)) else {
             continue;
         };
         let asked = req.asked();
@@ -304,6 +304,7 @@ pub fn run(args: ExporterArgs) -> Result<()> {
 }
 
 /// What a request asks, from either server.
+#[derive(Default)]
 pub(crate) struct Asked {
     get: bool,
     path: String,
@@ -362,7 +363,8 @@ impl Server {
 }
 
 impl Req {
-    fn asked(&self) -> Asked {
+    /// What the request asks (the TLS connection's reading moves out: it is read once).
+    fn asked(&mut self) -> Asked {
         match self {
             Req::Http(r) => {
                 let header = |name: &'static str| {
@@ -378,12 +380,7 @@ impl Req {
                     authorization: header("Authorization"),
                 }
             }
-            Req::Https(c) => Asked {
-                get: c.asked.get,
-                path: c.asked.path.clone(),
-                accept: c.asked.accept.clone(),
-                authorization: c.asked.authorization.clone(),
-            },
+            Req::Https(c) => std::mem::take(&mut c.asked),
         }
     }
 
