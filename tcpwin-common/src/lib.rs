@@ -509,6 +509,9 @@ pub const MAX_TRACKED_SOCKETS: u32 = 65536;
 pub const MAX_OWNED_INODES: u32 = 65536;
 /// Listening ports a traced process may own (`--pid`: its listeners' children are its sockets).
 pub const MAX_OWNED_PORTS: u32 = 4096;
+/// Cgroups a traced workload's processes run in (`--container`, `--cgroup`): a process started
+/// in one of them after the last /proc refresh is the workload's when it connects or listens.
+pub const MAX_OWNED_CGROUPS: u32 = 1024;
 /// Handshakes waiting for the initial window their `tcp_select_initial_window` chose.
 pub const MAX_PENDING_INITS: u32 = 4096;
 /// Network namespaces the exporter's in-kernel counters keep apart (per wscale/side key, and
@@ -749,6 +752,7 @@ pub mod names {
     pub const IF_SLOTS: &str = "IF_SLOTS";
     pub const OWNED_INODES: &str = "OWNED_INODES";
     pub const OWNED_PORTS: &str = "OWNED_PORTS";
+    pub const OWNED_CGROUPS: &str = "OWNED_CGROUPS";
     pub const OFFSETS: &str = "OFFSETS";
     pub const CONFIG: &str = "CONFIG";
     pub const INIT_HOOKED: &str = "INIT_HOOKED";

@@ -2,13 +2,16 @@
 //! detection and the per-CPU packet-shape histogram. Every hook ends up in `observe`.
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_jiffies64, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_jiffies64,
+        bpf_ktime_get_ns,
+    },
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray},
 };
 use tcpwin_common::{
     counter, flag, hook, kind, tcp_state, Checked, Config, Event, IfKey, InitParams, PortKey,
-    TupleKey, HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, MAX_OWNED_INODES, MAX_OWNED_PORTS,
+    TupleKey, HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, MAX_OWNED_CGROUPS, MAX_OWNED_INODES, MAX_OWNED_PORTS,
     MAX_PENDING_INITS, MAX_TRACKED_SOCKETS, RECHECK_JIFFIES, RECHECK_SLOTS, SOCK_RCVBUF_LOCK,
 };
 
@@ -85,6 +88,11 @@ static OWNED_INODES: HashMap<u64, u8> = HashMap::with_max_entries(MAX_OWNED_INOD
 /// Listening ports of the traced PID: their not-yet-accepted children are the PID's too.
 #[map(name = "OWNED_PORTS")]
 static OWNED_PORTS: HashMap<PortKey, u32> = HashMap::with_max_entries(MAX_OWNED_PORTS, 0);
+
+/// A traced workload's cgroups (ids, as `bpf_get_current_cgroup_id` returns them), written by the
+/// loader from /proc: a process started in one after the last refresh is the workload's too.
+#[map(name = "OWNED_CGROUPS")]
+static OWNED_CGROUPS: HashMap<u64, u8> = HashMap::with_max_entries(MAX_OWNED_CGROUPS, 0);
 
 /// 1 once userspace attached the `tcp_select_initial_window` hooks (function backends only):
 /// without them `PENDING_INIT` stays empty and `established` need not look there.
@@ -265,10 +273,19 @@ fn log_repeats(sk: u64, lport: u16, rport: u16) -> bool {
 /// One second at HZ=250 (Debian's), a quarter at HZ=1000.
 const LOG_QUIET_JIFFIES: u64 = 250;
 
-/// In process context (connect, listen, recvmsg) the current task is the socket's user.
+/// In process context (connect, listen, recvmsg) the current task is the socket's user: the
+/// traced process, or a process in one of the traced workload's cgroups.
 #[inline(always)]
 pub fn current_is_target() -> bool {
-    setting!(filter_pid) != 0 && (bpf_get_current_pid_tgid() >> 32) as u32 == setting!(target_tgid)
+    if setting!(filter_pid) == 0 {
+        return false;
+    }
+    if (bpf_get_current_pid_tgid() >> 32) as u32 == setting!(target_tgid) {
+        return true;
+    }
+    // SAFETY: bpf_get_current_cgroup_id takes no arguments; OWNED_CGROUPS values are plain
+    // bytes, only tested for presence.
+    unsafe { OWNED_CGROUPS.get(&bpf_get_current_cgroup_id()) }.is_some()
 }
 
 /// `connect()` or `listen()` (process context): the current task owns the socket. With `--pid`,

@@ -3,12 +3,14 @@
 //! server's network namespace; each socket named by its container, `--container` selecting
 //! exactly its sockets, and the tool's own image run with the DaemonSet's settings (host PID and
 //! network, the least capabilities, the host's /run/netns and podman's metadata read-only) seeing
-//! the same, and saying so when it lacks the host's PID namespace. Ground truth: `podman inspect`.
+//! the same, and saying so when it lacks the host's PID namespace; a process started in a traced
+//! container between two /proc refreshes traced by its cgroup. Ground truth: `podman inspect`.
 //! Needs root, podman, buildah and the image `cargo xtask test` builds (TCPWIN_IMAGE): fails,
 //! never skips, without them.
 use std::{
+    io::{BufRead, Read},
     path::PathBuf,
-    process::{Command, Output},
+    process::{Command, Output, Stdio},
     time::{Duration, Instant},
 };
 
@@ -177,6 +179,16 @@ impl Drop for Podman {
     }
 }
 
+/// Every event a trace printed names `name`'s workload, or none (softirq, no process).
+fn only_of(events: &[serde_json::Value], name: &str) {
+    assert!(
+        events
+            .iter()
+            .all(|e| e["workload"].is_null() || e["workload"]["name"] == name),
+        "only {name}'s: {events:?}"
+    );
+}
+
 fn lines(stdout: &str) -> Vec<SsLine> {
     stdout
         .lines()
@@ -342,12 +354,81 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
         !named.is_empty(),
         "events named by the client container: {events:?}\n{err}"
     );
-    assert!(
-        events
-            .iter()
-            .all(|e| e["workload"].is_null() || e["workload"]["name"] == client.as_str()),
-        "only the client's: {events:?}"
+    only_of(&events, &client);
+
+    // a process started in the web container while its trace runs, connecting and done within
+    // milliseconds (between two /proc refreshes): the kernel side knows it by its cgroup, so its
+    // connection is traced and named web's. Five of them, each a new process (podman exec)
+    let mut trace = Command::new(EXE)
+        .args(["--container", &web, "--json", "--duration", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(trace.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("tcpwin-trace: backend") {
+        let mut l = String::new();
+        assert!(
+            err.read_line(&mut l).unwrap() > 0,
+            "the trace ended before tracing: {said}"
+        );
+        said.push_str(&l);
+    }
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    // its events read as they come (a full pipe would stall the trace)
+    let mut stdout = trace.stdout.take().unwrap();
+    let printed = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    const EXECS: usize = 5;
+    for _ in 0..EXECS {
+        p.ok(
+            "podman",
+            &[
+                "exec",
+                &web,
+                "/bin/busybox",
+                "wget",
+                "-q",
+                "-O",
+                "/dev/null",
+                "http://127.0.0.1:8080/big",
+            ],
+        );
+    }
+    // SIGINT: the trace stops cleanly and prints what it saw
+    let _ = Command::new("kill")
+        .args(["-INT", &trace.id().to_string()])
+        .status();
+    let status = trace.wait().unwrap();
+    let err = said + &rest.join().unwrap();
+    assert!(status.success(), "{err}");
+    let events: Vec<serde_json::Value> = printed
+        .join()
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v.get("event").is_some())
+        .collect();
+    // the client ends of the exec'd wgets: to port 8080 from web's namespace, named web's
+    let execs: std::collections::BTreeSet<u64> = events
+        .iter()
+        .filter(|e| e["rport"] == 8080 && e["workload"]["name"] == web.as_str())
+        .filter_map(|e| e["lport"].as_u64())
+        .collect();
+    assert_eq!(
+        execs.len(),
+        EXECS,
+        "each exec'd wget's connection traced: {execs:?}\n{err}"
     );
+    only_of(&events, &web);
 
     // the tool's own image, with the DaemonSet's settings: the same sockets, the same names
     let ds = daemonset();

@@ -16,6 +16,24 @@ pub struct Ownership {
     pub inodes: HashSet<u64>,
     /// local ports of the PID's listening sockets (in `netns`)
     pub listen_ports: HashSet<u16>,
+    /// a workload's cgroups (their ids, cgroup v2 inode numbers): the kernel side marks the
+    /// sockets a process in one of them connects or listens on, before the next refresh
+    pub cgroups: HashSet<u64>,
+}
+
+/// A process's cgroup id (cgroup v2: the inode of its directory, what
+/// `bpf_get_current_cgroup_id` returns); None where it is not readable from here (a cgroup
+/// namespace of our own shows other processes' paths as `/..`).
+pub fn cgroup_id(pid: u32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    if path.starts_with("/..") {
+        return None;
+    }
+    fs::metadata(format!("/sys/fs/cgroup{path}"))
+        .ok()
+        .map(|m| m.ino())
 }
 
 /// `net:[4026531840]` -> 4026531840 (also `socket:[N]`).
@@ -152,9 +170,12 @@ impl Owners {
                 // listeners are those of the first member this caller can read (a process may
                 // end meanwhile, or be beyond reach: PID 1 of a sandbox)
                 let m = members(sel);
-                m.iter()
+                let mut own = m
+                    .iter()
                     .find_map(|p| scan_held(*p, &m).ok())
-                    .with_context(|| format!("--{}: no process runs in it now", sel.describe()))
+                    .with_context(|| format!("--{}: no process runs in it now", sel.describe()))?;
+                own.cgroups = m.iter().filter_map(|p| cgroup_id(*p)).collect();
+                Ok(own)
             }
         }
     }

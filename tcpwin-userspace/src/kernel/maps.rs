@@ -84,6 +84,7 @@ pub struct OwnerSync {
     pub owners: Owners,
     inodes: HashSet<u64>,
     ports: HashSet<PortKey>,
+    cgroups: HashSet<u64>,
 }
 
 impl OwnerSync {
@@ -92,6 +93,7 @@ impl OwnerSync {
             owners,
             inodes: HashSet::new(),
             ports: HashSet::new(),
+            cgroups: HashSet::new(),
         }
     }
 
@@ -109,18 +111,7 @@ impl OwnerSync {
 
     pub fn sync(&mut self, bpf: &mut Ebpf) -> Result<()> {
         let own = self.owners.scan()?;
-        {
-            let mut m: BpfHashMap<_, u64, u8> = BpfHashMap::try_from(
-                bpf.map_mut(names::OWNED_INODES)
-                    .context("OWNED_INODES map")?,
-            )?;
-            for ino in own.inodes.difference(&self.inodes) {
-                m.insert(ino, 1, 0)?;
-            }
-            for ino in self.inodes.difference(&own.inodes) {
-                let _ = m.remove(ino);
-            }
-        }
+        presence(bpf, names::OWNED_INODES, &own.inodes, &self.inodes)?;
         let ports: HashSet<PortKey> = own
             .listen_ports
             .iter()
@@ -145,6 +136,24 @@ impl OwnerSync {
         // Ports are kept after the listener closes: its accepted children may still be traced.
         self.ports.extend(ports);
         self.inodes = own.inodes;
+        presence(bpf, names::OWNED_CGROUPS, &own.cgroups, &self.cgroups)?;
+        self.cgroups = own.cgroups;
         Ok(())
     }
+}
+
+/// A presence map (`u64` keys, value 1) moved from `before` to `now`: new keys in, gone ones out.
+fn presence(bpf: &mut Ebpf, name: &str, now: &HashSet<u64>, before: &HashSet<u64>) -> Result<()> {
+    if now == before {
+        return Ok(());
+    }
+    let mut m: BpfHashMap<_, u64, u8> =
+        BpfHashMap::try_from(bpf.map_mut(name).with_context(|| format!("{name} map"))?)?;
+    for k in now.difference(before) {
+        m.insert(k, 1, 0)?;
+    }
+    for k in before.difference(now) {
+        let _ = m.remove(k);
+    }
+    Ok(())
 }
