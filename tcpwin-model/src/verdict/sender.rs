@@ -23,6 +23,8 @@ const RWND_SELDOM: f64 = 0.1;
 /// A full send buffer with at least this share of it in flight: the buffer, not pacing or the
 /// path, holds the data back.
 const SNDBUF_SENT: f64 = 0.5;
+/// An autotuned send buffer at this share of `tcp_wmem[2]` has reached its maximum.
+const WMEM_AT_MAX: f64 = 0.95;
 
 /// The sender's congestion window holds it: in flight within two segments of cwnd, and cwnd
 /// below the peer's window (a cwnd at or above the peer's window never gets to hold anything:
@@ -209,9 +211,10 @@ pub(super) fn sndbuf_binds(
 /// Why the sender's own buffer binds, or None: data queued up to the send buffer and mostly in
 /// flight while the peer's window would take twice the buffer or twice what is in flight (a
 /// congestion window that held the flow would
-/// leave the buffer's data unsent; one trimmed to what the buffer lets out does not bind); an
-/// application's SO_SNDBUF the rate follows over the RTT (a reading may catch the buffer drained
-/// between two writes: nginx `sndbuf=32k`); or the kernel's sndbuf-limited time.
+/// leave the buffer's data unsent; one trimmed to what the buffer lets out does not bind); a
+/// buffer that cannot grow (an application's SO_SNDBUF, or autotuned up to tcp_wmem[2]) the rate
+/// follows over the RTT (a reading may catch the buffer drained between two writes: nginx
+/// `sndbuf=32k`); or the kernel's sndbuf-limited time.
 fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let f = s.now;
     let sndbuf = f.sk_sndbuf? as u64;
@@ -249,13 +252,33 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
         .inflight_bytes()
         .is_some_and(|i| i as f64 >= SNDBUF_SENT * queued as f64);
     let moving = rate.is_some_and(|r| r > 0);
-    // the kernel lets up to twice sk_sndbuf be queued (wmem_queued counts overhead): a locked
-    // buffer's ceiling over the RTT, which the rate follows
-    let follows_locked = f.sndbuf_locked == Some(true)
+    // a buffer that cannot grow (an application's SO_SNDBUF, or autotuned up to tcp_wmem[2]):
+    // the kernel lets up to twice sk_sndbuf be queued (wmem_queued counts overhead), and a rate
+    // at that ceiling over the RTT follows the buffer, whatever one reading caught (a writer's
+    // buffer drained for a moment between two writes: nginx `sndbuf=32k`, our own sender at a
+    // 128 KiB tcp_wmem[2] read with 2 KB queued)
+    let fixed = f.sndbuf_locked == Some(true)
+        || s.host
+            .tcp_wmem
+            .is_some_and(|t| sndbuf as f64 >= WMEM_AT_MAX * t[2] as f64);
+    let follows_fixed = fixed
         && rate.is_some_and(|r| r as f64 >= SNDBUF_FULL * ceiling_bps(2 * sndbuf, rtt) as f64);
-    (room && moving && ((full && all_sent) || follows_locked)).then(|| {
+    (room && moving && ((full && all_sent) || follows_fixed)).then(|| {
+        let state = if full {
+            format!("is full ({queued} B queued)")
+        } else {
+            format!(
+                "cannot grow, and the rate ({}) runs at its ceiling ({queued} B queued at this reading: drained for a moment between two writes)",
+                fmt_rate(rate.unwrap_or(0))
+            )
+        };
+        let locked = if f.sndbuf_locked != Some(true) && !full {
+            "autotuned up to tcp_wmem[2]"
+        } else {
+            locked
+        };
         format!(
-            "the send buffer (sk_sndbuf {sndbuf}, {locked}) is full ({queued} B queued) while the peer's window ({peer_window} B) and the congestion window allow more: {} at most over {}{}",
+            "the send buffer (sk_sndbuf {sndbuf}, {locked}) {state} while the peer's window ({peer_window} B) and the congestion window allow more: {} at most over {}{}",
             fmt_rate(ceiling_bps(sndbuf, rtt)),
             fmt_rtt(rtt),
             share

@@ -215,3 +215,46 @@ fn a_peer_window_far_below_the_target_that_stops_the_sender_binds_behind_a_queue
         );
     }
 }
+
+/// Two limits at once, the sender's first (reno, 20 ms, 300 Mbit/s): its tcp_wmem max 128 KiB
+/// holds the flow at 52 Mbit/s (sk_sndbuf 131072 over 20.6 ms: 50.9), the buffer full with 90
+/// segments out at the first reading. The snapshot's second reading, a quarter second later,
+/// caught it drained between two writes (2336 B queued, 2 segments out), and the snapshot read
+/// `not-window-limited`: a buffer that cannot grow, which the rate follows over the RTT, binds
+/// whatever one reading caught, as an application's SO_SNDBUF does.
+#[test]
+fn a_send_buffer_at_its_maximum_that_the_rate_follows_binds_between_two_writes() {
+    let json = include_str!("recorded/two-limits-sndbuf-128k-20ms-300mbit-reno-run5.json");
+    let v = alone(json, "sender", (0, 1));
+    assert_eq!(v.limit, Limit::Sndbuf, "{v:?}");
+    assert!(v.refused.is_empty(), "{:?}", v.refused);
+    let why = v.setting.unwrap();
+    assert!(
+        why.contains("autotuned up to tcp_wmem[2]) cannot grow") && !why.contains("is full"),
+        "{why}"
+    );
+    let fix = v.fix.as_ref().unwrap();
+    assert!(
+        fix.commands[0].contains("sysctl -w net.ipv4.tcp_wmem='4096 16384 "),
+        "{fix:?}"
+    );
+    // both ends read together, in the snapshot as over the interval
+    for (a, b) in [(0, 1), (0, 2)] {
+        let r: Recorded = serde_json::from_str(json).unwrap();
+        let end = |name: &str| r.recorded.iter().find(|e| e.end == name).unwrap();
+        let (rx, tx) = (end("receiver"), end("sender"));
+        let v = verdict(&Input {
+            now: &tx.readings[b],
+            before: Some(&tx.readings[a]),
+            host: &tx.host,
+            target_bps: Some(r.rate_limit_bps),
+            peer: Some(End {
+                now: &rx.readings[b],
+                before: Some(&rx.readings[a]),
+                host: &rx.host,
+            }),
+            min_rcv_rtt_us: None,
+        });
+        assert_eq!(v.limit, Limit::Sndbuf, "({a}, {b}): {v:?}");
+    }
+}
