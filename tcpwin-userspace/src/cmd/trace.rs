@@ -116,9 +116,10 @@ fn emit(out: &mut Out, r: &Record, side: Option<Side>, before: Option<&Last>) ->
         return Ok(());
     }
     // whose: the workload of the process the event names (process context), else the one the
-    // trace selected (--pid, --container, --cgroup of one workload)
+    // trace selected (--pid, --container, --cgroup of one workload): also for a process gone
+    // before its event is printed (a short-lived one, taken by the kernel side by its cgroup)
     let workload = match r.pid() {
-        Some(p) => out.workloads.of(p),
+        Some(p) => out.workloads.of(p).or_else(|| out.selected.clone()),
         None => out.selected.clone(),
     };
     if out.json {

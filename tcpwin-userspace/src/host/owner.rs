@@ -21,19 +21,39 @@ pub struct Ownership {
     pub cgroups: HashSet<u64>,
 }
 
-/// A process's cgroup id (cgroup v2: the inode of its directory, what
-/// `bpf_get_current_cgroup_id` returns); None where it is not readable from here (a cgroup
-/// namespace of our own shows other processes' paths as `/..`).
-pub fn cgroup_id(pid: u32) -> Option<u64> {
+/// A process's cgroup id (cgroup v2: the inode of its directory under the v2 mount `mount`,
+/// what `bpf_get_current_cgroup_id` returns); None where it is not readable from here (a
+/// cgroup namespace of our own shows other processes' paths as `/..`).
+pub fn cgroup_id(pid: u32, mount: &str) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
     if path.starts_with("/..") {
         return None;
     }
-    fs::metadata(format!("/sys/fs/cgroup{path}"))
+    fs::metadata(format!("{mount}{}", path.trim_end_matches('/')))
         .ok()
         .map(|m| m.ino())
+}
+
+/// Where the cgroup v2 hierarchy is mounted, whole: `/sys/fs/cgroup` on a unified host,
+/// `/sys/fs/cgroup/unified` on a hybrid one (v1 controllers beside it); None without one.
+pub fn cgroup2_mount() -> Option<String> {
+    cgroup2_mount_in(&fs::read_to_string("/proc/self/mountinfo").ok()?)
+}
+
+/// [`cgroup2_mount`] from a `mountinfo` text: a `cgroup2` mount of the hierarchy's root.
+fn cgroup2_mount_in(info: &str) -> Option<String> {
+    info.lines().find_map(|l| {
+        let (mine, theirs) = l.split_once(" - ")?;
+        if theirs.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        // id, parent, major:minor, root, mount point
+        let mut f = mine.split_whitespace().skip(3);
+        let (root, at) = (f.next()?, f.next()?);
+        (root == "/").then(|| at.to_string())
+    })
 }
 
 /// `net:[4026531840]` -> 4026531840 (also `socket:[N]`).
@@ -174,7 +194,9 @@ impl Owners {
                     .iter()
                     .find_map(|p| scan_held(*p, &m).ok())
                     .with_context(|| format!("--{}: no process runs in it now", sel.describe()))?;
-                own.cgroups = m.iter().filter_map(|p| cgroup_id(*p)).collect();
+                if let Some(mount) = cgroup2_mount() {
+                    own.cgroups = m.iter().filter_map(|p| cgroup_id(*p, &mount)).collect();
+                }
                 Ok(own)
             }
         }
@@ -273,6 +295,21 @@ fn scan_held(pid: u32, holders: &[u32]) -> Result<Ownership> {
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    #[test]
+    fn finds_the_cgroup2_mount_unified_or_hybrid() {
+        let unified = "29 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(cgroup2_mount_in(unified).as_deref(), Some("/sys/fs/cgroup"));
+        let hybrid = "33 23 0:29 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n34 33 0:30 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_mount_in(hybrid).as_deref(),
+            Some("/sys/fs/cgroup/unified")
+        );
+        // a container's view of its own subtree only is no root of the hierarchy
+        let inner = "50 40 0:26 /libpod_parent/libpod-1 /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n";
+        assert_eq!(cgroup2_mount_in(inner), None);
+        assert_eq!(cgroup2_mount_in(""), None);
+    }
 
     #[test]
     fn parses_proc_net_tcp() {
