@@ -177,7 +177,7 @@ pub(super) fn next_words(v: &Verdict) -> String {
             ));
         }
     }
-    if let Some(t) = v.target_payload_bps.or(v.target_bps) {
+    if let Some(t) = v.target_payload_bps {
         let mine = match v.side {
             Side::Sending => "sender",
             _ => "receiver",

@@ -37,9 +37,13 @@ pub fn cgroup_id(pid: u32, mount: &str) -> Option<u64> {
 }
 
 /// Where the cgroup v2 hierarchy is mounted, whole: `/sys/fs/cgroup` on a unified host,
-/// `/sys/fs/cgroup/unified` on a hybrid one (v1 controllers beside it); None without one.
-pub fn cgroup2_mount() -> Option<String> {
-    cgroup2_mount_in(&fs::read_to_string("/proc/self/mountinfo").ok()?)
+/// `/sys/fs/cgroup/unified` on a hybrid one (v1 controllers beside it); None without one. Read
+/// once: a trace's owner scan asks every 100 ms.
+pub fn cgroup2_mount() -> Option<&'static str> {
+    static MOUNT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    MOUNT
+        .get_or_init(|| cgroup2_mount_in(&fs::read_to_string("/proc/self/mountinfo").ok()?))
+        .as_deref()
 }
 
 /// [`cgroup2_mount`] from a `mountinfo` text: a `cgroup2` mount of the hierarchy's root.
@@ -195,7 +199,7 @@ impl Owners {
                     .find_map(|p| scan_held(*p, &m).ok())
                     .with_context(|| format!("--{}: no process runs in it now", sel.describe()))?;
                 if let Some(mount) = cgroup2_mount() {
-                    own.cgroups = m.iter().filter_map(|p| cgroup_id(*p, &mount)).collect();
+                    own.cgroups = m.iter().filter_map(|p| cgroup_id(*p, mount)).collect();
                 }
                 Ok(own)
             }
