@@ -179,6 +179,15 @@ impl Drop for Podman {
     }
 }
 
+/// The events of a trace's `--json` output (its other lines: the summary).
+fn events_of(stdout: &str) -> Vec<serde_json::Value> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v.get("event").is_some())
+        .collect()
+}
+
 /// Every event a trace printed names `name`'s workload, or none (softirq, no process).
 fn only_of(events: &[serde_json::Value], name: &str) {
     assert!(
@@ -341,11 +350,7 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .filter(|v: &serde_json::Value| v.get("event").is_some())
-        .collect();
+    let events = events_of(&String::from_utf8_lossy(&out.stdout));
     let named: Vec<&serde_json::Value> = events
         .iter()
         .filter(|e| e["workload"]["name"] == client.as_str())
@@ -410,13 +415,7 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     let status = trace.wait().unwrap();
     let err = said + &rest.join().unwrap();
     assert!(status.success(), "{err}");
-    let events: Vec<serde_json::Value> = printed
-        .join()
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .filter(|v: &serde_json::Value| v.get("event").is_some())
-        .collect();
+    let events = events_of(&printed.join().unwrap());
     // the client ends of the exec'd wgets: to port 8080 from web's namespace, named web's
     let execs: std::collections::BTreeSet<u64> = events
         .iter()

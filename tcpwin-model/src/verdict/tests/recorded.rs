@@ -13,19 +13,24 @@ struct Recorded {
 /// The connection judged over [2 s, 5 s] with both ends read together, as the lab's interval
 /// read does: (the receiver's verdict, the sender's).
 fn judged(json: &str) -> (Verdict, Verdict) {
+    judged_over(json, (0, 2))
+}
+
+/// Both ends read together between two of their readings: the snapshot (0, 1), the interval
+/// (0, 2). (the receiver's verdict, the sender's)
+fn judged_over(json: &str, (a, b): (usize, usize)) -> (Verdict, Verdict) {
     let r: Recorded = serde_json::from_str(json).unwrap();
     let end = |name: &str| r.recorded.iter().find(|e| e.end == name).unwrap();
     let (rx, tx) = (end("receiver"), end("sender"));
     let at = |me: &RecordedEnd, peer: &RecordedEnd| {
-        let last = me.readings.len() - 1;
         verdict(&Input {
-            now: &me.readings[last],
-            before: Some(&me.readings[0]),
+            now: &me.readings[b],
+            before: Some(&me.readings[a]),
             host: &me.host,
             target_bps: Some(r.rate_limit_bps),
             peer: Some(End {
-                now: &peer.readings[peer.readings.len() - 1],
-                before: Some(&peer.readings[0]),
+                now: &peer.readings[b],
+                before: Some(&peer.readings[a]),
                 host: &peer.host,
             }),
             min_rcv_rtt_us: None,
@@ -239,22 +244,8 @@ fn a_send_buffer_at_its_maximum_that_the_rate_follows_binds_between_two_writes()
         "{fix:?}"
     );
     // both ends read together, in the snapshot as over the interval
-    for (a, b) in [(0, 1), (0, 2)] {
-        let r: Recorded = serde_json::from_str(json).unwrap();
-        let end = |name: &str| r.recorded.iter().find(|e| e.end == name).unwrap();
-        let (rx, tx) = (end("receiver"), end("sender"));
-        let v = verdict(&Input {
-            now: &tx.readings[b],
-            before: Some(&tx.readings[a]),
-            host: &tx.host,
-            target_bps: Some(r.rate_limit_bps),
-            peer: Some(End {
-                now: &rx.readings[b],
-                before: Some(&rx.readings[a]),
-                host: &rx.host,
-            }),
-            min_rcv_rtt_us: None,
-        });
-        assert_eq!(v.limit, Limit::Sndbuf, "({a}, {b}): {v:?}");
+    for over in [(0, 1), (0, 2)] {
+        let (_, vs) = judged_over(json, over);
+        assert_eq!(vs.limit, Limit::Sndbuf, "{over:?}: {vs:?}");
     }
 }
