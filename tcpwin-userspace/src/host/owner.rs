@@ -21,19 +21,22 @@ pub struct Ownership {
     pub cgroups: HashSet<u64>,
 }
 
-/// A process's cgroup id (cgroup v2: the inode of its directory under the v2 mount `mount`,
-/// what `bpf_get_current_cgroup_id` returns); None where it is not readable from here (a
-/// cgroup namespace of our own shows other processes' paths as `/..`).
-pub fn cgroup_id(pid: u32, mount: &str) -> Option<u64> {
+/// A process's cgroup id from its `/proc/PID/cgroup` text (cgroup v2: the inode of its
+/// directory under the v2 mount `mount`, what `bpf_get_current_cgroup_id` returns); None where
+/// it is not readable from here (a cgroup namespace of our own shows other processes' paths as
+/// `/..`).
+fn cgroup_id(cgroup: &str, mount: &str) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
-    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
-    if path.starts_with("/..") {
-        return None;
-    }
-    fs::metadata(format!("{mount}{}", path.trim_end_matches('/')))
+    fs::metadata(format!("{mount}{}", cgroup2_path(cgroup)?))
         .ok()
         .map(|m| m.ino())
+}
+
+/// The cgroup v2 path in a `/proc/PID/cgroup` text (its `0::` line), without a trailing `/`;
+/// None without one, or where a cgroup namespace of our own shows it as `/..`.
+fn cgroup2_path(text: &str) -> Option<&str> {
+    let path = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+    (!path.starts_with("/..")).then(|| path.trim_end_matches('/'))
 }
 
 /// Where the cgroup v2 hierarchy is mounted, whole: `/sys/fs/cgroup` on a unified host,
@@ -113,7 +116,15 @@ pub struct Owner {
 
 /// A process's workload, from its cgroup and the runtimes' names.
 fn workload_of(pid: u32, names: &HashMap<String, Names>) -> Option<Workload> {
-    let mut w = from_cgroup(&fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?)?;
+    workload_in(
+        &fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?,
+        names,
+    )
+}
+
+/// [`workload_of`] from a `/proc/PID/cgroup` text already read.
+fn workload_in(cgroup: &str, names: &HashMap<String, Names>) -> Option<Workload> {
+    let mut w = from_cgroup(cgroup)?;
     w.name_with(names);
     Some(w)
 }
@@ -129,13 +140,19 @@ fn pids() -> impl Iterator<Item = u32> {
 
 /// The processes in the workloads `sel` selects (a container's, a cgroup's and those under it).
 pub fn members(sel: &Selector) -> Vec<u32> {
+    member_cgroups(sel).into_iter().map(|(p, _)| p).collect()
+}
+
+/// [`members`], each with its `/proc/PID/cgroup` text (read once per process and tick).
+fn member_cgroups(sel: &Selector) -> Vec<(u32, String)> {
     let names = if sel.needs_names() {
         super::containers::names()
     } else {
         HashMap::new()
     };
     pids()
-        .filter(|p| workload_of(*p, &names).is_some_and(|w| sel.holds(&w)))
+        .filter_map(|p| Some((p, fs::read_to_string(format!("/proc/{p}/cgroup")).ok()?)))
+        .filter(|(_, text)| workload_in(text, &names).is_some_and(|w| sel.holds(&w)))
         .collect()
 }
 
@@ -193,13 +210,17 @@ impl Owners {
                 // every member holds its own fds (its forked children are members too); the
                 // listeners are those of the first member this caller can read (a process may
                 // end meanwhile, or be beyond reach: PID 1 of a sandbox)
-                let m = members(sel);
+                let with_cgroups = member_cgroups(sel);
+                let m: Vec<u32> = with_cgroups.iter().map(|(p, _)| *p).collect();
                 let mut own = m
                     .iter()
                     .find_map(|p| scan_held(*p, &m).ok())
                     .with_context(|| format!("--{}: no process runs in it now", sel.describe()))?;
                 if let Some(mount) = cgroup2_mount() {
-                    own.cgroups = m.iter().filter_map(|p| cgroup_id(*p, mount)).collect();
+                    own.cgroups = with_cgroups
+                        .iter()
+                        .filter_map(|(_, text)| cgroup_id(text, mount))
+                        .collect();
                 }
                 Ok(own)
             }
@@ -313,6 +334,27 @@ mod tests {
         let inner = "50 40 0:26 /libpod_parent/libpod-1 /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n";
         assert_eq!(cgroup2_mount_in(inner), None);
         assert_eq!(cgroup2_mount_in(""), None);
+    }
+
+    /// The v2 line of a hybrid host's file among the v1 controllers', the root, and a path a
+    /// cgroup namespace of our own hides.
+    #[test]
+    fn reads_the_cgroup2_path() {
+        let hybrid = "12:memory:/machine.slice/libpod-1.scope\n1:name=systemd:/machine.slice/libpod-1.scope\n0::/machine.slice/libpod-1.scope/\n";
+        assert_eq!(cgroup2_path(hybrid), Some("/machine.slice/libpod-1.scope"));
+        assert_eq!(cgroup2_path("0::/\n"), Some(""));
+        assert_eq!(cgroup2_path("0::/../../user.slice\n"), None);
+        assert_eq!(cgroup2_path("4:cpu:/x\n"), None);
+        // this process's own id is its directory's inode under the mount
+        let mine = fs::read_to_string("/proc/self/cgroup").unwrap();
+        if let (Some(mount), Some(path)) = (cgroup2_mount(), cgroup2_path(&mine)) {
+            use std::os::unix::fs::MetadataExt;
+            let dir = format!("{mount}{path}");
+            assert_eq!(
+                cgroup_id(&mine, mount),
+                Some(fs::metadata(dir).unwrap().ino())
+            );
+        }
     }
 
     #[test]
