@@ -324,6 +324,8 @@ fn ss_pid_finds_the_process_namespace() {
 /// A sender read without its receiver is judged from the window it is offered (`peer-window`:
 /// run the tool on the receiver); read together with the receiver (`--netns all`) the connection
 /// gets one verdict at both ends, the cap the test set up: the receiver's `SO_RCVBUF`, locked.
+/// Both ends carry the connection's ceilings, lowest first, each as its owner's settings give it
+/// (see `assert_ceilings`), and `ss -e` prints them.
 #[test]
 fn a_sender_alone_names_the_peer_window_and_both_ends_name_the_locked_buffer() {
     use tcpwin_model::verdict::Side;
@@ -342,17 +344,20 @@ fn a_sender_alone_names_the_peer_window_and_both_ends_name_the_locked_buffer() {
         rcvbuf: Some(16 << 10),
         timeout: Duration::from_secs(60),
         send: tcpwin_lab::harness::SendOpts {
-            secs: Some(3.5),
+            secs: Some(6.0),
             ..Default::default()
         },
     };
     let p = port.to_string();
-    let (truth, _, (alone, both)) = transfer
+    let (truth, _, (alone, both, text)) = transfer
         .run_watched(false, || {
             std::thread::sleep(Duration::from_millis(500));
             (
                 ss(&["--netns", &pair.a, "--port", &p, "-i", "1000", "-c", "2"]),
                 ss(&["--netns", "all", "--port", &p, "-i", "1000", "-c", "2"]),
+                ss_text(&[
+                    "-e", "--netns", "all", "--port", &p, "-i", "1000", "-c", "2",
+                ]),
             )
         })
         .expect("transfer");
@@ -378,6 +383,109 @@ fn a_sender_alone_names_the_peer_window_and_both_ends_name_the_locked_buffer() {
         assert!(end.verdict.peer.is_some(), "{end:?}");
         assert_locked_buffer_named(end, (&s, &r));
     }
+    // the sender's namespace's own tcp_wmem, read there: what its autotuned buffer grows to
+    let wmem = Pair::exec(&pair.a, "cat")
+        .arg("/proc/sys/net/ipv4/tcp_wmem")
+        .output()
+        .unwrap();
+    let wmem_max: u64 = String::from_utf8_lossy(&wmem.stdout)
+        .split_whitespace()
+        .nth(2)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("tcp_wmem in {}: {wmem:?}", pair.a));
+    for end in [&s, &r] {
+        assert_ceilings(end, &r, truth[0].rcv_wscale, truth[0].so_rcvbuf, wmem_max);
+    }
+    // the text a person reads: the same ceilings on the connection's lines, lowest first
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.contains("ceilings at the base RTT: "))
+        .unwrap_or_else(|| panic!("no ceilings line in ss -e: {text}"));
+    let kinds: Vec<&str> = line
+        .split("ceilings at the base RTT: ")
+        .nth(1)
+        .unwrap()
+        .split(" < ")
+        .map(|c| c.split_whitespace().next().unwrap())
+        .collect();
+    for k in ["window-scale", "receive-buffer", "send-buffer"] {
+        assert!(kinds.contains(&k), "{k} missing: {line}");
+    }
+}
+
+/// `tcpwin-trace ss ARGS` as text.
+fn ss_text(args: &[&str]) -> String {
+    let out = Command::new(EXE)
+        .arg("ss")
+        .args(args)
+        .output()
+        .expect("run tcpwin-trace ss");
+    assert!(
+        out.status.success(),
+        "ss failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An end's ceilings, read with both ends: lowest first, each rate its bytes over the base RTT
+/// (Little's law: `bytes * 8 / base`), and the three its owners' settings fix exactly — the
+/// window scale the handshake chose (`65535 << tcpi_rcv_wscale`, the receiver's own TCP_INFO),
+/// the locked receive buffer at the reading's scaling ratio (`SO_RCVBUF` as the receiver's
+/// getsockopt reads it, `space * ratio >> 8`: the same reading's `window_clamp`), the autotuned
+/// send buffer at its most (the sender's namespace's `tcp_wmem[2]`).
+fn assert_ceilings(end: &SsLine, receiver: &SsLine, rcv_wscale: u8, so_rcvbuf: u32, wmem_max: u64) {
+    use tcpwin_common::formula::win_from_space;
+    use tcpwin_model::verdict::Kind;
+    let v = &end.verdict;
+    let base = v
+        .base_rtt_us
+        .unwrap_or_else(|| panic!("no base RTT: {end:?}"));
+    let c = &v.ceilings;
+    assert!(
+        c.windows(2).all(|w| w[0].rate_bps <= w[1].rate_bps),
+        "not lowest first: {c:?}"
+    );
+    for x in c {
+        let rate = (x.bytes as f64 * 8.0 * 1e6 / base as f64) as u64;
+        // the path's ceiling is the rate it delivers, its bytes that rate's BDP in whole bytes
+        let within = match x.kind {
+            Kind::Path => 8_000_000 / base as u64 + 1,
+            _ => 1,
+        };
+        assert!(
+            x.rate_bps.abs_diff(rate) <= within,
+            "{x:?} at base {base} us"
+        );
+        assert_eq!(x.end, x.kind.end(), "{x:?}");
+    }
+    let bytes = |k: Kind| {
+        c.iter()
+            .find(|x| x.kind == k)
+            .unwrap_or_else(|| panic!("no {} ceiling: {c:?}", k.id()))
+            .bytes
+    };
+    assert_eq!(bytes(Kind::WindowScale), 65535u64 << rcv_wscale, "{c:?}");
+    let ratio = receiver
+        .facts
+        .scaling_ratio
+        .unwrap_or_else(|| panic!("no ratio: {receiver:?}"));
+    let window = win_from_space(so_rcvbuf as u64, ratio);
+    assert_eq!(bytes(Kind::ReceiveBuffer), window, "{c:?}");
+    assert_eq!(
+        receiver.facts.window_clamp,
+        Some(window as u32),
+        "{receiver:?}"
+    );
+    assert_eq!(bytes(Kind::SendBuffer), wmem_max, "{c:?}");
+    // the clamp is the buffer's own window: no clamp of its own; a receiver read with its
+    // sender: no peer window
+    assert!(
+        c.iter()
+            .all(|x| x.kind != Kind::WindowClamp && x.kind != Kind::PeerWindow),
+        "{c:?}"
+    );
 }
 
 /// The locked buffer is the limit; or, where the receiving application was behind when it was
