@@ -234,10 +234,9 @@ fn wanted<M: Mem>(sk: u64, state: Option<&SockState>, hook: u8) -> bool {
         klog!(
             Debug,
             hook,
-            "{} socket port {} <> {} (inode {}, netns {}) is not the traced process's (--pid {}): filtered",
+            "{} socket port {} <> {} (netns {}) is not the traced process's (--pid {}): filtered",
             lport,
             rport,
-            ino,
             key.netns,
             setting!(target_tgid)
         );
