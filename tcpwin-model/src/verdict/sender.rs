@@ -25,6 +25,9 @@ const RWND_SELDOM: f64 = 0.1;
 const SNDBUF_SENT: f64 = 0.5;
 /// An autotuned send buffer at this share of `tcp_wmem[2]` has reached its maximum.
 const WMEM_AT_MAX: f64 = 0.95;
+/// A rate over the interval at this share of what a full buffer let into flight over the RTT
+/// follows that buffer.
+const FOLLOWS_INFLIGHT: f64 = 0.8;
 
 /// The sender's congestion window holds it: in flight within two segments of cwnd, and cwnd
 /// below the peer's window (a cwnd at or above the peer's window never gets to hold anything:
@@ -263,9 +266,27 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
             .is_some_and(|t| sndbuf as f64 >= WMEM_AT_MAX * t[2] as f64);
     let follows_fixed = fixed
         && rate.is_some_and(|r| r as f64 >= SNDBUF_FULL * ceiling_bps(2 * sndbuf, rtt) as f64);
-    (room && moving && ((full && all_sent) || follows_fixed)).then(|| {
+    // a buffer that cannot grow, full at the earlier reading with most of it in flight, and the
+    // interval's rate at what it let into flight then over the RTT: the buffer set the rate, and
+    // this reading caught the writer between two writes (the lab's sender at tcp_wmem[2]
+    // 256 KiB, its writer descheduled for a moment on a busy host: 66 KB queued, the kernel's
+    // app-limited mark set, where a quarter second before 200 KB were)
+    let full_before = s.before.filter(|_| fixed && !full).and_then(|b| {
+        let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
+        let full = queued as f64 >= SNDBUF_FULL * sndbuf as f64
+            && inflight as f64 >= SNDBUF_SENT * queued as f64;
+        let follows =
+            rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(inflight, rtt) as f64);
+        (full && follows).then_some((queued, inflight))
+    });
+    (room && moving && ((full && all_sent) || full_before.is_some() || follows_fixed)).then(|| {
         let state = if full {
             format!("is full ({queued} B queued)")
+        } else if let Some((was, out)) = full_before {
+            format!(
+                "cannot grow: it was full at the earlier reading ({was} B queued, {out} B in flight) and the rate ({}) is what that lets out over the RTT; at this reading {queued} B queued (the writer between two writes)",
+                fmt_rate(rate.unwrap_or(0))
+            )
         } else {
             format!(
                 "cannot grow, and the rate ({}) runs at its ceiling ({queued} B queued at this reading: drained for a moment between two writes)",

@@ -146,3 +146,52 @@ fn one_snapshot_judges_the_sender_over_its_life() {
     assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
     assert_eq!(v.rate_bps, Some(200_000_000));
 }
+
+/// The lab's sndbuf row (tcp_wmem[2] 256 KiB at the sender, 20 ms, 300 Mbit/s, reno), one
+/// snapshot of the sender alone, as recorded in the five-run proof (run 4): at the first reading
+/// the buffer at its maximum was full (200 312 B queued of 262 144, 137 segments in flight, none
+/// waiting); a quarter second later the writer had not refilled it (65 992 B queued, all in
+/// flight, the kernel's app-limited mark set, 0 ms more sndbuf-limited). It was judged
+/// `app-limited`; the interval's rate (77 Mbit/s) is what the full buffer let into flight over
+/// the RTT, so the buffer set it and the later reading caught the writer between two writes.
+#[test]
+fn a_writer_caught_between_two_writes_is_still_its_buffer() {
+    let s = |ts: f64, acked: u64, busy: u64, queued: u32, out: u32| {
+        let mut f = snd(ts, acked, busy, 0);
+        f.sk_sndbuf = Some(262_144);
+        f.wmem_queued = Some(queued);
+        f.packets_out = Some(out);
+        f.unsent = Some(0);
+        f.snd_cwnd = Some(634);
+        f.snd_wnd = Some(1_105_920);
+        f.sndbuf_limited_us = Some(224_000);
+        f.srtt_us = Some(20_800);
+        f.min_rtt_us = Some(20_213);
+        f
+    };
+    let h = HostLimits {
+        tcp_wmem: Some([4096, 16384, 262_144]),
+        ..host()
+    };
+    let before = s(2.0, 18_218_257, 1_956_000, 200_312, 137);
+    let mut now = s(2.257_65, 20_709_377, 2_216_000, 65_992, 45);
+    now.app_limited = Some(true);
+    let v = judge(&before, &now, &h, Some(300_000_000));
+    assert_eq!(v.limit, Limit::Sndbuf, "{v:?}");
+    assert!(v.refused.is_empty(), "{:?}", v.refused);
+    let why = v.setting.as_deref().unwrap();
+    assert!(why.contains("200312 B queued"), "{why}");
+    assert!(why.contains("tcp_wmem[2]"), "{why}");
+    // its fix raises tcp_wmem[2] past 256 KiB
+    let cmd = &v.fix.as_ref().unwrap().commands[0];
+    assert!(cmd.contains("net.ipv4.tcp_wmem='4096 16384 "), "{cmd}");
+    // a writer that really is slow: the same readings at a rate far under what the full
+    // buffer let into flight (a burst written just before the first reading) stays app-limited
+    let slow = s(2.257_65, 18_218_257 + 300_000, 2_216_000, 65_992, 45);
+    let mut slow = slow;
+    slow.app_limited = Some(true);
+    assert_eq!(
+        judge(&before, &slow, &h, Some(300_000_000)).limit,
+        Limit::AppLimited
+    );
+}
