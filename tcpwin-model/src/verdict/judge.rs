@@ -21,6 +21,9 @@ const FULL_WINDOW_SHARE: f64 = 0.9;
 /// 30-40 % where the window binds, `iperf3 -w 8K` on veth 29-40 %, a flow the window does not
 /// bind ~0.
 const RWND_SUPPORT_SHARE: f64 = 0.2;
+/// Without a queue, a sender rwnd-limited this share of its busy time or more is window-bound
+/// whatever its congestion window reads at that moment.
+const RWND_MOST_SHARE: f64 = 0.5;
 
 /// Decides one socket's verdict: with its peer, the connection's.
 pub fn verdict(i: &Input) -> Verdict {
@@ -251,10 +254,15 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     // on a path without a queue, a sender the kernel saw stopped by the peer's window a good
     // part of its busy time is window-bound even when it uses less of window / RTT (at RTTs of
     // µs the ACK clock leaves the window partly unused: iperf3 -w 8K on veth)
+    // (most of its busy time: the window, even where the later reading caught a congestion
+    // window cut by a recovery; the kernel's chrono counts a cwnd-bound sender busy, never
+    // rwnd-limited, so the congestion window held it for less than the window did)
     let rwnd_stopped = !queued
-        && v.rwnd_limited_share
-            .is_some_and(|x| x >= RWND_SUPPORT_SHARE)
-        && sender.is_some_and(|s| sender::cwnd_bound(s).is_none());
+        && v.rwnd_limited_share.is_some_and(|x| {
+            x >= RWND_MOST_SHARE
+                || (x >= RWND_SUPPORT_SHARE
+                    && sender.is_some_and(|s| sender::cwnd_bound(s).is_none()))
+        });
     // a window that allows the rate asked (`--target`) at the base RTT is not the limit, however
     // full it runs: lifting it would not raise the rate towards the target
     let allows_target = v

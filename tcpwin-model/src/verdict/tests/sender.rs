@@ -195,3 +195,50 @@ fn a_writer_caught_between_two_writes_is_still_its_buffer() {
         Limit::AppLimited
     );
 }
+
+/// A sender on veth to a receiver locked at 32 KiB (SO_RCVBUF 16K), read over a second while
+/// the receiver's full buffer dropped segments (21 retransmitted over the life): the kernel
+/// counted it stopped by the peer's window 55 % of its busy time, and the later reading caught
+/// its congestion window at 10 segments, just after a recovery. The window stopped it for most
+/// of the interval; a congestion window that holds it for a moment does not outrank that.
+#[test]
+fn a_window_that_stopped_the_sender_most_of_the_interval_outranks_a_cwnd_just_cut() {
+    let s = |ts: f64, acked: u64, busy: u64, rwnd: u64, cwnd: u32| {
+        let mut f = snd(ts, acked, busy, rwnd);
+        f.snd_wnd = Some(27_512);
+        f.snd_wscale = Some(0);
+        f.srtt_us = Some(19);
+        f.min_rtt_us = Some(6);
+        f.rttvar_us = Some(10);
+        f.sk_sndbuf = Some(1_299_456);
+        f.wmem_queued = Some(16_200);
+        f.snd_cwnd = Some(cwnd);
+        f.packets_out = Some(11);
+        f.total_retrans = Some(21);
+        f.snd_ssthresh = Some(142);
+        f.unsent = Some(0);
+        f
+    };
+    // the gate's reading: 5.33 Gbit/s over the second, 55 % of it rwnd-limited
+    let before = s(1.0, 968_607_545 - 666_000_000, 504_000, 250_000, 40);
+    let v = judge(
+        &before,
+        &s(2.0, 968_607_545, 1_504_000, 804_000, 10),
+        &host(),
+        None,
+    );
+    assert_eq!(
+        (v.limit, v.side),
+        (Limit::PeerWindow, Side::Sending),
+        "{v:?}"
+    );
+    // the same congestion window with the kernel seldom seeing the peer's window stop it
+    // (a fifth of the busy time): the congestion window, not the peer's window
+    let v = judge(
+        &before,
+        &s(2.0, 968_607_545, 1_504_000, 450_000, 10),
+        &host(),
+        None,
+    );
+    assert_ne!(v.limit, Limit::PeerWindow, "{v:?}");
+}
