@@ -260,8 +260,7 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     let rwnd_stopped = !queued
         && v.rwnd_limited_share.is_some_and(|x| {
             x >= RWND_MOST_SHARE
-                || (x >= RWND_SUPPORT_SHARE
-                    && sender.is_some_and(|s| sender::cwnd_bound(s).is_none()))
+                || (x >= RWND_SUPPORT_SHARE && sender.is_some_and(|s| !sender::cwnd_held(s)))
         });
     // a window that allows the rate asked (`--target`) at the base RTT is not the limit, however
     // full it runs: lifting it would not raise the rate towards the target
@@ -280,7 +279,7 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
             || stopped(0.5)
             || (stopped(RWND_SUPPORT_SHARE)
                 && rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64
-                && sender.is_some_and(|s| sender::cwnd_bound(s).is_none())));
+                && sender.is_some_and(|s| !sender::cwnd_held(s))));
     let binds = window > 0
         && !allows_target
         && (rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, binds_at) as f64

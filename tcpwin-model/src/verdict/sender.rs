@@ -42,6 +42,21 @@ pub(super) fn cwnd_bound(s: End) -> Option<u64> {
     (inflight + 2 * mss >= cwnd).then_some(inflight)
 }
 
+/// The congestion window held the sender over the interval: full at the later reading and, when
+/// there is an earlier one, at that one too (a window cut by a recovery just before the later
+/// reading held it for a moment, not for the interval).
+pub(super) fn cwnd_held(s: End) -> bool {
+    let earlier = |b| {
+        cwnd_bound(End {
+            now: b,
+            before: None,
+            host: s.host,
+        })
+        .is_some()
+    };
+    cwnd_bound(s).is_some() && s.before.is_none_or(earlier)
+}
+
 /// Retransmitted segments at this share of those delivered or more, with the congestion window
 /// full, are losses holding the flow (reno at a 1 % lossy link: ~1 %; at a bottleneck that
 /// drops when its queue fills, a few per ten thousand).

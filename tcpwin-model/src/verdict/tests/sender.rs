@@ -232,13 +232,14 @@ fn a_window_that_stopped_the_sender_most_of_the_interval_outranks_a_cwnd_just_cu
         (Limit::PeerWindow, Side::Sending),
         "{v:?}"
     );
-    // the same congestion window with the kernel seldom seeing the peer's window stop it
-    // (a fifth of the busy time): the congestion window, not the peer's window
-    let v = judge(
-        &before,
-        &s(2.0, 968_607_545, 1_504_000, 450_000, 10),
-        &host(),
-        None,
-    );
+    // a third of it rwnd-limited, the congestion window full only at the later reading: the
+    // window still (the congestion window held it for a moment)
+    let third = s(2.0, 968_607_545, 1_504_000, 583_000, 10);
+    let v = judge(&before, &third, &host(), None);
+    assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
+    // the congestion window full at both readings, a third rwnd-limited: not the peer's window
+    let mut held = s(1.0, 968_607_545 - 666_000_000, 504_000, 250_000, 10);
+    held.packets_out = Some(11);
+    let v = judge(&held, &third, &host(), None);
     assert_ne!(v.limit, Limit::PeerWindow, "{v:?}");
 }
