@@ -219,27 +219,20 @@ fn a_window_that_stopped_the_sender_most_of_the_interval_outranks_a_cwnd_just_cu
         f.unsent = Some(0);
         f
     };
+    let limit = |before: &SockFacts, now: &SockFacts| {
+        let v = judge(before, now, &host(), None);
+        assert_eq!(v.side, Side::Sending, "{v:?}");
+        v.limit
+    };
     // the gate's reading: 5.33 Gbit/s over the second, 55 % of it rwnd-limited
     let before = s(1.0, 968_607_545 - 666_000_000, 504_000, 250_000, 40);
-    let v = judge(
-        &before,
-        &s(2.0, 968_607_545, 1_504_000, 804_000, 10),
-        &host(),
-        None,
-    );
-    assert_eq!(
-        (v.limit, v.side),
-        (Limit::PeerWindow, Side::Sending),
-        "{v:?}"
-    );
+    let most = s(2.0, 968_607_545, 1_504_000, 804_000, 10);
+    assert_eq!(limit(&before, &most), Limit::PeerWindow);
     // a third of it rwnd-limited, the congestion window full only at the later reading: the
     // window still (the congestion window held it for a moment)
     let third = s(2.0, 968_607_545, 1_504_000, 583_000, 10);
-    let v = judge(&before, &third, &host(), None);
-    assert_eq!(v.limit, Limit::PeerWindow, "{v:?}");
+    assert_eq!(limit(&before, &third), Limit::PeerWindow);
     // the congestion window full at both readings, a third rwnd-limited: not the peer's window
-    let mut held = s(1.0, 968_607_545 - 666_000_000, 504_000, 250_000, 10);
-    held.packets_out = Some(11);
-    let v = judge(&held, &third, &host(), None);
-    assert_ne!(v.limit, Limit::PeerWindow, "{v:?}");
+    let held = s(1.0, 968_607_545 - 666_000_000, 504_000, 250_000, 10);
+    assert_ne!(limit(&held, &third), Limit::PeerWindow);
 }
