@@ -183,9 +183,10 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
                 fmt_rate(u.target.unwrap_or(0)),
                 losses.as_deref().unwrap_or_default(),
             ),
-            (Some(_), Some(c)) => format!(
-                "the transfer used {} of the {allows} its window allows: the sender's congestion window ({c} B in flight) holds it, without losses",
+            (Some(s), Some(c)) => format!(
+                "the transfer used {} of the {allows} its window allows: the sender's congestion window ({c} B in flight) holds it, {}",
                 fmt_rate(rate),
+                sender::few_losses(s),
             ),
             (Some(_), None) => format!(
                 "the transfer used {} of the {allows} its window allows: the path's rate, as far as the sender shows",

@@ -120,6 +120,24 @@ fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
     Some((inflight, cwnd, flagged))
 }
 
+/// What a congestion window held without losses to blame saw of them: `without losses`, or the
+/// segments retransmitted (over the interval, or the life) and their share of those delivered,
+/// under [`RETRANS_SHARE`].
+pub(super) fn few_losses(s: End) -> String {
+    let mss = s.now.mss_cache.unwrap_or(0).max(1) as u64;
+    let (_, acked) = s.moved();
+    match s.grew(|f| f.total_retrans).filter(|r| *r > 0) {
+        None => "without losses".into(),
+        Some(r) => {
+            format!(
+            "with {r} segments retransmitted{} ({:.3} % of those delivered: too few to hold it)",
+            if s.before.is_some() { " in the interval" } else { " over the connection's life" },
+            r as f64 * 100.0 / (acked / mss).max(1) as f64,
+        )
+        }
+    }
+}
+
 /// Losses hold the congestion window down and the window holds the flow: retransmissions at
 /// [`RETRANS_SHARE`] of what was delivered or more, and the congestion window full. The losses
 /// (`N segments retransmitted ..., cwnd N segments full ...`), or None.

@@ -233,6 +233,16 @@ fn a_window_that_stopped_the_sender_most_of_the_interval_outranks_a_cwnd_just_cu
     let third = s(2.0, 968_607_545, 1_504_000, 583_000, 10);
     assert_eq!(limit(&before, &third), Limit::PeerWindow);
     // the congestion window full at both readings, a third rwnd-limited: not the peer's window
-    let held = s(1.0, 968_607_545 - 666_000_000, 504_000, 250_000, 10);
+    let mut held = s(1.0, 968_607_545 - 666_000_000, 504_000, 250_000, 10);
     assert_ne!(limit(&held, &third), Limit::PeerWindow);
+    // its why names the congestion window, and the few segments the interval retransmitted
+    // (3 of ~460,000) rather than saying there were none
+    held.total_retrans = Some(18);
+    let v = judge(&held, &third, &host(), None);
+    let why = v.setting.unwrap_or_default();
+    assert!(why.contains("congestion window"), "{why}");
+    assert!(
+        why.contains("with 3 segments retransmitted in the interval"),
+        "{why}"
+    );
 }
