@@ -223,6 +223,11 @@ pub struct FixedRun {
     pub reads: Vec<ReadVerdict>,
     /// the rate reached 80 % of the baseline and no end, however read, names a window limit
     pub closed: bool,
+    /// the same path was run with nothing set (`lab --no-baseline` skips that run: the window
+    /// the kernel allows after the fix and the verdicts are read, whether the rate reached the
+    /// path's is not, and the loop is not judged)
+    #[serde(default = "yes")]
+    pub baseline_run: bool,
     /// both runs' delay lines kept the path's RTT
     #[serde(default = "yes")]
     pub on_time: bool,
@@ -268,15 +273,16 @@ impl FixedRun {
     /// nothing: the lab did not stand in for a NIC on that run, so an open loop says nothing
     /// about the fix.
     pub fn judged(&self) -> bool {
-        (self.on_time && self.gro_merged) || self.closed
+        self.baseline_run && ((self.on_time && self.gro_merged) || self.closed)
     }
 
     /// Why an open loop is not judged, in words; None when it is judged.
     pub fn unjudged_because(&self) -> Option<&'static str> {
-        match (self.judged(), self.on_time) {
-            (true, _) => None,
-            (false, false) => Some("path late"),
-            (false, true) => Some("GRO on, the lab's veth merged nothing"),
+        match (self.judged(), self.baseline_run, self.on_time) {
+            (true, ..) => None,
+            (false, false, _) => Some("no baseline run"),
+            (false, true, false) => Some("path late"),
+            (false, true, true) => Some("GRO on, the lab's veth merged nothing"),
         }
     }
 }

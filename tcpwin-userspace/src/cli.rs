@@ -305,6 +305,11 @@ pub struct LabArgs {
     /// with nothing set: fails when a fix does not repair its transfer
     #[arg(long, requires = "scenario")]
     pub apply_fix: bool,
+    /// With --apply-fix: skip the run of the same path with nothing set. The window the kernel
+    /// allows after each fix and the verdicts are read as before; whether the repaired rate
+    /// reached the path's is not, and no fix loop is judged (the test suite's smoke run)
+    #[arg(long, requires = "apply_fix")]
+    pub no_baseline: bool,
     /// Congestion controls to run each scenario with (set per namespace: bbr and reno; default
     /// both, or with --quick the one each row names)
     #[arg(long, value_name = "LIST", requires = "scenario", value_delimiter = ',', value_parser = ["bbr", "reno"])]

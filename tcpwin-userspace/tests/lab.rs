@@ -296,6 +296,7 @@ fn wan_scenarios_show_their_verdicts() {
             "all",
             "--quick",
             "--apply-fix",
+            "--no-baseline",
             "--json",
             "--svg",
         ])
@@ -384,7 +385,7 @@ fn wan_scenarios_show_their_verdicts() {
     // reads one user could get wrong on a noisy 2-vCPU machine, or that one end alone cannot
     // tell apart: one snapshot (either view), and one end alone over the interval (a sender
     // alone sees a reader's delayed ACKs stretch its RTT as a queue would)
-    let (mut loose_misses, mut loose_reads, mut open_loops) = (0, 0, 0);
+    let (mut loose_misses, mut loose_reads) = (0, 0);
     let mut checked = 0;
     for r in &rows {
         let ctx = format!("{} {} {} ({}): {r:?}", r.scenario, r.app, r.condition, r.cc);
@@ -497,19 +498,14 @@ fn wan_scenarios_show_their_verdicts() {
                     );
                 }
             }
-            // the repaired transfer's rate against the same path's with nothing set: a
-            // statistic of this machine (the proof holds it over repeats); said here
-            if !fixed.closed {
-                open_loops += 1;
-                eprintln!(
-                    "FIX LOOP OPEN ({}): {:?} after, {:?} on the same path with nothing set: {ctx}",
-                    fixed
-                        .unjudged_because()
-                        .unwrap_or("rate short of the path's"),
-                    fixed.throughput_bps,
-                    fixed.baseline_bps
-                );
-            }
+            // the repaired transfer's rate is a statistic of this machine: the proof holds it
+            // against the same path's with nothing set over repeats; the gate runs no baseline
+            // (`--no-baseline`), so no loop is judged here, and the rate is said
+            assert!(!fixed.baseline_run && !fixed.judged(), "{ctx}");
+            eprintln!(
+                "after the fix: {:?} bit/s on a path of {:?}: {ctx}",
+                fixed.throughput_bps, r.rate_limit_bps
+            );
         }
         if r.app != "own endpoints" {
             continue;
@@ -540,12 +536,9 @@ fn wan_scenarios_show_their_verdicts() {
         loose_misses <= 3,
         "{loose_misses} of {loose_reads} snapshot or one-end reads named another limit (see above)"
     );
-    // the lab itself fails on any miss or open loop; with those counted above, its exit status
-    // is held only where there were none
-    assert!(
-        status.success() || loose_misses > 0 || open_loops > 0,
-        "lab failed: {err}"
-    );
+    // the lab itself fails on any miss (it judges no fix loop without a baseline); with the
+    // misses counted above, its exit status is held where there were none
+    assert!(status.success() || loose_misses > 0, "lab failed: {err}");
     // 003: the verdict names rmem_max and the values that fit (rmem_max is global)
     let capped = rows.iter().find(|r| r.scenario == "rmem-max").unwrap();
     assert!(

@@ -327,6 +327,7 @@ fn lab(args: crate::cli::LabArgs) -> Result<()> {
                     repeat: args.repeat,
                     ccs: args.cc.clone(),
                     apply_fix: args.apply_fix,
+                    baseline: !args.no_baseline,
                 },
                 &mut show,
             )?,

@@ -256,6 +256,8 @@ pub struct Plan<'a> {
     /// empty: every row with bbr and reno, or with `quick` each row with its own
     pub ccs: Vec<String>,
     pub apply_fix: bool,
+    /// with `apply_fix`, run the same path with nothing set to hold the repaired rate to
+    pub baseline: bool,
 }
 
 impl Plan<'_> {
@@ -278,7 +280,7 @@ fn one_row(
     cc: &str,
     run_no: u32,
     n: &mut usize,
-    apply_fix: bool,
+    plan: &Plan,
 ) -> Result<WanRow> {
     let mut attempt = 1;
     let (mut j, mut st) = loop {
@@ -308,7 +310,7 @@ fn one_row(
         check_stop()?;
     };
     // a path without a bottleneck (veth) has no rate a fix could be sized for and reached
-    let fix = fix_of(&j).filter(|_| apply_fix && st.rate_bps.is_some());
+    let fix = fix_of(&j).filter(|_| plan.apply_fix && st.rate_bps.is_some());
     if let Some(fix) = fix {
         // where two limits hold at once (`then`), a second round applies the fix the transfer
         // names after the first: one per end
@@ -340,13 +342,17 @@ fn one_row(
         };
         drop(st);
         check_stop()?;
-        // the same path with nothing set
-        let base = s.baseline();
-        let bst = run::setup(&base, cc, *n)?;
-        *n += 1;
-        let b = on_time_run(exe, it, &base, &bst, cc, run_no)?;
-        drop(bst);
-        let (rate, baseline) = (after.row.throughput_bps, b.row.throughput_bps);
+        // the same path with nothing set (its rate, and whether its delay line kept time)
+        let b = if plan.baseline {
+            let base = s.baseline();
+            let bst = run::setup(&base, cc, *n)?;
+            *n += 1;
+            let b = on_time_run(exe, it, &base, &bst, cc, run_no)?;
+            Some((b.row.throughput_bps, b.row.path_on_time))
+        } else {
+            None
+        };
+        let (rate, baseline) = (after.row.throughput_bps, b.and_then(|b| b.0));
         let closed = rate
             .zip(baseline)
             .is_some_and(|(r, b)| r as f64 >= FIX_CLOSES_SHARE * b as f64)
@@ -368,7 +374,8 @@ fn one_row(
             window_clamp: after.row.window_clamp,
             reads: after.row.reads,
             closed,
-            on_time: after.row.path_on_time && b.row.path_on_time,
+            baseline_run: b.is_some(),
+            on_time: after.row.path_on_time && b.is_none_or(|b| b.1),
             gro_merged,
             earlier,
             recorded: after.row.recorded,
@@ -454,7 +461,7 @@ pub fn scenarios(
                         .unwrap_or_else(|| "own endpoints".into()),
                     s.recv.describe()
                 );
-                let row = one_row(exe, &mut it, s, cc, run_no, &mut n, plan.apply_fix)
+                let row = one_row(exe, &mut it, s, cc, run_no, &mut n, plan)
                     .with_context(|| format!("row {s:?} with {cc}"))?;
                 each(&row)?;
                 out.push(row);
@@ -723,8 +730,15 @@ pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
         std::path::Path::new(VMLINUX),
         None,
     )?));
-    let mut n = 0;
-    one_row(exe, &mut it, &s, "reno", 1, &mut n, false)
+    let plan = Plan {
+        scenario: s.scenario,
+        quick: false,
+        repeat: 1,
+        ccs: vec![],
+        apply_fix: false,
+        baseline: false,
+    };
+    one_row(exe, &mut it, &s, "reno", 1, &mut 0, &plan)
 }
 
 #[cfg(test)]
@@ -771,6 +785,7 @@ mod tests {
             repeat: 1,
             ccs: ccs.iter().map(|c| c.to_string()).collect(),
             apply_fix: false,
+            baseline: true,
         };
         let loss = quick.iter().find(|s| s.scenario == "loss").unwrap();
         assert_eq!(plan(&[]).ccs_of(loss), ["reno"]);
@@ -885,6 +900,7 @@ mod tests {
             window_clamp: None,
             reads: vec![],
             closed: false,
+            baseline_run: true,
             on_time: true,
             gro_merged: true,
             earlier: vec![],
@@ -942,6 +958,7 @@ mod tests {
             window_clamp: None,
             reads: vec![],
             closed: false,
+            baseline_run: true,
             on_time: true,
             gro_merged: false,
             earlier: vec![],
@@ -974,6 +991,19 @@ mod tests {
             ..f
         };
         assert_eq!(late.unjudged_because(), Some("path late"));
+        // without a baseline run (the gate's `--no-baseline`) no loop is judged, closed or not,
+        // and the lab does not fail on it
+        let unmeasured = FixedRun {
+            baseline_run: false,
+            baseline_bps: None,
+            gro_merged: true,
+            ..late
+        };
+        assert!(!unmeasured.judged());
+        assert_eq!(unmeasured.unjudged_because(), Some("no baseline run"));
+        r.fixed = Some(unmeasured);
+        assert!(fix_loops(std::slice::from_ref(&r)).is_empty());
+        assert!(outcome(&accuracy(std::slice::from_ref(&r)), &[r]).is_ok());
     }
 
     /// A row measured on a late path is not judged (not a match, not a miss), and the
