@@ -267,6 +267,8 @@ pub struct Offsets {
     /// (TCP_NOTSENT_LOWAT; 0: the namespace's `net.ipv4.tcp_notsent_lowat`)
     pub sk_rcvlowat: u32,
     pub tp_notsent_lowat: u32,
+    /// `task_struct.tgid`: a forked child's process id (`--pid` follows forks)
+    pub task_tgid: u32,
 }
 
 impl Offsets {
@@ -342,6 +344,7 @@ impl Offsets {
             sk_pacing_rate: ABSENT,
             sk_rcvlowat: ABSENT,
             tp_notsent_lowat: ABSENT,
+            task_tgid: ABSENT,
         }
     }
 }
@@ -366,6 +369,12 @@ pub struct Config {
 }
 
 impl Config {
+    /// Whether the trace follows one process (and so its forks): `--pid`, not a workload's
+    /// processes (`u32::MAX`: a container or cgroup, followed by cgroup id).
+    pub const fn follows_a_process(&self) -> bool {
+        self.filter_pid != 0 && self.target_tgid != u32::MAX
+    }
+
     /// The filters a session asks: sockets of a process (`--pid`), of a port (`--port`), of a
     /// network namespace (its inode; None: every namespace).
     pub const fn filter(pid: Option<u32>, port: Option<u16>, netns: Option<u32>) -> Config {
@@ -435,7 +444,9 @@ pub mod hook {
     pub const FN_RCV_SPACE_ADJUST_EXIT: u8 = 8;
     pub const FN_SELECT_INITIAL_WINDOW: u8 = 9;
     pub const FN_OPENREQ_INIT_RWIN: u8 = 10;
-    pub const COUNT: usize = 11;
+    /// `--pid` only: a process the trace follows forked
+    pub const TP_PROCESS_FORK: u8 = 11;
+    pub const COUNT: usize = 12;
     /// not a kernel hook: a change the tracer's once-a-second socket iterator read found that no
     /// hook had reported (made after the socket's last hooked packet); no counter
     pub const ITER_CATCH_UP: u8 = 200;
@@ -467,6 +478,7 @@ pub mod hook {
         "tcp_rcv_space_adjust(exit)",
         "tcp_select_initial_window",
         "tcp_openreq_init_rwin",
+        "sched:sched_process_fork",
     ];
 }
 
@@ -512,6 +524,9 @@ pub const MAX_OWNED_PORTS: u32 = 4096;
 /// Cgroups a traced workload's processes run in (`--container`, `--cgroup`): a process started
 /// in one of them after the last /proc refresh is the workload's when it connects or listens.
 pub const MAX_OWNED_CGROUPS: u32 = 1024;
+/// Processes a `--pid` trace follows: the PID's process tree from /proc, and each process one of
+/// them forks, marked in the kernel at the fork.
+pub const MAX_OWNED_TGIDS: u32 = 16384;
 /// Handshakes waiting for the initial window their `tcp_select_initial_window` chose.
 pub const MAX_PENDING_INITS: u32 = 4096;
 /// Network namespaces the exporter's in-kernel counters keep apart (per wscale/side key, and
@@ -753,6 +768,7 @@ pub mod names {
     pub const OWNED_INODES: &str = "OWNED_INODES";
     pub const OWNED_PORTS: &str = "OWNED_PORTS";
     pub const OWNED_CGROUPS: &str = "OWNED_CGROUPS";
+    pub const OWNED_TGIDS: &str = "OWNED_TGIDS";
     pub const OFFSETS: &str = "OFFSETS";
     pub const CONFIG: &str = "CONFIG";
     pub const INIT_HOOKED: &str = "INIT_HOOKED";
@@ -773,7 +789,7 @@ pub mod names {
 /// here, not a decode at run time (the eBPF side writes these bytes, userspace reads them).
 const _: () = {
     use core::mem::size_of;
-    assert!(size_of::<Offsets>() == 276);
+    assert!(size_of::<Offsets>() == 280);
     assert!(size_of::<Config>() == 12);
     assert!(size_of::<Checked>() == 16);
     assert!(size_of::<Event>() == 160);

@@ -5,7 +5,8 @@
 //!   `tcp_event_data_recv` where it is inlined), `tcp_rcv_space_adjust`, `tcp_select_initial_window`;
 //! - tracepoints: `tcp:tcp_probe`, `tcp:tcp_rcv_space_adjust`, `tcp:tcp_rcvbuf_grow`.
 //!
-//! `sock:inet_sock_set_state` and `tcp:tcp_destroy_sock` (tp_btf) serve every backend.
+//! `sock:inet_sock_set_state` and `tcp:tcp_destroy_sock` (tp_btf) serve every backend; with
+//! `--pid`, `sched:sched_process_fork` follows the process's children.
 #![no_std]
 #![no_main]
 
@@ -44,6 +45,14 @@ fn tcp_sk(sk: u64) -> u64 {
 }
 
 // ---------------------------------------------------------------- shared tracepoints
+
+/// `--pid` only (userspace attaches it then): a process the trace follows forked; the child is
+/// followed too, from the fork, before it can open a connection.
+#[btf_tracepoint(function = "sched_process_fork")]
+pub fn follow_fork(ctx: BtfTracePointContext) -> i32 {
+    track::forked(ctx.arg(1));
+    0
+}
 
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {

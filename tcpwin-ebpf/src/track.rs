@@ -12,8 +12,8 @@ use aya_ebpf::{
 use tcpwin_common::{
     counter, flag, hook, kind, tcp_state, Checked, Config, Event, IfKey, InitParams, PortKey,
     TupleKey, HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, MAX_OWNED_CGROUPS, MAX_OWNED_INODES,
-    MAX_OWNED_PORTS, MAX_PENDING_INITS, MAX_TRACKED_SOCKETS, RECHECK_JIFFIES, RECHECK_SLOTS,
-    SOCK_RCVBUF_LOCK,
+    MAX_OWNED_PORTS, MAX_OWNED_TGIDS, MAX_PENDING_INITS, MAX_TRACKED_SOCKETS, RECHECK_JIFFIES,
+    RECHECK_SLOTS, SOCK_RCVBUF_LOCK,
 };
 
 use crate::{
@@ -111,6 +111,12 @@ static OWNED_PORTS: HashMap<PortKey, u32> = HashMap::with_max_entries(MAX_OWNED_
 /// loader from /proc: a process started in one after the last refresh is the workload's too.
 #[map(name = "OWNED_CGROUPS")]
 static OWNED_CGROUPS: HashMap<u64, u8> = HashMap::with_max_entries(MAX_OWNED_CGROUPS, 0);
+
+/// The processes a `--pid` trace follows (tgid, as `bpf_get_current_pid_tgid() >> 32` gives it):
+/// written by the loader from the PID's process tree in /proc, and by [`forked`] at each fork of
+/// one of them, so a child's connection is the trace's from its connect().
+#[map(name = "OWNED_TGIDS")]
+static OWNED_TGIDS: HashMap<u64, u8> = HashMap::with_max_entries(MAX_OWNED_TGIDS, 0);
 
 /// 1 once userspace attached the `tcp_select_initial_window` hooks (function backends only):
 /// without them `PENDING_INIT` stays empty and `established` need not look there.
@@ -297,7 +303,12 @@ pub fn current_is_target() -> bool {
     if setting!(filter_pid) == 0 {
         return false;
     }
-    if (bpf_get_current_pid_tgid() >> 32) as u32 == setting!(target_tgid) {
+    let tgid = bpf_get_current_pid_tgid() >> 32;
+    if tgid as u32 == setting!(target_tgid) {
+        return true;
+    }
+    // SAFETY: OWNED_TGIDS values are plain bytes, only tested for presence.
+    if unsafe { OWNED_TGIDS.get(&tgid) }.is_some() {
         return true;
     }
     // SAFETY: bpf_get_current_cgroup_id takes no arguments; OWNED_CGROUPS values are plain
@@ -334,6 +345,37 @@ pub fn process_context(sk: u64, new_state: u8) {
     set_user(st);
     if SOCKS.insert(&key(sk), &*st, 0).is_err() {
         state_full(hook::TP_SET_STATE, read::raw_cookie(sk));
+    }
+}
+
+/// `sched:sched_process_fork`, in the parent's context: a child of a process the trace follows
+/// is followed too (a thread of it shares its tgid: nothing new).
+#[inline(always)]
+pub fn forked(child: u64) {
+    count(hook::TP_PROCESS_FORK as u32);
+    if setting!(filter_pid) == 0 || child == 0 {
+        return;
+    }
+    let parent = bpf_get_current_pid_tgid() >> 32;
+    // SAFETY: OWNED_TGIDS values are plain bytes, only tested for presence.
+    let followed =
+        parent as u32 == setting!(target_tgid) || unsafe { OWNED_TGIDS.get(&parent) }.is_some();
+    if !followed {
+        return;
+    }
+    let tgid: i32 = read::at(child, off!(task_tgid));
+    if tgid <= 0 || tgid as u64 == parent {
+        return;
+    }
+    if OWNED_TGIDS.insert(&(tgid as u64), &1, 0).is_err() {
+        klog!(
+            Warn,
+            hook::TP_PROCESS_FORK,
+            "{} followed processes full ({} entries): process {} (forked by {}) is found at the next /proc look instead",
+            MAX_OWNED_TGIDS,
+            tgid,
+            parent
+        );
     }
 }
 

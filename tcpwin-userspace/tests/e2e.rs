@@ -428,6 +428,77 @@ fn pid_filter_catches_a_connection_opened_and_used_at_once() {
     assert!(events.iter().all(|e| e.id.rport == port), "{events:?}");
 }
 
+/// `--pid` of a shell that runs five short clients, one after the other: each is a process the
+/// shell forked after the trace started, and each connection opens, sends 64 KiB and closes in
+/// a few milliseconds, well within the trace's 100 ms between looks at /proc. The kernel follows
+/// the shell's forks (`sched:sched_process_fork`): every client's connection is traced from its
+/// `init`, with the values the client's own getsockopt read. Without the fork hook a look at
+/// /proc could only find a client whose connection was already open, never its `init`.
+#[test]
+fn pid_filter_follows_the_processes_it_forks() {
+    let p = pair("fork", 1500);
+    let port = 5324;
+    let conns = 5;
+    let t = transfer(&p, port, conns, false);
+    let (mut rx, mut rx_out) = t.start_receiver().unwrap();
+    let client = format!(
+        "{} transfer send --connect {}:{port} --bytes 65536 --report",
+        exe().to_string_lossy(),
+        p.ip_b
+    );
+    // the shell starts its clients once the trace is attached (it waits for `go`)
+    let go = std::env::temp_dir().join(format!("tcpwt-fork-go-{}", std::process::id()));
+    let _ = std::fs::remove_file(&go);
+    let mut shell = Proc(
+        Pair::exec(&p.a, "sh")
+            .args([
+                "-c",
+                &format!(
+                    "while [ ! -e {} ]; do sleep 0.05; done; for i in $(seq {conns}); do {client}; done",
+                    go.display()
+                ),
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = shell.id().to_string();
+    let tracer = start_tracer(&["--pid", &pid]);
+    std::fs::write(&go, b"").unwrap();
+    let mut out = String::new();
+    std::io::Read::read_to_string(shell.stdout.as_mut().unwrap(), &mut out).unwrap();
+    wait_bounded(&mut shell, Duration::from_secs(60), "the shell").unwrap();
+    let _ = std::fs::remove_file(&go);
+    let mut rx_text = String::new();
+    std::io::Read::read_to_string(&mut rx_out, &mut rx_text).unwrap();
+    wait_bounded(&mut rx, Duration::from_secs(30), "receiver").unwrap();
+    let (events, summary) = finish(tracer);
+    let truths: Vec<EndpointReport> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a client's report"))
+        .collect();
+    assert_eq!(truths.len(), conns as usize, "{out}");
+    assert!(
+        summary.hooks.contains("sched_process_fork:tp_btf"),
+        "{}",
+        summary.hooks
+    );
+    for truth in &truths {
+        let mine = of_cookie(&events, truth.cookie);
+        assert_eq!(
+            mine.first().map(|e| e.event),
+            Some(EventKind::Init),
+            "client {truth:?} not traced from its init: {events:?}"
+        );
+        assert_last_values(&mine, truth);
+    }
+    // the receiver is no process of the shell's
+    for l in rx_text.lines().filter(|l| l.starts_with('{')) {
+        let r: EndpointReport = serde_json::from_str(l).unwrap();
+        assert!(of_cookie(&events, r.cookie).is_empty(), "receiver traced");
+    }
+}
+
 /// A connection opened before the trace is found by whichever hook sees it first: the receiving
 /// end by its data, the sending end by the pure ACKs it gets (which re-check a socket at most
 /// every 25 jiffies and count the rest as `recheck_skipped`). Both show up while the tracer

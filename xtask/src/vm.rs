@@ -330,6 +330,25 @@ for b in $(sed -n 's/.*tcpwin.backends=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' 
     echo "@@METRICS"; cat /tmp/metrics
     echo "@@EXPERR"; cat /tmp/exp.err
     kill $E; kill $R
+    # --pid follows forks: a shell traced before it forks runs a client once the trace is on
+    # (the client is not its last command, so the shell forks it rather than exec it)
+    /tcpwin-trace transfer recv --listen 127.0.0.1:5402 > /tmp/frx.json &
+    FR=$!
+    sh -c 'while [ ! -e /tmp/go ]; do sleep 0.1; done; /tcpwin-trace transfer send --connect 127.0.0.1:5402 --bytes 200000 --report; true' > /tmp/ftx.json &
+    F=$!
+    /tcpwin-trace --backend tracepoint --pid $F --json > /tmp/fork.json 2> /tmp/fork.err &
+    FT=$!
+    i=0
+    while ! grep -q -e '^tcpwin-trace: tracing' -e 'error' /tmp/fork.err; do
+      i=$((i+1)); [ $i -gt 600 ] && break; sleep 0.1
+    done
+    touch /tmp/go
+    wait $F; wait $FR
+    sleep 0.5
+    kill -INT $FT; wait $FT
+    echo "@@FORK"; cat /tmp/fork.json
+    echo "@@FORKERR"; cat /tmp/fork.err
+    echo "@@FORKTX"; cat /tmp/ftx.json
     echo "@@RX"; cat /tmp/rx.json; cat /tmp/tx.json
     echo "@@END $b"
     continue
@@ -590,22 +609,7 @@ fn check_run(backend: &str, run: &Run, series: &str, problems: &mut Vec<String>)
         problems.push(p("the receiver reported nothing".into()));
         return;
     };
-    // by cookie; before 5.12 a tracing program cannot ask for one, and a socket's events come
-    // before its owner's SO_COOKIE assigned it: those match by their addresses
-    let addr = |a: Option<std::net::IpAddr>, p: u16| {
-        a.map(|a| std::net::SocketAddr::new(a, p).to_string())
-    };
-    let mine: Vec<&EventLine> = run
-        .trace
-        .iter()
-        .filter(|e| {
-            e.id.cookie == Some(truth.cookie)
-                || (e.id.cookie.is_none()
-                    && truth.local.is_some()
-                    && addr(e.id.laddr, e.id.lport) == truth.local
-                    && addr(e.id.raddr, e.id.rport) == truth.peer)
-        })
-        .collect();
+    let mine = events_of(&run.trace, truth);
     let Some(last) = mine.last() else {
         problems.push(p(format!(
             "no event for the receiving socket {}",
@@ -667,6 +671,25 @@ fn check_run(backend: &str, run: &Run, series: &str, problems: &mut Vec<String>)
             ));
         }
     }
+}
+
+/// The events of the socket `truth` reports: by cookie; before 5.12 a tracing program cannot
+/// ask for one, and a socket's events come before its owner's SO_COOKIE assigned it: those
+/// match by their addresses.
+fn events_of<'a>(trace: &'a [EventLine], truth: &EndpointReport) -> Vec<&'a EventLine> {
+    let addr = |a: Option<std::net::IpAddr>, p: u16| {
+        a.map(|a| std::net::SocketAddr::new(a, p).to_string())
+    };
+    trace
+        .iter()
+        .filter(|e| {
+            e.id.cookie == Some(truth.cookie)
+                || (e.id.cookie.is_none()
+                    && truth.local.is_some()
+                    && addr(e.id.laddr, e.id.lport) == truth.local
+                    && addr(e.id.raddr, e.id.rport) == truth.peer)
+        })
+        .collect()
 }
 
 /// The `commands` run's sections, as the console printed them (`@@NAME` ... up to the next).
@@ -813,6 +836,42 @@ fn check_commands(series: &str, out: &str, problems: &mut Vec<String>) {
             s.get("CHECKEXIT").map(|e| e.trim()).unwrap_or("?"),
             s.get("CHECKERR").map(|e| e.trim()).unwrap_or("")
         ))),
+    }
+    // --pid of a shell: the client it forked once the trace was on is traced from its init
+    let fork_err = s.get("FORKERR").cloned().unwrap_or_default();
+    let fork_trace: Vec<EventLine> = s
+        .get("FORK")
+        .map(|t| {
+            t.lines()
+                .filter_map(|l| match parse_line(l) {
+                    Ok(Line::Event(e)) => Some(*e),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let clients: Vec<EndpointReport> = json_lines(&s, "FORKTX");
+    if !backend_line(&fork_err)
+        .1
+        .contains("sched_process_fork:tp_btf")
+    {
+        problems.push(p(format!(
+            "--pid: the fork hook did not attach: {}",
+            fork_err.trim()
+        )));
+    }
+    match clients.first() {
+        Some(c) => {
+            let first = events_of(&fork_trace, c).first().map(|e| e.event);
+            if first != Some(EventKind::Init) {
+                problems.push(p(format!(
+                    "--pid: the forked client's connection {:x} is not traced from its init (first event {first:?}; stderr: {})",
+                    c.cookie,
+                    fork_err.trim()
+                )));
+            }
+        }
+        None => problems.push(p("--pid: the forked client reported nothing".into())),
     }
     // the exporter, --port of the connection: both ends, and their window_clamp summed
     let metrics = s.get("METRICS").cloned().unwrap_or_default();

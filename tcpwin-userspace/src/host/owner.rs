@@ -19,6 +19,9 @@ pub struct Ownership {
     /// a workload's cgroups (their ids, cgroup v2 inode numbers): the kernel side marks the
     /// sockets a process in one of them connects or listens on, before the next refresh
     pub cgroups: HashSet<u64>,
+    /// a `--pid`'s process tree (the PID and every process forked from it): the kernel side
+    /// marks their connects and listens, and follows their forks
+    pub processes: HashSet<u64>,
 }
 
 /// A process's cgroup id from its `/proc/PID/cgroup` text (cgroup v2: the inode of its
@@ -285,7 +288,10 @@ pub fn process_tree(pid: u32) -> Vec<u32> {
 /// The sockets of `pid`'s process tree: every fd of it and of its descendants (a forking server's
 /// children hold the connections its listener accepted), and its listeners in `pid`'s namespace.
 pub fn scan(pid: u32) -> Result<Ownership> {
-    scan_held(pid, &process_tree(pid))
+    let tree = process_tree(pid);
+    let mut own = scan_held(pid, &tree)?;
+    own.processes = tree.into_iter().map(u64::from).collect();
+    Ok(own)
 }
 
 /// The sockets `holders` hold, and `pid`'s listeners among them in `pid`'s namespace.

@@ -111,6 +111,14 @@ const COMMON: &[Need] = &[
     },
 ];
 
+/// With `--pid`: the process's forks, followed from the fork (without it a child is found at
+/// the next look at /proc, 100 ms on).
+const FORKS: &[Need] = &[Need {
+    what: "forks of the traced process",
+    required: false,
+    alternatives: &[&[h("follow_fork", TpBtf, "sched_process_fork")]],
+}];
+
 const FENTRY: &[Need] = &[
     Need {
         what: "ratio updates",
@@ -514,11 +522,16 @@ fn attach_set(bpf: &mut Ebpf, btf: &Btf, needs: &[Need], out: &mut Attached) -> 
     Ok(())
 }
 
-/// Attaches the common hooks and the chosen (or first working) backend.
-pub fn attach(bpf: &mut Ebpf, btf: &Btf, wanted: Backend) -> Result<Attached> {
+/// Attaches the common hooks (with `follow_forks`, the fork hook `--pid` uses) and the chosen
+/// (or first working) backend.
+pub fn attach(bpf: &mut Ebpf, btf: &Btf, wanted: Backend, follow_forks: bool) -> Result<Attached> {
     let mut out = Attached::default();
     if let Err(e) = attach_set(bpf, btf, COMMON, &mut out) {
         bail!("cannot attach the tracepoints every backend needs ({e}); tcpwin-trace needs BTF tracepoints (Linux 5.5+)");
+    }
+    if follow_forks {
+        // optional: where it cannot attach, a note says so and /proc finds the children
+        let _ = attach_set(bpf, btf, FORKS, &mut out);
     }
     let order: &[(Backend, &[Need])] = match wanted {
         Backend::Auto => &[

@@ -208,7 +208,7 @@ impl Resolver {
             }
         }
         // (field, struct, path, expected size in bytes)
-        let plain: [(&mut u32, &str, &str, usize); 58] = [
+        let plain: [(&mut u32, &str, &str, usize); 59] = [
             (&mut o.skc_family, "sock_common", "skc_family", 2),
             (&mut o.skc_state, "sock_common", "skc_state", 1),
             (&mut o.skc_num, "sock_common", "skc_num", 2),
@@ -283,6 +283,7 @@ impl Resolver {
             (&mut o.sk_pacing_rate, "sock", "sk_pacing_rate", 8),
             (&mut o.sk_rcvlowat, "sock", "sk_rcvlowat", 4),
             (&mut o.tp_notsent_lowat, "tcp_sock", "notsent_lowat", 4),
+            (&mut o.task_tgid, "task_struct", "tgid", 4),
         ];
         for (slot, st, path, size) in plain {
             match self.member(st, path) {

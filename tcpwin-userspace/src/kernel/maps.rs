@@ -85,6 +85,7 @@ pub struct OwnerSync {
     inodes: HashSet<u64>,
     ports: HashSet<PortKey>,
     cgroups: HashSet<u64>,
+    processes: HashSet<u64>,
 }
 
 impl OwnerSync {
@@ -94,6 +95,7 @@ impl OwnerSync {
             inodes: HashSet::new(),
             ports: HashSet::new(),
             cgroups: HashSet::new(),
+            processes: HashSet::new(),
         }
     }
 
@@ -138,6 +140,31 @@ impl OwnerSync {
         self.inodes = own.inodes;
         presence(bpf, names::OWNED_CGROUPS, &own.cgroups, &self.cgroups)?;
         self.cgroups = own.cgroups;
+        if let Owners::Pid(_) = self.owners {
+            self.sync_processes(bpf, own.processes)?;
+        }
+        Ok(())
+    }
+
+    /// The processes a `--pid` trace follows: its tree as /proc shows it now, and the children
+    /// the kernel followed at their fork since (they are not in `self.processes`). A process is
+    /// let go once it has ended (a child reparented away from the tree is still the trace's): the
+    /// map holds no process id a later, unrelated process could be given.
+    fn sync_processes(&mut self, bpf: &mut Ebpf, tree: HashSet<u64>) -> Result<()> {
+        let mut m: BpfHashMap<_, u64, u8> =
+            BpfHashMap::try_from(bpf.map_mut(names::OWNED_TGIDS).context("OWNED_TGIDS map")?)?;
+        for p in tree.difference(&self.processes) {
+            m.insert(p, 1, 0)?;
+        }
+        let ended: Vec<u64> = m
+            .keys()
+            .filter_map(Result::ok)
+            .filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+        for p in &ended {
+            let _ = m.remove(p);
+        }
+        self.processes = tree;
         Ok(())
     }
 }

@@ -64,7 +64,7 @@ impl Tracer {
         };
         let mut bpf = object::load(&opts, &k.layout, &k.aya)?;
         let log = KernelLog::start(&mut bpf)?;
-        let attached = attach::attach(&mut bpf, &k.aya, backend)?;
+        let attached = attach::attach(&mut bpf, &k.aya, backend, config.follows_a_process())?;
         log.name_programs(attach::hook_programs(&attached.hooks));
         log.name_programs([(hook::ITER, "tcp_sockets (iter/tcp)".to_string())]);
         if attached
