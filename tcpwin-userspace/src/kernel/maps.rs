@@ -7,7 +7,7 @@ use aya::{
     maps::{Array, HashMap as BpfHashMap, PerCpuArray},
     Ebpf,
 };
-use tcpwin_common::{counter, names, IfKey, PortKey, HIST_BUCKETS};
+use tcpwin_common::{counter, names, IfKey, PortKey, HIST_BUCKETS, MAX_OWNED_TGIDS};
 use tcpwin_model::{
     hist::{Hist, Scale},
     metrics::Counts,
@@ -86,6 +86,8 @@ pub struct OwnerSync {
     ports: HashSet<PortKey>,
     cgroups: HashSet<u64>,
     processes: HashSet<u64>,
+    /// the process table's overflow was said
+    said_full: bool,
 }
 
 impl OwnerSync {
@@ -96,6 +98,7 @@ impl OwnerSync {
             ports: HashSet::new(),
             cgroups: HashSet::new(),
             processes: HashSet::new(),
+            said_full: false,
         }
     }
 
@@ -150,12 +153,9 @@ impl OwnerSync {
     /// the kernel followed at their fork since (they are not in `self.processes`). A process is
     /// let go once it has ended (a child reparented away from the tree is still the trace's): the
     /// map holds no process id a later, unrelated process could be given.
-    fn sync_processes(&mut self, bpf: &mut Ebpf, tree: HashSet<u64>) -> Result<()> {
+    fn sync_processes(&mut self, bpf: &mut Ebpf, mut tree: HashSet<u64>) -> Result<()> {
         let mut m: BpfHashMap<_, u64, u8> =
             BpfHashMap::try_from(bpf.map_mut(names::OWNED_TGIDS).context("OWNED_TGIDS map")?)?;
-        for p in tree.difference(&self.processes) {
-            m.insert(p, 1, 0)?;
-        }
         let ended: Vec<u64> = m
             .keys()
             .filter_map(Result::ok)
@@ -163,6 +163,23 @@ impl OwnerSync {
             .collect();
         for p in &ended {
             let _ = m.remove(p);
+        }
+        // a process the map has no room for is still found by its sockets at each look; it is
+        // tried again at the next one
+        let refused: Vec<u64> = tree
+            .difference(&self.processes)
+            .filter(|p| m.insert(*p, 1, 0).is_err())
+            .copied()
+            .collect();
+        if !refused.is_empty() && !self.said_full {
+            self.said_full = true;
+            eprintln!(
+                "tcpwin-trace: more processes to follow than the kernel's table holds ({MAX_OWNED_TGIDS}): {} of them are found by their sockets every 100 ms instead of at connect()",
+                refused.len()
+            );
+        }
+        for p in &refused {
+            tree.remove(p);
         }
         self.processes = tree;
         Ok(())
