@@ -168,13 +168,38 @@ fn signals_leave_nothing_attached() {
     assert!(status.success());
 }
 
+/// A process that runs until its stdin closes: it exits when the test says, not on a clock.
+fn victim() -> std::process::Child {
+    Command::new("sh")
+        .args(["-c", "read _"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn traced_pid_exit_ends_the_trace() {
-    require_root();
-    let mut victim = Command::new("sleep").arg("1.5").spawn().unwrap();
-    let pid = victim.id().to_string();
-    let t = start(&["--pid", &pid, "--json"]);
+    let mut victim = victim();
+    let pid = victim.id();
+    let t = start(&["--pid", &pid.to_string(), "--json"]);
+    drop(victim.stdin.take());
     victim.wait().unwrap();
+    the_trace_says_the_process_exited(t, pid);
+}
+
+/// A daemon whose parent is slow to reap it is a zombie for a while: no namespaces, no fds, but
+/// still in /proc. The trace says it exited, not that its namespace cannot be read.
+#[test]
+fn traced_pid_exit_ends_the_trace_before_it_is_reaped() {
+    let mut victim = victim();
+    let pid = victim.id();
+    let t = start(&["--pid", &pid.to_string(), "--json"]);
+    drop(victim.stdin.take());
+    the_trace_says_the_process_exited(t, pid);
+    victim.wait().unwrap();
+}
+
+fn the_trace_says_the_process_exited(t: Tracer, pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut t = t;
     while t.child.try_wait().unwrap().is_none() {

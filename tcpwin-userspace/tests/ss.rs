@@ -636,6 +636,67 @@ fn ss_bad_input_is_one_clear_sentence() {
     }
 }
 
+/// `ss -i` of a process ends when it exits (reaped or not yet: a zombie holds no socket), with
+/// the reason and exit status 0; a process that has already exited is refused at the start.
+#[test]
+fn ss_interval_ends_when_its_process_exits() {
+    require_root();
+    for reap in [true, false] {
+        let mut victim = Command::new("sh")
+            .args(["-c", "read _"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = victim.id().to_string();
+        let mut ss = Command::new(EXE)
+            .args(["ss", "--pid", &pid, "-i", "100"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(ss.try_wait().unwrap().is_none(), "ss -i ended early");
+        drop(victim.stdin.take());
+        if reap {
+            victim.wait().unwrap();
+        } else {
+            // the shell has exited: a zombie until waited for
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap()
+                .contains(") Z ")
+            {
+                assert!(std::time::Instant::now() < deadline, "{pid} never exited");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // one that has exited already is refused, in one sentence
+            let out = Command::new(EXE)
+                .args(["ss", "--pid", &pid])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "a zombie's ss succeeded: {err}");
+            assert!(err.contains("has exited"), "{err}");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while ss.try_wait().unwrap().is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "ss -i went on after {pid} exited"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = ss.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "reap {reap}: {err}");
+        assert!(
+            err.contains(&format!("process {pid} exited; stopping")),
+            "{err}"
+        );
+        victim.wait().unwrap();
+    }
+}
+
 /// `--netns all` over intervals follows namespaces as they come and go: one created after the
 /// start is read, and its removal is not an error (it was one: the list was taken once).
 #[test]

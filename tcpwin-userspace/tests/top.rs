@@ -153,3 +153,39 @@ fn sigterm_ends_top_on_a_stalled_terminal() {
     assert_eq!(status.code(), Some(3), "{status}");
     assert_restored(&p);
 }
+
+/// The process `top --pid` watches exits (reaped or not yet): top ends, the terminal restored,
+/// and says why in one line, as the trace does; with `--trace` its programs are gone too.
+#[test]
+fn top_ends_when_its_process_exits() {
+    require_root();
+    for (extra, reap) in [(None, true), (None, false), (Some("--trace"), false)] {
+        let before = tracer_programs();
+        let mut victim = std::process::Command::new("sh")
+            .args(["-c", "read _"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = victim.id().to_string();
+        let p = pty(80, 24);
+        let mut args = vec!["top", "--pid", &pid, "-i", "200"];
+        args.extend(extra);
+        let mut c = p.spawn(EXE, &args);
+        wait_for(&p, "quit", 30);
+        drop(victim.stdin.take());
+        if reap {
+            victim.wait().unwrap();
+        }
+        let status = wait_exit(&mut c);
+        let out = wait_for(&p, &format!("process {pid} exited"), 5);
+        assert!(status.success(), "{extra:?} reaped {reap}: {status}\n{out}");
+        assert!(!out.contains("panicked"), "{out}");
+        assert_restored(&p);
+        victim.wait().unwrap();
+        assert_eq!(
+            programs_named_settled(&TRACER_PROGRAMS, before).expect("bpftool"),
+            before,
+            "{extra:?}: the tracer's programs are still loaded 10 s after top exited"
+        );
+    }
+}

@@ -11,7 +11,10 @@ use tcpwin_model::{facts::state_name, judge::Judge, schema::SsLine};
 
 use crate::{
     cli::SsArgs,
-    gather::snapshot::{self, Source, SourceKind},
+    gather::{
+        scope,
+        snapshot::{self, Source, SourceKind},
+    },
     host::{
         kconfig,
         signals::{install_stop_handler, wait_or_stop},
@@ -69,7 +72,15 @@ pub fn run(args: SsArgs) -> Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     loop {
         let t0 = Instant::now();
-        let mut seen = targets.read(&mut src, hz)?;
+        let mut seen = match targets.read(&mut src, hz) {
+            Ok(seen) => seen,
+            // `-i`: the process or workload watched ended since the last reading
+            Err(e) if taken > 0 && scope::ended(&e).is_some() => {
+                eprintln!("tcpwin-trace: {e}; stopping");
+                break;
+            }
+            Err(e) => return Err(e),
+        };
         // one reading has no rate: without -i, sockets moving data are read again a moment
         // later and judged over that interval (said on stderr)
         if args.interval.is_none() && seen.iter().any(|s| moving(&s.facts)) {

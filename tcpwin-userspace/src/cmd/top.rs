@@ -26,7 +26,7 @@ use crate::{
     cli::TopArgs,
     gather::{
         audit,
-        scope::{Namespaces, Scope},
+        scope::{self, Namespaces, Scope},
         snapshot::{self, Source, SourceKind},
     },
     host::{
@@ -261,7 +261,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         }
         if let Some(t) = tracing.as_mut() {
             if let Err(e) = t.drain(&mut state) {
-                break Err(e);
+                break Err(targets.scope.why_failed(e));
             }
         }
         let size = match term.size() {
@@ -296,5 +296,12 @@ pub fn run(args: TopArgs) -> Result<()> {
     drop(term);
     drop(screen);
     drop(tracing);
-    result
+    // the process or workload watched ended: said once the screen is left, not an error
+    match result {
+        Err(e) if scope::ended(&e).is_some() => {
+            eprintln!("tcpwin-trace: {e}; stopping");
+            Ok(())
+        }
+        r => r,
+    }
 }

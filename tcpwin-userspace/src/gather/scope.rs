@@ -26,6 +26,24 @@ pub enum Namespaces {
     OfWorkload(Selector),
 }
 
+/// The process or workload a command watches has ended: why it stops, not a fault (`ss -i`,
+/// `top` and the trace end on it with exit status 0 and say it).
+#[derive(Debug)]
+pub struct Ended(pub String);
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Ended {}
+
+/// Why a command stops, when `e` is that its owners ended.
+pub fn ended(e: &anyhow::Error) -> Option<&str> {
+    e.downcast_ref::<Ended>().map(|x| x.0.as_str())
+}
+
 /// Which sockets: the domain form of `--pid`, `--port` and `--netns`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Scope {
@@ -59,6 +77,9 @@ impl Scope {
         if let Some(pid) = pid {
             if pid == 0 || !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                 bail!("--pid {pid}: no such process (check `ps -p {pid}`)");
+            }
+            if owner::has_ended(pid) {
+                bail!("--pid {pid}: the process has exited (its parent has not reaped it yet): it holds no sockets");
             }
         }
         if let Some(w) = &workload {
@@ -123,6 +144,14 @@ impl Scope {
             (Some(w), _) => Some(Owners::Workload(w.clone())),
             (None, Some(p)) => Some(Owners::Pid(p)),
             (None, None) => None,
+        }
+    }
+
+    /// An error of a reading, told as [`Ended`] where the owners it reads have ended since.
+    pub fn why_failed(&self, e: anyhow::Error) -> anyhow::Error {
+        match self.owners().and_then(|o| o.ended()) {
+            Some(why) => Ended(why).into(),
+            None => e,
         }
     }
 

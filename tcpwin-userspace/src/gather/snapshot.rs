@@ -156,8 +156,14 @@ impl Targets {
         Targets { scope, gone: 0 }
     }
 
-    /// One reading of every namespace covered now.
+    /// One reading of every namespace covered now; an [`Ended`](crate::gather::scope::Ended)
+    /// error where the process or workload read has ended.
     pub fn read(&mut self, src: &mut Source, hz: Option<u32>) -> Result<Vec<Seen>> {
+        self.read_covered(src, hz)
+            .map_err(|e| self.scope.why_failed(e))
+    }
+
+    fn read_covered(&mut self, src: &mut Source, hz: Option<u32>) -> Result<Vec<Seen>> {
         let now = self.scope.resolve()?;
         if self.scope.namespaces != Namespaces::All {
             return read(src, &now, &self.scope, hz);

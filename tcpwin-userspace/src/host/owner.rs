@@ -204,6 +204,17 @@ pub enum Owners {
 }
 
 impl Owners {
+    /// Why a command watching them stops: `process 12 exited` (gone, or exited and not yet
+    /// reaped), `no process runs in container web any more`; None while they run.
+    pub fn ended(&self) -> Option<String> {
+        match self {
+            Owners::Pid(p) => has_ended(*p).then(|| format!("process {p} exited")),
+            Owners::Workload(w) => members(w)
+                .is_empty()
+                .then(|| format!("no process runs in {} any more", w.describe())),
+        }
+    }
+
     /// Their sockets now: every fd of theirs, and their listeners (in the namespace of the
     /// process, or of the workload's first process).
     pub fn scan(&self) -> Result<Ownership> {
@@ -254,11 +265,34 @@ pub fn socket_owners() -> HashMap<u64, Owner> {
     owners
 }
 
-/// The parent PID in a `/proc/PID/stat` line (after the command name, which may hold spaces
-/// and parentheses: the last `)` ends it).
+/// The fields of a `/proc/PID/stat` line after the command name (which may hold spaces and
+/// parentheses: the last `)` ends it): the state, then the parent PID, ...
+fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat[stat.rfind(')')? + 1..].split_whitespace())
+}
+
+/// The parent PID in a `/proc/PID/stat` line.
 fn ppid_of_stat(stat: &str) -> Option<u32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    stat_fields(stat)?.nth(1)?.parse().ok()
+}
+
+/// A `/proc/PID/stat` line of a process that has exited: a zombie its parent has not reaped yet
+/// (`Z`), or one being torn down (`X`).
+fn exited_in_stat(stat: &str) -> bool {
+    stat_fields(stat)
+        .and_then(|mut f| f.next())
+        .is_some_and(|state| matches!(state, "Z" | "X" | "x"))
+}
+
+/// Whether `pid` has ended: gone from /proc, or exited and not yet reaped by its parent (its
+/// sockets and namespaces went with it: only its exit status is left). A thread-group leader that
+/// exited while its other threads run is a zombie too, but its process still runs.
+pub fn has_ended(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    exited_in_stat(&stat)
+        && fs::read_dir(format!("/proc/{pid}/task")).map_or(true, |threads| threads.count() <= 1)
 }
 
 /// `pid` and every process forked from it, at any depth (a server's workers and the children
@@ -299,6 +333,9 @@ fn scan_held(pid: u32, holders: &[u32]) -> Result<Ownership> {
     let fd_dir = format!("/proc/{pid}/fd");
     if !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("process {pid} does not exist (any more)");
+    }
+    if has_ended(pid) {
+        bail!("process {pid} has exited (its parent has not reaped it yet): it holds no sockets");
     }
     let mut own = Ownership {
         netns: netns_of(pid)?,
@@ -407,6 +444,32 @@ mod tests {
         assert_eq!(ppid_of_stat("42 (a (b) c) S 7 42 42 0 -1"), Some(7));
         assert_eq!(ppid_of_stat("1 (init) S 0 1 1"), Some(0));
         assert_eq!(ppid_of_stat("garbage"), None);
+    }
+
+    /// A process that has exited and is not yet reaped is ended (its namespaces went with it),
+    /// one asleep or running is not, whatever its name says.
+    #[test]
+    fn an_unreaped_process_has_ended() {
+        assert!(exited_in_stat("42 (iperf3) Z 1 42 42 0 -1"));
+        assert!(exited_in_stat("42 (a) X 1 42 42"));
+        assert!(!exited_in_stat("42 (a ) Z) S 1 42 42"));
+        assert!(!exited_in_stat("42 (nginx) R 1 42 42"));
+        assert!(!exited_in_stat("garbage"));
+        // a child this process has not waited for yet
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !has_ended(pid) {
+            assert!(std::time::Instant::now() < deadline, "{pid} never ended");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            Path::new(&format!("/proc/{pid}")).exists(),
+            "reaped too soon"
+        );
+        child.wait().unwrap();
+        assert!(has_ended(pid));
+        assert!(!has_ended(std::process::id()));
     }
 
     /// A child forked by this process (a shell that forks a sleep) is in its tree, and holds

@@ -102,18 +102,6 @@ impl OwnerSync {
         }
     }
 
-    /// What a trace that stops because its owners are gone says: `process 12 exited`, `no
-    /// process runs in container web any more`; None while they run.
-    pub fn gone(&self) -> Option<String> {
-        match &self.owners {
-            Owners::Pid(p) => (!std::path::Path::new(&format!("/proc/{p}")).exists())
-                .then(|| format!("process {p} exited")),
-            Owners::Workload(w) => owner::members(w)
-                .is_empty()
-                .then(|| format!("no process runs in {} any more", w.describe())),
-        }
-    }
-
     pub fn sync(&mut self, bpf: &mut Ebpf) -> Result<()> {
         let own = self.owners.scan()?;
         presence(bpf, names::OWNED_INODES, &own.inodes, &self.inodes)?;
@@ -159,7 +147,7 @@ impl OwnerSync {
         let ended: Vec<u64> = m
             .keys()
             .filter_map(Result::ok)
-            .filter(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            .filter(|p| u32::try_from(*p).map_or(true, owner::has_ended))
             .collect();
         for p in &ended {
             let _ = m.remove(p);
