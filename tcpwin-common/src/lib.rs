@@ -366,6 +366,13 @@ pub struct Config {
     /// 0 = any; else the inode of the one network namespace traced (`--netns NAME`, the
     /// caller's by default, a `--pid`'s own)
     pub netns: u32,
+    /// `--addr`: 0 = any; 4 = either end's IPv4 address (a dual-stack socket's IPv4-mapped one
+    /// included) masked by `addr_mask[0]` is `addr[0]`; 6 = either end's IPv6 address masked
+    /// word by word is `addr`. Words as the kernel keeps addresses (network byte order in memory).
+    pub addr_family: u8,
+    pub _pad: [u8; 3],
+    pub addr: [u32; 4],
+    pub addr_mask: [u32; 4],
 }
 
 impl Config {
@@ -393,6 +400,36 @@ impl Config {
                 Some(n) => n,
                 None => 0,
             },
+            addr_family: 0,
+            _pad: [0; 3],
+            addr: [0; 4],
+            addr_mask: [0; 4],
+        }
+    }
+
+    /// With the address filter (`--addr`): `octets` of an IPv4 (the first 4) or IPv6 network,
+    /// its first `len` bits compared.
+    pub fn with_addr(self, ipv4: bool, octets: [u8; 16], len: u8) -> Config {
+        let bits = if ipv4 { 32 } else { 128 };
+        let mut addr = [0u32; 4];
+        let mut addr_mask = [0u32; 4];
+        for w in 0..bits / 32 {
+            let mut m = [0u8; 4];
+            let mut a = [0u8; 4];
+            for b in 0..4 {
+                let i = w * 4 + b;
+                let keep = (len as usize).saturating_sub(i * 8).min(8) as u32;
+                m[b] = (0xff00u32 >> keep) as u8;
+                a[b] = octets[i] & m[b];
+            }
+            addr[w] = u32::from_ne_bytes(a);
+            addr_mask[w] = u32::from_ne_bytes(m);
+        }
+        Config {
+            addr_family: if ipv4 { 4 } else { 6 },
+            addr,
+            addr_mask,
+            ..self
         }
     }
 }
@@ -790,7 +827,7 @@ pub mod names {
 const _: () = {
     use core::mem::size_of;
     assert!(size_of::<Offsets>() == 280);
-    assert!(size_of::<Config>() == 12);
+    assert!(size_of::<Config>() == 48);
     assert!(size_of::<Checked>() == 16);
     assert!(size_of::<Event>() == 160);
     assert!(size_of::<SockRecord>() == 240);
@@ -820,4 +857,48 @@ mod user {
     unsafe impl aya::Pod for SockRecord {}
     // SAFETY: as above.
     unsafe impl aya::Pod for ClosedSums {}
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn the_address_filter_is_kept_as_the_kernel_keeps_addresses() {
+        let v4 = |a: [u8; 4], len| {
+            let mut o = [0u8; 16];
+            o[..4].copy_from_slice(&a);
+            Config::default().with_addr(true, o, len)
+        };
+        let c = v4([10, 1, 2, 3], 8);
+        assert_eq!(c.addr_family, 4);
+        assert_eq!(c.addr[0], u32::from_ne_bytes([10, 0, 0, 0]));
+        assert_eq!(c.addr_mask[0], u32::from_ne_bytes([255, 0, 0, 0]));
+        assert_eq!(c.addr_mask[1..], [0; 3]);
+        let c = v4([192, 168, 7, 255], 21);
+        assert_eq!(c.addr_mask[0], u32::from_ne_bytes([255, 255, 248, 0]));
+        assert_eq!(c.addr[0], u32::from_ne_bytes([192, 168, 0, 0]));
+        assert_eq!(v4([1, 2, 3, 4], 32).addr_mask[0], u32::MAX);
+        assert_eq!(v4([1, 2, 3, 4], 0).addr_mask[0], 0);
+        // 2001:db8::/33: two words whole, the third's first bit
+        let mut o = [0u8; 16];
+        o[..5].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0xff]);
+        o[15] = 1;
+        let c = Config::default().with_addr(false, o, 33);
+        assert_eq!(c.addr_family, 6);
+        assert_eq!(
+            c.addr_mask,
+            [u32::MAX, u32::from_ne_bytes([0x80, 0, 0, 0]), 0, 0]
+        );
+        assert_eq!(
+            c.addr,
+            [
+                u32::from_ne_bytes([0x20, 0x01, 0x0d, 0xb8]),
+                u32::from_ne_bytes([0x80, 0, 0, 0]),
+                0,
+                0
+            ]
+        );
+        assert_eq!(Config::default().addr_family, 0);
+    }
 }

@@ -29,6 +29,10 @@ static CONFIG: Config = Config {
     cookie_by_read: 0,
     port: 0,
     netns: 0,
+    addr_family: 0,
+    _pad: [0; 3],
+    addr: [0; 4],
+    addr_mask: [0; 4],
 };
 
 macro_rules! setting {
@@ -218,13 +222,58 @@ pub fn port_ok(lport: u16, rport: u16) -> bool {
     port == 0 || lport == port || rport == port
 }
 
+/// One word of the address filter (`Config::addr`, `Config::addr_mask`).
+macro_rules! setting_word {
+    ($field:ident, $i:expr) => {
+        // SAFETY: a read of our own .rodata global, in bounds (a constant index below 4).
+        unsafe { core::ptr::read_volatile(core::ptr::addr_of!(CONFIG.$field[$i])) }
+    };
+}
+
+/// The address filter (`Config::addr_family`, 0 = any): either end's address is in the network.
+/// Read at a socket's first sight only (a socket tracked passed it).
+#[inline(always)]
+fn addr_ok<M: Mem>(sk: u64) -> bool {
+    let want = setting!(addr_family);
+    if want == 0 {
+        return true;
+    }
+    let family: u16 = M::at(sk, off!(skc_family));
+    if want == 4 {
+        if family == read::AF_INET6 {
+            // a dual-stack socket's IPv4 peer is ::ffff:a.b.c.d, and its skc_daddr and
+            // skc_rcv_saddr are a.b.c.d; a native IPv6 peer is not an IPv4 address
+            let d: [u32; 4] = M::at(sk, off!(skc_v6_daddr));
+            if d[0] != 0 || d[1] != 0 || d[2] != u32::from_ne_bytes([0, 0, 0xff, 0xff]) {
+                return false;
+            }
+        }
+        let (a, m) = (setting_word!(addr, 0), setting_word!(addr_mask, 0));
+        let l: u32 = M::at(sk, off!(skc_rcv_saddr));
+        let r: u32 = M::at(sk, off!(skc_daddr));
+        return l & m == a || r & m == a;
+    }
+    if family != read::AF_INET6 {
+        return false;
+    }
+    let l: [u32; 4] = M::at(sk, off!(skc_v6_rcv_saddr));
+    let r: [u32; 4] = M::at(sk, off!(skc_v6_daddr));
+    let (mut l_in, mut r_in) = (true, true);
+    for i in 0..4 {
+        let (a, m) = (setting_word!(addr, i), setting_word!(addr_mask, i));
+        l_in &= l[i] & m == a;
+        r_in &= r[i] & m == a;
+    }
+    l_in || r_in
+}
+
 /// Whether a socket passes the port filter and, with `--pid`, belongs to the traced process:
 /// its file is one of the PID's (inode), or it is the child of one of the PID's listeners. The
 /// receive path runs in softirq, so the current task says nothing about ownership.
 #[inline(always)]
 fn wanted<M: Mem>(sk: u64, state: Option<&SockState>, hook: u8) -> bool {
     let (lport, rport) = read::ports::<M>(sk);
-    if !port_ok(lport, rport) {
+    if !port_ok(lport, rport) || !addr_ok::<M>(sk) {
         return false;
     }
     let netns = setting!(netns);

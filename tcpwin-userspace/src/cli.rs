@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 use tcpwin_model::{
     check::{parse_bdp, Bdp},
+    select::AddrPrefix,
     units::{parse_path, parse_rate, PathSpec},
     workload::Selector,
 };
@@ -44,6 +45,11 @@ pub struct SocketArgs {
     /// Only connections with this local or remote port
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     pub port: Option<u16>,
+    /// Only connections with this local or remote address, or one in this network
+    /// (10.0.0.5, 10.0.0.0/24, 2001:db8::/32); an IPv4 one also matches dual-stack sockets'
+    /// IPv4-mapped addresses
+    #[arg(long, value_name = "ADDR[/LEN]")]
+    pub addr: Option<AddrPrefix>,
     /// Network namespace: a name from `ip netns list`, or `all` (every named one and every one
     /// a process lives in, looked up again as they come and go: containers live in their own);
     /// default: the caller's, or with --pid the process's
@@ -69,7 +75,9 @@ impl SocketArgs {
             (None, Some(p)) => Some(Selector::Cgroup(p.clone())),
             (None, None) => None,
         };
-        Scope::new(self.pid, self.port, self.netns.as_deref(), workload)
+        let mut scope = Scope::new(self.pid, self.port, self.netns.as_deref(), workload)?;
+        scope.addr = self.addr;
+        Ok(scope)
     }
 }
 

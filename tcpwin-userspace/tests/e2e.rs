@@ -918,3 +918,80 @@ fn the_trace_opens_with_the_backend_chosen() {
     }
     assert!(err.contains("tcpwin-trace: tracing "), "{err}");
 }
+
+/// Three loopback connections to one dual-stack listener: to 127.0.0.2, to 127.0.0.3 and to
+/// ::1. `--addr` keeps the connections with that address at either end, the listener's side
+/// (its IPv4 peers written `::ffff:127.0.0.x`) included: the client ports the events name are
+/// those the connections were given (their own `local_addr()`), in the trace (filtered in the
+/// kernel) and in `ss`.
+#[test]
+fn addr_filter_keeps_the_connections_of_that_address_at_either_end() {
+    require_root();
+    let port: u16 = 5391;
+    let listener = TcpListener::bind(("::", port)).expect("a dual-stack listener");
+    let ephemeral = |l: u16, r: u16| if l == port { r } else { l };
+    for (addr, wanted) in [
+        ("127.0.0.3", &[1usize][..]),
+        ("127.0.0.0/8", &[0, 1][..]),
+        ("::1", &[2][..]),
+        ("[::ffff:127.0.0.2]", &[0][..]),
+    ] {
+        let tracer = start_tracer(&["--port", &port.to_string(), "--addr", addr]);
+        let clients: Vec<TcpStream> = ["127.0.0.2", "127.0.0.3", "::1"]
+            .iter()
+            .map(|to| {
+                let mut c = TcpStream::connect((*to, port)).expect("connect");
+                c.write_all(&[7u8; 100_000]).unwrap();
+                c
+            })
+            .collect();
+        let accepted: Vec<TcpStream> = (0..clients.len())
+            .map(|_| {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut buf = vec![0u8; 100_000];
+                s.read_exact(&mut buf).unwrap();
+                s
+            })
+            .collect();
+        let truth: std::collections::BTreeSet<u16> = wanted
+            .iter()
+            .map(|&i| clients[i].local_addr().unwrap().port())
+            .collect();
+        // ss reads them open, with the same filter
+        let out = std::process::Command::new(exe())
+            .args(["ss", "--json", "--port", &port.to_string(), "--addr", addr])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ss: std::collections::BTreeSet<u16> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<tcpwin_model::schema::SsLine>(l).unwrap())
+            .filter(|l| l.facts.id.lport != port || l.facts.id.rport != 0)
+            .map(|l| ephemeral(l.facts.id.lport, l.facts.id.rport))
+            .collect();
+        assert_eq!(ss, truth, "ss --addr {addr}");
+        std::thread::sleep(Duration::from_millis(300));
+        drop((clients, accepted));
+        std::thread::sleep(Duration::from_millis(300));
+        let (events, _) = finish(tracer);
+        let seen: std::collections::BTreeSet<u16> = events
+            .iter()
+            .map(|e| ephemeral(e.id.lport, e.id.rport))
+            .collect();
+        let shown: Vec<String> = events.iter().map(|e| e.id.flow("<>")).collect();
+        assert_eq!(seen, truth, "--addr {addr}: {shown:?}");
+        // both ends of each: the client's socket and the one the listener accepted
+        for p in &truth {
+            let ends: std::collections::BTreeSet<u16> = events
+                .iter()
+                .filter(|e| ephemeral(e.id.lport, e.id.rport) == *p)
+                .map(|e| e.id.lport)
+                .collect();
+            assert_eq!(ends, [*p, port].into(), "--addr {addr}: both ends of :{p}");
+        }
+    }
+}

@@ -626,6 +626,8 @@ fn ss_bad_input_is_one_clear_sentence() {
             "no such file",
         ),
         (&["ss", "--source", "netstat"][..], "sock-diag"),
+        (&["ss", "--addr", "10.0.0.1/40"][..], "0 to 32"),
+        (&["ss", "--addr", "example.com"][..], "10.0.0.0/24"),
     ] {
         let out = Command::new(EXE).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -353,7 +353,8 @@ for b in $(sed -n 's/.*tcpwin.backends=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' 
     echo "@@END $b"
     continue
   fi
-  TCPWIN_VERIFIER_LOG=1 /tcpwin-trace --backend $b --json --port 5400 > /tmp/trace.json 2> /tmp/trace.err &
+  # --addr: the kernel side's address filter (its IPv4 branch) verified on every backend
+  TCPWIN_VERIFIER_LOG=1 /tcpwin-trace --backend $b --json --port 5400 --addr 127.0.0.0/8 > /tmp/trace.json 2> /tmp/trace.err &
   T=$!
   i=0
   while ! grep -q -e '^tcpwin-trace: tracing' -e 'error' /tmp/trace.err; do

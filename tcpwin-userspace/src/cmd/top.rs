@@ -16,7 +16,7 @@ use ratatui::{
     prelude::CrosstermBackend,
     Terminal,
 };
-use tcpwin_common::{counter, Config};
+use tcpwin_common::counter;
 use tcpwin_model::{
     judge::Judge,
     top::{Action, Key, TopState},
@@ -64,7 +64,7 @@ impl Tracing {
         let mut tracer = Tracer::load(
             &args.kernel.btf,
             args.kernel.obj.as_deref(),
-            Config::filter(scope.filter_pid(), scope.port, scope.one_namespace()?),
+            scope.kernel_filter()?,
             Backend::Auto,
             TOP_RINGBUF_KIB,
         )?;

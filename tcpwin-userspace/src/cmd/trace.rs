@@ -9,7 +9,7 @@ use std::{
 use tcpwin_model::units::count;
 
 use anyhow::{Context, Result};
-use tcpwin_common::{counter, hook, Config};
+use tcpwin_common::{counter, hook};
 use tcpwin_model::{
     facts::SockFacts,
     kind::EventKind,
@@ -479,7 +479,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     let mut tracer = Tracer::load(
         &args.kernel.btf,
         args.kernel.obj.as_deref(),
-        Config::filter(scope.filter_pid(), scope.port, scope.one_namespace()?),
+        scope.kernel_filter()?,
         args.backend.into(),
         args.ringbuf_kib,
     )?;

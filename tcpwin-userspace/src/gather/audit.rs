@@ -52,7 +52,7 @@ fn measured(a: &Audit) -> std::result::Result<(u8, String), String> {
         .iter()
         .filter(|r| r.bytes_received > 0 && r.flags & flag::RATIO_PRESENT != 0)
         .map(|r| (r.scaling_ratio, SockFacts::from_record(r, &o, None, ts)))
-        .filter(|(_, f)| a.scope.port_matches(f.id.lport, f.id.rport))
+        .filter(|(_, f)| a.scope.matches(&f.id))
         .filter(|(_, f)| {
             wanted
                 .as_ref()

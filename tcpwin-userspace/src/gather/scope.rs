@@ -2,8 +2,11 @@
 //! command line (`cli::SocketArgs`), then used alike by `ss`, `top`, `check`, the exporter and
 //! the tracer: a `--pid` is read in its own namespace unless `--netns` names another, `--netns
 //! all` is every namespace (listed afresh at each reading), the default the caller's.
+use std::net::IpAddr;
+
 use anyhow::{bail, Result};
-use tcpwin_model::workload::Selector;
+use tcpwin_common::Config;
+use tcpwin_model::{id::SocketId, select::AddrPrefix, workload::Selector};
 
 use crate::host::{
     netns::{self, Netns},
@@ -49,6 +52,8 @@ pub fn ended(e: &anyhow::Error) -> Option<&str> {
 pub struct Scope {
     pub pid: Option<u32>,
     pub port: Option<u16>,
+    /// `--addr`: either end's address in this network
+    pub addr: Option<AddrPrefix>,
     pub namespaces: Namespaces,
     /// `--container` / `--cgroup`: only the sockets of that workload's processes
     pub workload: Option<Selector>,
@@ -59,6 +64,7 @@ impl Default for Scope {
         Scope {
             pid: None,
             port: None,
+            addr: None,
             namespaces: Namespaces::Own,
             workload: None,
         }
@@ -123,6 +129,7 @@ impl Scope {
         Ok(Scope {
             pid,
             port,
+            addr: None,
             namespaces,
             workload,
         })
@@ -155,9 +162,31 @@ impl Scope {
         }
     }
 
+    /// What the kernel side filters on: the process (`--pid`, or a workload's), the port, the
+    /// address and the one namespace.
+    pub fn kernel_filter(&self) -> Result<Config> {
+        let c = Config::filter(self.filter_pid(), self.port, self.one_namespace()?);
+        Ok(match self.addr.map(|a| a.addr) {
+            None => c,
+            Some(IpAddr::V4(v4)) => {
+                let mut o = [0u8; 16];
+                o[..4].copy_from_slice(&v4.octets());
+                c.with_addr(true, o, self.addr.map_or(32, |a| a.len))
+            }
+            Some(IpAddr::V6(v6)) => {
+                c.with_addr(false, v6.octets(), self.addr.map_or(128, |a| a.len))
+            }
+        })
+    }
+
     /// Either end's port matches (or no port was asked).
     pub fn port_matches(&self, lport: u16, rport: u16) -> bool {
         self.port.is_none_or(|p| lport == p || rport == p)
+    }
+
+    /// The connection passes `--port` and `--addr` (either end each).
+    pub fn matches(&self, id: &SocketId) -> bool {
+        self.port_matches(id.lport, id.rport) && self.addr.is_none_or(|a| a.matches(id))
     }
 
     /// The namespaces to read now (`all` listed afresh).
@@ -211,6 +240,10 @@ impl Scope {
             },
             None => who,
         };
+        let who = match self.addr {
+            Some(a) => format!("{who} to or from {a}"),
+            None => who,
+        };
         let whr = match &self.namespaces {
             Namespaces::Own => "in this network namespace (--netns all: every one)".to_string(),
             Namespaces::Named(n) => format!("in network namespace {n}"),
@@ -253,6 +286,30 @@ mod tests {
         assert!(s
             .describe()
             .starts_with("TCP sockets with port 80 in this network namespace"));
+        // --port and --addr together: both, each at either end
+        let s = Scope {
+            addr: Some("10.0.0.0/8".parse().unwrap()),
+            ..s
+        };
+        let id = |l: &str, lport, r: &str, rport| SocketId {
+            laddr: Some(l.parse().unwrap()),
+            lport,
+            raddr: Some(r.parse().unwrap()),
+            rport,
+            ..Default::default()
+        };
+        assert!(s.matches(&id("192.168.0.1", 80, "10.1.1.1", 5000)));
+        assert!(s.matches(&id("10.1.1.1", 5000, "192.168.0.1", 80)));
+        assert!(!s.matches(&id("192.168.0.1", 80, "11.1.1.1", 5000)));
+        assert!(!s.matches(&id("192.168.0.1", 81, "10.1.1.1", 5000)));
+        assert!(
+            s.describe().contains("port 80 to or from 10.0.0.0/8"),
+            "{}",
+            s.describe()
+        );
+        let c = s.kernel_filter().unwrap();
+        assert_eq!((c.port, c.addr_family), (80, 4));
+        assert_eq!(c.addr[0], u32::from_ne_bytes([10, 0, 0, 0]));
     }
 
     /// `--cgroup` of this test's own cgroup reads the namespaces its processes live in and

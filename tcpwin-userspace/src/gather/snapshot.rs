@@ -132,7 +132,7 @@ pub fn read(
         None => None,
     };
     let keep = |f: &SockFacts| {
-        filter.port_matches(f.id.lport, f.id.rport)
+        filter.matches(&f.id)
             && wanted_inodes
                 .as_ref()
                 .is_none_or(|w| f.inode.is_some_and(|i| w.contains(&i)))

@@ -186,7 +186,9 @@ impl Shared {
 pub fn run(args: ExporterArgs) -> Result<()> {
     args.kernel.validate()?;
     let scope = args.sockets.scope()?;
-    let counting = scope.owners().is_none();
+    // the kernel's counters run per namespace and port: not with a process's or workload's
+    // sockets, nor an address's
+    let counting = scope.owners().is_none() && scope.addr.is_none();
     let scraper_all = scope.namespaces == crate::gather::scope::Namespaces::All;
     let src = Source::open_counting(
         &args.kernel.btf,
