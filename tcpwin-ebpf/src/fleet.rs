@@ -28,7 +28,7 @@ pub fn state_change(sk: u64, old_state: u8, new_state: u8) {
         return;
     }
     let (lport, rport) = read::ports::<Direct>(sk);
-    if !track::port_ok(lport, rport) {
+    if !track::port_ok(lport, rport) || !track::addr_ok::<Direct>(sk) {
         return;
     }
     let netns = read::netns::<Direct>(sk);
@@ -99,7 +99,7 @@ pub fn packet(sk: u64, skb: u64) {
         return;
     }
     let (lport, rport) = read::ports::<Direct>(sk);
-    if !track::port_ok(lport, rport) {
+    if !track::port_ok(lport, rport) || !track::addr_ok::<Direct>(sk) {
         return;
     }
     let shape = read::skb_shape::<Direct>(skb, false);

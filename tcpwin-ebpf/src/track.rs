@@ -233,7 +233,7 @@ macro_rules! setting_word {
 /// The address filter (`Config::addr_family`, 0 = any): either end's address is in the network.
 /// Read at a socket's first sight only (a socket tracked passed it).
 #[inline(always)]
-fn addr_ok<M: Mem>(sk: u64) -> bool {
+pub fn addr_ok<M: Mem>(sk: u64) -> bool {
     let want = setting!(addr_family);
     if want == 0 {
         return true;

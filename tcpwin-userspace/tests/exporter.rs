@@ -366,6 +366,60 @@ fn exporter_serves_what_the_owners_read() {
     );
 }
 
+/// `--addr`: the sockets and the kernel's handshake counter hold the connections with that
+/// address only. Loopback, one listener: two connections to 127.0.0.3 and three to 127.0.0.2,
+/// kept open; the exporter with `--addr 127.0.0.3` reads four sockets (both ends of two) and
+/// counts two handshakes each way.
+#[test]
+fn exporter_addr_keeps_that_address_only() {
+    require_root();
+    let listen = TcpListener::bind("0.0.0.0:0").unwrap();
+    let lport = listen.local_addr().unwrap().port();
+    let port = free_port();
+    let mut exp = exporter(
+        port,
+        &["--port", &lport.to_string(), "--addr", "127.0.0.3"],
+        Stdio::piped(),
+    );
+    // a series appears with its first handshake
+    let count = |body: &str, dir: &str| {
+        body.lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!(
+                    "tcpwin_connections_established_total{{wscale=\"negotiated\",direction=\"{dir}\"}} "
+                ))?
+                .parse::<f64>()
+                .ok()
+            })
+            .unwrap_or(0.0)
+    };
+    let before = get(port, "/metrics", None).2;
+    let mut open = Vec::new();
+    for to in [
+        "127.0.0.3",
+        "127.0.0.2",
+        "127.0.0.3",
+        "127.0.0.2",
+        "127.0.0.2",
+    ] {
+        open.push(TcpStream::connect((to, lport)).unwrap());
+        open.push(listen.accept().unwrap().0);
+    }
+    // past the freshness window of the reading `before` shared
+    std::thread::sleep(Duration::from_millis(400));
+    let after = get(port, "/metrics", None).2;
+    assert_eq!(value(&after, "tcpwin_scrape_sockets"), 4.0, "{after}");
+    for dir in ["active", "passive"] {
+        assert_eq!(
+            count(&after, dir) - count(&before, dir),
+            2.0,
+            "{dir}:\n{after}"
+        );
+    }
+    drop(open);
+    exp.kill().unwrap();
+}
+
 #[test]
 fn exporter_refuses_bad_input_in_one_sentence() {
     let port = free_port();

@@ -321,7 +321,8 @@ for b in $(sed -n 's/.*tcpwin.backends=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' 
     echo "@@DIAGERR"; cat /tmp/diag.err
     echo "@@CHECK"; /tcpwin-trace check --json 2> /tmp/check.err; echo "@@CHECKEXIT $?"
     echo "@@CHECKERR"; cat /tmp/check.err
-    /tcpwin-trace exporter --listen 127.0.0.1:9943 --port 5401 2> /tmp/exp.err &
+    # --addr: the exporter's kernel counters' address filter verified too
+    /tcpwin-trace exporter --listen 127.0.0.1:9943 --port 5401 --addr 127.0.0.1 2> /tmp/exp.err &
     E=$!
     i=0
     while ! wget -q -O /tmp/metrics http://127.0.0.1:9943/metrics 2>/dev/null; do

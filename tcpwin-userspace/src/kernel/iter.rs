@@ -79,8 +79,11 @@ impl SocketIter {
         let opts = LoadOpts {
             obj,
             config: Config {
-                port: c.port,
+                port: c.filter.port,
                 cookie_by_read: cookie_by_read as u8,
+                addr_family: c.filter.addr_family,
+                addr: c.filter.addr,
+                addr_mask: c.filter.addr_mask,
                 ..Config::default()
             },
             // the tracer's ring buffer is not used here: the smallest one
@@ -224,8 +227,8 @@ pub struct Counting {
     pub states: bool,
     /// every data packet's ratio, per interface (one hit per packet)
     pub packets: bool,
-    /// 0 = any; else either end's port
-    pub port: u16,
+    /// what they count: `port` and the address filter (`Config::with_addr`) are taken from it
+    pub filter: Config,
 }
 
 fn attach_counter(bpf: &mut Ebpf, btf: &aya::Btf, prog: &str, tp: &str, what: &str) -> Result<()> {

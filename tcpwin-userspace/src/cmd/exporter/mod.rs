@@ -186,16 +186,16 @@ impl Shared {
 pub fn run(args: ExporterArgs) -> Result<()> {
     args.kernel.validate()?;
     let scope = args.sockets.scope()?;
-    // the kernel's counters run per namespace and port: not with a process's or workload's
-    // sockets, nor an address's
-    let counting = scope.owners().is_none() && scope.addr.is_none();
+    // the kernel's counters filter by port and address: not by a process's or workload's
+    // sockets, known only while open
+    let counting = scope.owners().is_none();
     let scraper_all = scope.namespaces == crate::gather::scope::Namespaces::All;
     let src = Source::open_counting(
         &args.kernel.btf,
         &Counting {
             states: counting,
             packets: args.packet_histogram,
-            port: scope.port.unwrap_or(0),
+            filter: scope.kernel_filter()?,
         },
     )?;
     // the kernel's BTF was parsed to load the programs (tens of MiB): free it and give those
