@@ -332,12 +332,13 @@ for b in $(sed -n 's/.*tcpwin.backends=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' 
     echo "@@EXPERR"; cat /tmp/exp.err
     kill $E; kill $R
     # --pid follows forks: a shell traced before it forks runs a client once the trace is on
-    # (the client is not its last command, so the shell forks it rather than exec it)
-    /tcpwin-trace transfer recv --listen 127.0.0.1:5402 > /tmp/frx.json &
+    # (the client is not its last command, so the shell forks it rather than exec it); over
+    # IPv6 with --addr ::1, so the address filter's IPv6 branch is verified too
+    /tcpwin-trace transfer recv --listen [::1]:5402 > /tmp/frx.json &
     FR=$!
-    sh -c 'while [ ! -e /tmp/go ]; do sleep 0.1; done; /tcpwin-trace transfer send --connect 127.0.0.1:5402 --bytes 200000 --report; true' > /tmp/ftx.json &
+    sh -c 'while [ ! -e /tmp/go ]; do sleep 0.1; done; /tcpwin-trace transfer send --connect [::1]:5402 --bytes 200000 --report; true' > /tmp/ftx.json &
     F=$!
-    /tcpwin-trace --backend tracepoint --pid $F --json > /tmp/fork.json 2> /tmp/fork.err &
+    /tcpwin-trace --backend tracepoint --pid $F --addr ::1 --json > /tmp/fork.json 2> /tmp/fork.err &
     FT=$!
     i=0
     while ! grep -q -e '^tcpwin-trace: tracing' -e 'error' /tmp/fork.err; do
