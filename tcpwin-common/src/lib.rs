@@ -410,21 +410,15 @@ impl Config {
     /// With the address filter (`--addr`): `octets` of an IPv4 (the first 4) or IPv6 network,
     /// its first `len` bits compared.
     pub fn with_addr(self, ipv4: bool, octets: [u8; 16], len: u8) -> Config {
-        let bits = if ipv4 { 32 } else { 128 };
-        let mut addr = [0u32; 4];
-        let mut addr_mask = [0u32; 4];
-        for w in 0..bits / 32 {
-            let mut m = [0u8; 4];
-            let mut a = [0u8; 4];
-            for b in 0..4 {
-                let i = w * 4 + b;
-                let keep = (len as usize).saturating_sub(i * 8).min(8) as u32;
-                m[b] = (0xff00u32 >> keep) as u8;
-                a[b] = octets[i] & m[b];
-            }
-            addr[w] = u32::from_ne_bytes(a);
-            addr_mask[w] = u32::from_ne_bytes(m);
-        }
+        // the network's first `len` bits set, from the first byte on (an IPv4 one in the first 4)
+        let bits: u32 = if ipv4 { 32 } else { 128 };
+        let mask =
+            (u128::MAX.checked_shl(bits - len as u32).unwrap_or(0) << (128 - bits)).to_be_bytes();
+        let word = |b: [u8; 16], w: usize| {
+            u32::from_ne_bytes([b[w * 4], b[w * 4 + 1], b[w * 4 + 2], b[w * 4 + 3]])
+        };
+        let addr_mask: [u32; 4] = core::array::from_fn(|w| word(mask, w));
+        let addr: [u32; 4] = core::array::from_fn(|w| word(octets, w) & addr_mask[w]);
         Config {
             addr_family: if ipv4 { 4 } else { 6 },
             addr,

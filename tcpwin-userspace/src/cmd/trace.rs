@@ -570,7 +570,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
                     // one /proc walk a tick: the scan fails where the owners are gone, and only
                     // then is asked why
                     if let Err(e) = o.sync(&mut tracer.bpf) {
-                        let why = o.owners.ended().unwrap_or_else(|| format!("{e:#}"));
+                        let why = format!("{:#}", scope.why_failed(e));
                         eprintln!("tcpwin-trace: {why}; stopping");
                         break why;
                     }

@@ -166,16 +166,20 @@ impl Scope {
     /// address and the one namespace.
     pub fn kernel_filter(&self) -> Result<Config> {
         let c = Config::filter(self.filter_pid(), self.port, self.one_namespace()?);
-        Ok(match self.addr.map(|a| a.addr) {
+        Ok(match self.addr {
             None => c,
-            Some(IpAddr::V4(v4)) => {
+            Some(AddrPrefix {
+                addr: IpAddr::V4(v4),
+                len,
+            }) => {
                 let mut o = [0u8; 16];
                 o[..4].copy_from_slice(&v4.octets());
-                c.with_addr(true, o, self.addr.map_or(32, |a| a.len))
+                c.with_addr(true, o, len)
             }
-            Some(IpAddr::V6(v6)) => {
-                c.with_addr(false, v6.octets(), self.addr.map_or(128, |a| a.len))
-            }
+            Some(AddrPrefix {
+                addr: IpAddr::V6(v6),
+                len,
+            }) => c.with_addr(false, v6.octets(), len),
         })
     }
 
