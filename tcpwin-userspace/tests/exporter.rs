@@ -114,6 +114,20 @@ fn value(body: &str, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {name} in\n{body}"))
 }
 
+/// The handshakes counted with window scale `wscale` in direction `dir` (0 before the first:
+/// a series appears with it).
+fn established(body: &str, wscale: &str, dir: &str) -> f64 {
+    body.lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!(
+                "tcpwin_connections_established_total{{wscale=\"{wscale}\",direction=\"{dir}\"}} "
+            ))?
+            .parse::<f64>()
+            .ok()
+        })
+        .unwrap_or(0.0)
+}
+
 fn clamp(s: &TcpStream) -> u32 {
     let mut v: i32 = 0;
     let mut len = 4 as libc::socklen_t;
@@ -298,17 +312,6 @@ fn exporter_serves_what_the_owners_read() {
     // handshakes in the namespace since the exporter started: 3 with window scaling, then 2
     // with it off in the namespace (both ends then agree it was not negotiated)
     let before = get(port, "/metrics", None).2;
-    let count = |body: &str, wscale: &str, dir: &str| {
-        body.lines()
-            .find_map(|l| {
-                l.strip_prefix(&format!(
-                    "tcpwin_connections_established_total{{wscale=\"{wscale}\",direction=\"{dir}\"}} "
-                ))?
-                .parse::<f64>()
-                .ok()
-            })
-            .unwrap_or(0.0)
-    };
     let connect = |n: usize| {
         let ns = pair.b.clone();
         in_netns(&ns, move || {
@@ -335,7 +338,7 @@ fn exporter_serves_what_the_owners_read() {
         ("not_negotiated", "passive", 2.0),
     ] {
         assert_eq!(
-            count(&after, wscale, dir) - count(&before, wscale, dir),
+            established(&after, wscale, dir) - established(&before, wscale, dir),
             n,
             "{wscale} {dir}:\n{after}"
         );
@@ -381,18 +384,6 @@ fn exporter_addr_keeps_that_address_only() {
         &["--port", &lport.to_string(), "--addr", "127.0.0.3"],
         Stdio::piped(),
     );
-    // a series appears with its first handshake
-    let count = |body: &str, dir: &str| {
-        body.lines()
-            .find_map(|l| {
-                l.strip_prefix(&format!(
-                    "tcpwin_connections_established_total{{wscale=\"negotiated\",direction=\"{dir}\"}} "
-                ))?
-                .parse::<f64>()
-                .ok()
-            })
-            .unwrap_or(0.0)
-    };
     let before = get(port, "/metrics", None).2;
     let mut open = Vec::new();
     for to in [
@@ -411,7 +402,7 @@ fn exporter_addr_keeps_that_address_only() {
     assert_eq!(value(&after, "tcpwin_scrape_sockets"), 4.0, "{after}");
     for dir in ["active", "passive"] {
         assert_eq!(
-            count(&after, dir) - count(&before, dir),
+            established(&after, "negotiated", dir) - established(&before, "negotiated", dir),
             2.0,
             "{dir}:\n{after}"
         );
