@@ -45,6 +45,14 @@ pub mod name {
     pub const SCRAPE_DURATION: &str = "tcpwin_scrape_duration_seconds";
     pub const SCRAPE_SOCKETS: &str = "tcpwin_scrape_sockets";
     pub const SCRAPE_ERRORS: &str = "tcpwin_scrape_errors";
+    /// the exporter's own HTTP server (counters: the encoder adds `_total`)
+    pub const HTTP_RESPONSES: &str = "tcpwin_http_responses";
+    pub const HTTP_AUTH_FAILURES: &str = "tcpwin_http_auth_failures";
+    pub const HTTP_AUTH_CHECKS: &str = "tcpwin_http_auth_checks";
+    pub const HTTP_AUTH_CHECK_SECONDS: &str = "tcpwin_http_auth_check_seconds";
+    pub const HTTP_CONNECTIONS_DROPPED: &str = "tcpwin_http_connections_dropped";
+    /// a gauge
+    pub const HTTP_CONNECTIONS: &str = "tcpwin_http_connections";
 }
 
 /// Histogram bounds: ratios in 256ths around the measured cells (85-89 XDP, 158-162 one
@@ -314,6 +322,29 @@ pub struct Scrape {
     /// `tcpwin_build_info`: version, kernel, source
     pub build: Option<(String, String, String)>,
     pub process: Option<ProcessStats>,
+    /// the exporter's own HTTP server since start
+    pub http: Option<HttpCounts>,
+}
+
+/// The exporter's HTTP server counting itself, since start.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HttpCounts {
+    /// answers by status code
+    pub responses: BTreeMap<u16, u64>,
+    /// requests refused for their credentials, by reason: `missing`, `wrong` (checked now or
+    /// within the last minute), `throttled` (not checked: its source already had a check waiting,
+    /// or too many were waiting)
+    pub auth_failures: BTreeMap<&'static str, u64>,
+    /// password checks run (bcrypt) and the time they took
+    pub auth_checks: u64,
+    pub auth_check_seconds: f64,
+    /// connections open now
+    pub connections: u64,
+    /// connections the server closed before they asked anything, by reason: `evicted` (at
+    /// --web.max-connections, the longest idle), `rate` (its source opened more than 64 a
+    /// second), `tls_handshake` (failed or not done within the header timeout), `header_timeout`
+    /// (no complete request head within it)
+    pub dropped: BTreeMap<&'static str, u64>,
 }
 
 impl Scrape {

@@ -473,8 +473,27 @@ pub struct ExporterArgs {
     /// `basic_auth_users: {USER: BCRYPT_HASH}`; a key it does not implement is refused by name
     #[arg(long = "web.config.file", value_name = "PATH")]
     pub web_config_file: Option<PathBuf>,
+    /// Scrapes answered at once; more get 503 Service Unavailable (as exporter-toolkit's
+    /// --web.max-requests); 0: no bound
+    #[arg(long = "web.max-requests", value_name = "N", default_value_t = 40)]
+    pub max_requests: usize,
+    /// Connections open at once (silent ones included); at the bound the one idle longest is
+    /// closed for the newcomer
+    #[arg(long = "web.max-connections", value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_connections: u32,
+    /// Seconds a connection has to send a request head, TLS handshake included (and between two
+    /// requests on a kept-alive connection); a silent one is closed after it
+    #[arg(long = "web.header-timeout", value_name = "SECONDS", default_value_t = 10.0, value_parser = header_timeout)]
+    pub header_timeout: f64,
     #[command(flatten)]
     pub kernel: KernelArgs,
+}
+
+fn header_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.1..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s}: seconds from 0.1 to 3600")),
+    }
 }
 
 #[derive(clap::Args, Debug, Clone)]

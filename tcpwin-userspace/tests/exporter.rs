@@ -866,6 +866,139 @@ fn closed_connections_keep_their_chrono_times() {
     );
 }
 
+/// What a client on the network can hold, bounded (plain HTTP): 100 connections left silent
+/// beside `--web.max-connections 20` cost no scrape (each answers within 2 s; the idle longest
+/// are closed for newcomers, counted); a silent connection is closed after
+/// `--web.header-timeout`; a kept-alive connection serves scrape after scrape; a head too large,
+/// too many headers, a request line of 64 KiB and garbage are refused or closed, and the
+/// exporter answers after each.
+#[test]
+fn exporter_bounds_what_clients_can_hold() {
+    require_root();
+    let port = free_port();
+    let mut exp = exporter(
+        port,
+        &[
+            "--port",
+            "9",
+            "--web.max-connections",
+            "20",
+            "--web.header-timeout",
+            "2",
+            // every scrape reads anew: the counters read are this moment's
+            "--fresh-ms",
+            "0",
+        ],
+        Stdio::null(),
+    );
+    let mut silent: Vec<TcpStream> = Vec::new();
+    for round in 0..5 {
+        for _ in 0..20 {
+            silent.push(TcpStream::connect(("127.0.0.1", port)).unwrap());
+        }
+        let t = Instant::now();
+        assert_eq!(get(port, "/metrics", None).0, 200);
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "a scrape beside {} silent connections took {:?} (round {round})",
+            silent.len(),
+            t.elapsed()
+        );
+    }
+    let body = get(port, "/metrics", None).2;
+    let evicted = value(
+        &body,
+        "tcpwin_http_connections_dropped_total{reason=\"evicted\"}",
+    );
+    assert!(evicted >= 80.0, "{evicted} evicted:\n{body}");
+    assert!(value(&body, "tcpwin_http_connections") <= 20.0, "{body}");
+    // the evicted ones were closed: the oldest reads its end
+    silent[0]
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(silent[0].read(&mut [0u8; 16]).unwrap_or(0), 0);
+    drop(silent);
+    // a silent connection is closed after the header timeout (2 s; 10 s allowed)
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let t = Instant::now();
+    match s.read(&mut [0u8; 256]) {
+        // closed (an answer of 408 would also do)
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("a silent connection was kept {:?}: {e}", t.elapsed()),
+    }
+    assert!(
+        t.elapsed() >= Duration::from_millis(1500),
+        "closed early: {:?}",
+        t.elapsed()
+    );
+    // keep-alive: three scrapes on one connection
+    let mut k = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    k.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for _ in 0..3 {
+        k.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(k.read(&mut b).unwrap(), 1, "closed after {head:?}");
+            head.push(b[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let mut body = vec![0u8; len];
+        k.read_exact(&mut body).unwrap();
+    }
+    // hostile requests: refused (4xx) or closed, never a scrape, never the server
+    let big = "a".repeat(1 << 20);
+    let many: String = (0..5000).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let line = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "m".repeat(64 << 10));
+    for (what, req) in [
+        (
+            "a 1 MiB header",
+            format!("GET /metrics HTTP/1.1\r\nX-Big: {big}\r\n\r\n"),
+        ),
+        (
+            "5,000 headers",
+            format!("GET /metrics HTTP/1.1\r\n{many}\r\n"),
+        ),
+        ("a 64 KiB request line", line),
+        ("garbage", "\x00\x01\x02 nonsense\r\n\r\n".to_string()),
+        (
+            "a path outside",
+            "GET /../metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_string(),
+        ),
+    ] {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        // the server may close while the request is still being written
+        let _ = s.write_all(req.as_bytes());
+        let mut r = Vec::new();
+        let _ = s.read_to_end(&mut r);
+        let r = String::from_utf8_lossy(&r);
+        let code: u16 = r
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            r.is_empty() || (400..500).contains(&code),
+            "{what}: {}",
+            &r[..r.len().min(200)]
+        );
+        assert_eq!(get(port, "/metrics", None).0, 200, "after {what}");
+    }
+    let _ = exp.kill();
+}
+
 /// `--web.config.file` (the exporters' shared format): a real Prometheus scrapes over TLS with
 /// basic auth (its `tls_config` trusting the test's certificate); the same without credentials,
 /// with a wrong password, or over plain HTTP gets nothing (`up` 0); a wrong password is a 401.
@@ -876,11 +1009,13 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     tcpwin_lab::harness::self_signed(&dir, "IP:127.0.0.1");
-    let hash = bcrypt::hash("s3cret", 6).unwrap();
+    // the cost operators use (htpasswd -B's default): what a flood of guesses would burn
+    let hash = bcrypt::hash("s3cret", 10).unwrap();
+    let late = bcrypt::hash("l4te", 10).unwrap();
     // relative paths: from the config file's directory
     std::fs::write(
         dir.join("web.yml"),
-        format!("tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\nbasic_auth_users:\n  prometheus: '{hash}'\n"),
+        format!("tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\nbasic_auth_users:\n  prometheus: '{hash}'\n  late: '{late}'\n"),
     )
     .unwrap();
     let (port, prom_port) = (free_port(), free_port());
@@ -965,6 +1100,279 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
         None,
     );
     assert!(body.contains("\"version\""), "{body}");
+
+    // What a hostile network does, all at once, the real Prometheus scraping throughout: 100
+    // TCP connections opened and left silent, 50 TLS sessions left silent after their
+    // handshake, and 8 clients sending wrong passwords as fast as their answers come, each
+    // from another address (127.0.0.3, .4, .2: other hosts). Every authorized scrape (remembered credentials, and a user's first one,
+    // checked during the flood) answers within 2 s; the flood costs the exporter under one core.
+    let tls = tls_client(&ca);
+    let silent_tcp: Vec<TcpStream> = (0..100)
+        .map(|_| connect_from([127, 0, 0, 3], port))
+        .collect();
+    let silent_tls: Vec<_> = (0..50)
+        .map(|_| {
+            let mut c = rustls::ClientConnection::new(tls.clone(), "127.0.0.1".try_into().unwrap())
+                .unwrap();
+            let mut t = connect_from([127, 0, 0, 4], port);
+            while c.is_handshaking() {
+                c.complete_io(&mut t).expect("a TLS handshake");
+            }
+            (c, t)
+        })
+        .collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood: Vec<_> = (0..8)
+        .map(|i| {
+            let (tls, stop) = (tls.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut answers = std::collections::BTreeMap::<u16, u32>::new();
+                let mut n = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n += 1;
+                    let s = connect_from([127, 0, 0, 2], port);
+                    let guess = format!("guess-{i}-{n}");
+                    if let Some((code, _)) =
+                        tls_get(&tls, s, "/metrics", Some(("prometheus", &guess)))
+                    {
+                        *answers.entry(code).or_default() += 1;
+                    }
+                }
+                answers
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let (cpu0, t0) = (cpu_seconds(exp.id()), Instant::now());
+    let scrape = |user: &str, password: &str| {
+        let t = Instant::now();
+        let (code, body) = tls_get(
+            &tls,
+            TcpStream::connect(("127.0.0.1", port)).unwrap(),
+            "/metrics",
+            Some((user, password)),
+        )
+        .expect("an answer");
+        (code, t.elapsed(), body)
+    };
+    // a user's first scrape: its password is checked while the flood's are
+    let (code, took, _) = scrape("late", "l4te");
+    assert_eq!(code, 200);
+    assert!(
+        took < Duration::from_secs(2),
+        "a first scrape took {took:?} under the flood"
+    );
+    let mut worst = Duration::ZERO;
+    while t0.elapsed() < Duration::from_secs(8) {
+        let (code, took, _) = scrape("prometheus", "s3cret");
+        assert_eq!(code, 200);
+        worst = worst.max(took);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let cores = (cpu_seconds(exp.id()) - cpu0) / t0.elapsed().as_secs_f64();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let answers: Vec<_> = flood.into_iter().map(|t| t.join().unwrap()).collect();
+    eprintln!(
+        "under 100 silent TCP, 50 silent TLS, 8 clients guessing: worst authorized scrape {worst:?}, the exporter used {cores:.2} cores; the flood's answers {answers:?}"
+    );
+    assert!(
+        worst < Duration::from_secs(2),
+        "an authorized scrape took {worst:?}"
+    );
+    assert!(cores < 1.0, "the flood cost the exporter {cores:.2} cores");
+    let refused: u32 = answers.iter().flat_map(|a| a.values()).sum();
+    assert!(refused > 8, "the flood got {answers:?}");
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.keys().all(|c| *c == 401 || *c == 429)),
+        "{answers:?}"
+    );
+    // the real Prometheus saw the exporter up at every scrape of the hostile window
+    let query = |q: &str| -> Option<f64> {
+        let (_, _, body) = get(
+            prom_port,
+            &format!("/api/v1/query?query={}", urlencode(q)),
+            None,
+        );
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(query("min_over_time(up{job=\"tcpwin\"}[9s])"), Some(1.0));
+    let scrapes = query("count_over_time(up{job=\"tcpwin\"}[9s])").unwrap_or(0.0);
+    assert!(scrapes >= 6.0, "Prometheus scraped {scrapes} times in 9 s");
+    // the exporter counted what it refused and the time it spent checking
+    let (_, _, body) = scrape("prometheus", "s3cret");
+    assert!(
+        value(&body, "tcpwin_http_auth_failures_total{reason=\"wrong\"}") >= 1.0,
+        "{body}"
+    );
+    assert!(
+        value(&body, "tcpwin_http_auth_checks_total") >= 2.0,
+        "{body}"
+    );
+    // the silent ones are closed at the header timeout (10 s): the 100 that never finished a
+    // TLS handshake as such, the 50 that sent no request as header timeouts
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, _, body) = scrape("prometheus", "s3cret");
+        let dropped = |r: &str| {
+            value(
+                &body,
+                &format!("tcpwin_http_connections_dropped_total{{reason=\"{r}\"}}"),
+            )
+        };
+        if dropped("tls_handshake") >= 100.0 && dropped("header_timeout") >= 50.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "silent connections not closed:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    drop((silent_tcp, silent_tls));
     let _ = exp.kill();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A connection to 127.0.0.1:`port` from the address `src` (another host on loopback).
+fn connect_from(src: [u8; 4], port: u16) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    let sa = |a: [u8; 4], p: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as u16,
+        sin_port: p.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: a new socket bound and connected through plain sockaddr_in values; the fd is owned
+    // by the TcpStream made from it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as u32;
+        let from = sa(src, 0);
+        assert_eq!(
+            libc::bind(fd, &from as *const _ as *const libc::sockaddr, len),
+            0
+        );
+        let to = sa([127, 0, 0, 1], port);
+        assert_eq!(
+            libc::connect(fd, &to as *const _ as *const libc::sockaddr, len),
+            0,
+            "{}",
+            std::io::Error::last_os_error()
+        );
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+/// A TLS client that trusts exactly the test's self-signed certificate `ca` (webpki refuses a
+/// CA certificate as the server's own, so the certificate is pinned; signatures are checked).
+fn tls_client(ca: &std::path::Path) -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::{
+        client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
+        crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider},
+        pki_types::{pem::PemObject, CertificateDer, ServerName, UnixTime},
+        DigitallySignedStruct, SignatureScheme,
+    };
+    #[derive(Debug)]
+    struct Pinned(CertificateDer<'static>, std::sync::Arc<CryptoProvider>);
+    impl ServerCertVerifier for Pinned {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            if end_entity.as_ref() == self.0.as_ref() {
+                Ok(ServerCertVerified::assertion())
+            } else {
+                Err(rustls::Error::General("not the test's certificate".into()))
+            }
+        }
+        fn verify_tls12_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls12_signature(m, c, d, &self.1.signature_verification_algorithms)
+        }
+        fn verify_tls13_signature(
+            &self,
+            m: &[u8],
+            c: &CertificateDer<'_>,
+            d: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            verify_tls13_signature(m, c, d, &self.1.signature_verification_algorithms)
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.1.signature_verification_algorithms.supported_schemes()
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let cert = CertificateDer::from_pem_file(ca).unwrap();
+    std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(Pinned(cert, provider)))
+            .with_no_client_auth(),
+    )
+}
+
+/// GET over TLS on `tcp` with basic auth: (status, body); None when the server closed first.
+fn tls_get(
+    tls: &std::sync::Arc<rustls::ClientConfig>,
+    mut tcp: TcpStream,
+    path: &str,
+    auth: Option<(&str, &str)>,
+) -> Option<(u16, String)> {
+    use base64::Engine;
+    tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let conn = rustls::ClientConnection::new(tls.clone(), "127.0.0.1".try_into().unwrap()).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, &mut tcp);
+    let auth = auth
+        .map(|(u, p)| {
+            format!(
+                "Authorization: Basic {}\r\n",
+                base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+            )
+        })
+        .unwrap_or_default();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").as_bytes(),
+    )
+    .ok()?;
+    let mut r = Vec::new();
+    // the server may close without close_notify after its answer: what was read is the answer
+    let _ = s.read_to_end(&mut r);
+    let r = String::from_utf8_lossy(&r).to_string();
+    let (head, body) = r.split_once("\r\n\r\n")?;
+    Some((
+        head.split_whitespace().nth(1)?.parse().ok()?,
+        body.to_string(),
+    ))
+}
+
+/// The CPU time (user + system) process `pid` has used, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = stat.rsplit_once(')').unwrap().1;
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    // SAFETY: sysconf only reads a system value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (f[0] + f[1]) as f64 / hz
 }

@@ -14,12 +14,22 @@ use prometheus_client::{
     registry::Registry,
 };
 use tcpwin_model::metrics::{
-    bucketize, name, process, ratio_buckets, Buckets, Distribution, Scrape, TopSocket,
+    bucketize, name, process, ratio_buckets, Buckets, Distribution, HttpCounts, Scrape, TopSocket,
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LimitLabel {
     limit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CodeLabel {
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -106,6 +116,69 @@ impl EncodeMetric for CountedHistogram {
 
 fn counter(reg: &mut Registry, n: &str, help: &str, v: f64) {
     reg.register(n, help, ConstCounter::new(v));
+}
+
+/// A counter family with one label.
+fn counters<L, K: ToString>(
+    reg: &mut Registry,
+    n: &str,
+    help: &str,
+    values: impl IntoIterator<Item = (K, u64)>,
+    label: impl Fn(String) -> L,
+) where
+    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
+{
+    let fam = Family::<L, Counter>::default();
+    for (k, v) in values {
+        fam.get_or_create(&label(k.to_string())).inc_by(v);
+    }
+    reg.register(n, help, fam);
+}
+
+/// The exporter's own HTTP server.
+fn http(reg: &mut Registry, h: &HttpCounts) {
+    counters(
+        reg,
+        name::HTTP_RESPONSES,
+        "HTTP responses the exporter sent, by status code",
+        h.responses.iter().map(|(c, n)| (c, *n)),
+        |code| CodeLabel { code },
+    );
+    // every reason present, 0 where none happened
+    let reasons = ["missing", "wrong", "throttled"]
+        .map(|r| (r, h.auth_failures.get(r).copied().unwrap_or(0)));
+    counters(
+        reg,
+        name::HTTP_AUTH_FAILURES,
+        "requests refused for their credentials: missing, wrong (checked, or the same header failed within the last minute), throttled (not checked: its source already had a check waiting, or too many were waiting)",
+        reasons,
+        |reason| ReasonLabel { reason },
+    );
+    let checks = Counter::<u64>::default();
+    checks.inc_by(h.auth_checks);
+    reg.register(
+        name::HTTP_AUTH_CHECKS,
+        "password checks (bcrypt) the exporter ran",
+        checks,
+    );
+    counter(
+        reg,
+        name::HTTP_AUTH_CHECK_SECONDS,
+        "time the password checks took",
+        h.auth_check_seconds,
+    );
+    let dropped = ["evicted", "rate", "tls_handshake", "header_timeout"]
+        .map(|r| (r, h.dropped.get(r).copied().unwrap_or(0)));
+    counters(
+        reg,
+        name::HTTP_CONNECTIONS_DROPPED,
+        "connections the exporter closed before they asked anything: evicted (at --web.max-connections, the longest idle), rate (its source opened more than 64 a second), tls_handshake (failed or too slow), header_timeout (no request head within --web.header-timeout)",
+        dropped,
+        |reason| ReasonLabel { reason },
+    );
+    let open = Gauge::<i64>::default();
+    open.set(h.connections as i64);
+    reg.register(name::HTTP_CONNECTIONS, "connections open now", open);
 }
 
 /// A `--top` gauge family: name, help, the value of one socket.
@@ -330,6 +403,9 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
         ] {
             gauge(&mut reg, n, help, v);
         }
+    }
+    if let Some(h) = &s.http {
+        http(&mut reg, h);
     }
     gauge(
         &mut reg,

@@ -1,10 +1,13 @@
 //! `tcpwin-trace exporter`: the sockets' window facts and verdicts for Prometheus. Every scrape
 //! reads a snapshot through the socket iterator (loaded once); nothing runs per packet. Verdicts
 //! are taken over the time since the previous scrape.
-mod https;
-use std::time::Duration;
+mod auth;
+mod stats;
+mod tls;
+mod web;
+use std::{sync::Arc, time::Duration};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use bytes::Bytes;
 use tcpwin_model::{
     judge::Judge,
@@ -12,6 +15,7 @@ use tcpwin_model::{
     webconfig::{self, WebConfig},
 };
 
+use self::{auth::Guard, stats::Stats};
 use crate::{
     cli::ExporterArgs,
     gather::{
@@ -41,6 +45,8 @@ struct Scraper {
     counting: bool,
     /// with --netns all: what it cannot see from where it runs (said on stderr at start)
     blind_spots: Vec<(&'static str, bool)>,
+    /// the HTTP server counting itself
+    stats: Arc<Stats>,
 }
 
 impl Scraper {
@@ -65,6 +71,7 @@ impl Scraper {
                 self.src.name().to_string(),
             )),
             process: crate::host::process::stats(),
+            http: Some(self.stats.counts()),
             ..Scrape::default()
         };
         let wanted: Vec<u32> = targets.iter().map(|t| t.inode as u32).collect();
@@ -186,6 +193,22 @@ impl Shared {
 pub fn run(args: ExporterArgs) -> Result<()> {
     args.kernel.validate()?;
     let scope = args.sockets.scope()?;
+    // TLS and basic auth from the web config (as node_exporter's --web.config.file), and the
+    // port, before anything is loaded: a wrong file or a taken port fails at once
+    let web = match &args.web_config_file {
+        Some(p) => webconfig::load(p)?,
+        None => WebConfig::default(),
+    };
+    let tls = match &web.tls_server_config {
+        Some(t) => Some(tls::server_config(t).with_context(|| {
+            format!(
+                "--web.config.file {}",
+                args.web_config_file.as_ref().expect("a file").display()
+            )
+        })?),
+        None => None,
+    };
+    let listener = web::bind(args.listen)?;
     // the kernel's counters filter by port and address: not by a process's or workload's
     // sockets, known only while open
     let counting = scope.owners().is_none();
@@ -204,26 +227,21 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     // SAFETY: malloc_trim only releases free heap memory to the kernel.
     unsafe { libc::malloc_trim(0) };
     install_stop_handler();
-    // TLS and basic auth from the web config (as node_exporter's --web.config.file)
-    let web = match &args.web_config_file {
-        Some(p) => webconfig::load(p)?,
-        None => WebConfig::default(),
+    let stats = Arc::new(Stats::default());
+    let limits = web::Limits {
+        max_connections: args.max_connections as usize,
+        max_requests: args.max_requests,
+        header_timeout: Duration::from_secs_f64(args.header_timeout),
     };
-    let mut server = match &web.tls_server_config {
-        Some(t) => Server::Https(https::Https::bind(
-            args.listen,
-            https::server_config(t).with_context(|| {
-                format!(
-                    "--web.config.file {}",
-                    args.web_config_file.as_ref().expect("a file").display()
-                )
-            })?,
-        )?),
-        None => Server::Http(
-            tiny_http::Server::http(args.listen)
-                .map_err(|e| anyhow!("cannot listen on {}: {e}", args.listen))?,
-        ),
-    };
+    let (jobs, scrapes) = std::sync::mpsc::channel();
+    let server = web::Server::start(
+        listener,
+        tls,
+        limits,
+        Arc::new(Guard::new(Arc::new(web.clone()), stats.clone())),
+        stats.clone(),
+        jobs,
+    )?;
     eprintln!(
         "tcpwin-trace: exporter serving {}://{}/metrics{} (sockets from the {})",
         if web.tls_server_config.is_some() {
@@ -258,188 +276,33 @@ pub fn run(args: ExporterArgs) -> Result<()> {
         } else {
             Vec::new()
         },
+        stats,
     };
     let fresh = Duration::from_millis(scraper.args.fresh_ms);
     let mut shared = Shared::default();
-    let mut passed = Passed::default();
+    // the scrapes, one at a time on this thread (the kernel's iterator and the judge's memory
+    // are this thread's), as the server's tasks ask for them
     loop {
         if wait_or_stop(Duration::ZERO) {
+            server.stop();
             eprintln!("tcpwin-trace: exporter stopped");
             return Ok(());
         }
-        let Some(mut req) = server.recv(Duration::from_millis(200)) else {
-            continue;
+        let job: web::Job = match scrapes.recv_timeout(Duration::from_millis(100)) {
+            Ok(j) => j,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                anyhow::bail!("the exporter's HTTP server ended")
+            }
         };
-        let asked = req.asked();
-        if !passed.allows(&web, asked.authorization.as_deref()) {
-            req.respond(
-                401,
-                "text/plain",
-                Bytes::from_static(b"tcpwin-trace: basic auth required\n"),
-                &[("WWW-Authenticate", "Basic realm=\"tcpwin-trace\"")],
-            );
-            continue;
-        }
-        if !asked.get {
-            req.respond(405, "text/plain", Bytes::from_static(b"only GET\n"), &[]);
-            continue;
-        }
-        if asked.path.split('?').next() != Some("/metrics") {
-            req.respond(
-                404,
-                "text/plain",
-                Bytes::from_static(b"tcpwin-trace: see /metrics\n"),
-                &[],
-            );
-            continue;
-        }
-        let ctype = openmetrics::content_type(asked.accept.as_deref());
-        let body = shared.get(ctype, fresh, || {
-            Bytes::from(scraper.scrape(ctype.contains("openmetrics")))
+        let body = shared.get(job.ctype, fresh, || {
+            Bytes::from(scraper.scrape(job.ctype.contains("openmetrics")))
         });
-        req.respond(200, ctype, body, &[]);
+        // a client gone meanwhile is its business
+        let _ = job.reply.send(body);
         // a scrape of many sockets allocates megabytes for a moment: return them between
         // scrapes, or glibc keeps the high-water mark resident
         // SAFETY: malloc_trim only releases free heap memory to the kernel.
         unsafe { libc::malloc_trim(0) };
-    }
-}
-
-/// What a request asks, from either server.
-#[derive(Default)]
-pub(crate) struct Asked {
-    get: bool,
-    path: String,
-    accept: Option<String>,
-    authorization: Option<String>,
-}
-
-impl Asked {
-    /// From a request head's text (the TLS server's own reading).
-    fn parse(head: &str) -> Option<Asked> {
-        let mut lines = head.split("\r\n");
-        let mut first = lines.next()?.split(' ');
-        let (method, path) = (first.next()?, first.next()?);
-        let header = |name: &str| {
-            head.split("\r\n").skip(1).find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.trim()
-                    .eq_ignore_ascii_case(name)
-                    .then(|| v.trim().to_string())
-            })
-        };
-        Some(Asked {
-            get: method == "GET",
-            path: path.to_string(),
-            accept: header("Accept"),
-            authorization: header("Authorization"),
-        })
-    }
-}
-
-/// The plain server (tiny_http) or the TLS one.
-enum Server {
-    Http(tiny_http::Server),
-    Https(https::Https),
-}
-
-/// One request, answered on the server it came from.
-enum Req {
-    Http(tiny_http::Request),
-    Https(Box<https::Conn>),
-}
-
-impl Server {
-    fn recv(&mut self, wait: Duration) -> Option<Req> {
-        match self {
-            Server::Http(s) => match s.recv_timeout(wait) {
-                Ok(r) => r.map(Req::Http),
-                Err(e) => {
-                    eprintln!("tcpwin-trace: exporter: {e}");
-                    None
-                }
-            },
-            Server::Https(s) => s.recv(wait).map(|c| Req::Https(Box::new(c))),
-        }
-    }
-}
-
-impl Req {
-    /// What the request asks (the TLS connection's reading moves out: it is read once).
-    fn asked(&mut self) -> Asked {
-        match self {
-            Req::Http(r) => {
-                let header = |name: &'static str| {
-                    r.headers()
-                        .iter()
-                        .find(|h| h.field.equiv(name))
-                        .map(|h| h.value.as_str().to_string())
-                };
-                Asked {
-                    get: *r.method() == tiny_http::Method::Get,
-                    path: r.url().to_string(),
-                    accept: header("Accept"),
-                    authorization: header("Authorization"),
-                }
-            }
-            Req::Https(c) => std::mem::take(&mut c.asked),
-        }
-    }
-
-    fn respond(self, code: u16, ctype: &str, body: Bytes, extra: &[(&str, &str)]) {
-        match self {
-            Req::Http(r) => {
-                let mut headers =
-                    vec![
-                        tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes())
-                            .expect("a valid header"),
-                    ];
-                for (k, v) in extra {
-                    headers.push(
-                        tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes())
-                            .expect("a valid header"),
-                    );
-                }
-                let len = body.len();
-                // a client gone mid-response is its business, not the exporter's
-                let _ = r.respond(tiny_http::Response::new(
-                    tiny_http::StatusCode(code),
-                    headers,
-                    std::io::Cursor::new(body),
-                    Some(len),
-                    None,
-                ));
-            }
-            Req::Https(c) => c.respond(code, ctype, &body, extra),
-        }
-    }
-}
-
-/// Authorization headers that passed: bcrypt is slow on purpose (tens of ms a check), and a
-/// Prometheus sends the same header at every scrape.
-#[derive(Default)]
-struct Passed(std::collections::HashSet<String>);
-
-impl Passed {
-    const MAX: usize = 64;
-
-    fn allows(&mut self, web: &WebConfig, authorization: Option<&str>) -> bool {
-        if web.basic_auth_users.is_empty() {
-            return true;
-        }
-        let Some(a) = authorization else {
-            return false;
-        };
-        if self.0.contains(a) {
-            return true;
-        }
-        let ok = web.allows(Some(a));
-        if ok {
-            if self.0.len() >= Self::MAX {
-                self.0.clear();
-            }
-            self.0.insert(a.to_string());
-        }
-        ok
     }
 }
