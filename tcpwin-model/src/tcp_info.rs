@@ -90,7 +90,7 @@ impl TcpInfo {
             bytes_acked: u64_at(b, 120),
             bytes_received: u64_at(b, 128),
             min_rtt_us: u32_at(b, 148),
-            delivery_rate_bps: u64_at(b, 160).map(|r| r * 8),
+            delivery_rate_bps: u64_at(b, 160).map(|r| r.saturating_mul(8)),
             busy_us: u64_at(b, 168),
             rwnd_limited_us: u64_at(b, 176),
             sndbuf_limited_us: u64_at(b, 184),

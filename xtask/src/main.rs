@@ -279,6 +279,20 @@ fn test(extra: &[String], no_vm: bool) -> Result<()> {
             "docs",
         ]))
     })?;
+    // the property tests of every parser that reads from outside, in the debug profile: an
+    // arithmetic overflow panics there (the release run below would wrap it silently); a bounded
+    // number of cases each, the kept failures replayed first
+    steps.time("parsers fuzzed", || {
+        run_cmd(cargo(&obj).args([
+            "test",
+            "-p",
+            "tcpwin-model",
+            "-p",
+            "tcpwin-userspace",
+            "--test",
+            "fuzz",
+        ]))
+    })?;
     steps.time("build", || build_host(&obj))?;
     // one static build: the package the dist test installs, and the binary the guests run
     let static_bin = steps.time("static build and package", || dist::static_binary(&obj))?;

@@ -273,8 +273,8 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     // into flight (sk_sndbuf counts memory: 512 KiB of it holds ~370 KB of payload, and a peer
     // window of 940 KB that does not bind is under twice 512 KiB)
     let inflight = f.inflight_bytes().unwrap_or(0);
-    let room = peer_window >= 2 * sndbuf
-        || (inflight > 0 && peer_window >= 2 * inflight)
+    let room = peer_window >= sndbuf.saturating_mul(2)
+        || (inflight > 0 && peer_window >= inflight.saturating_mul(2))
         // the kernel's own count: the peer's window held the sender under a tenth of its busy
         // time, and what is in flight is well under it
         || (s

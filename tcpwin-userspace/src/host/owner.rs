@@ -502,4 +502,29 @@ mod tests {
         let e = scan(u32::MAX - 7).unwrap_err().to_string();
         assert!(e.contains("does not exist"), "{e}");
     }
+
+    // /proc's lines under generated input (the gate runs these with overflow checks on): an
+    // answer or nothing, never a panic
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 512,
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        #[test]
+        fn fuzz_proc_stat(comm in ".{0,40}", rest in "[ A-Za-z0-9()-]{0,80}") {
+            let line = format!("123 ({comm}) {rest}");
+            let _ = ppid_of_stat(&line);
+            let _ = exited_in_stat(&line);
+            let _ = ppid_of_stat(&rest);
+        }
+
+        #[test]
+        fn fuzz_cgroup_and_mountinfo(text in "(.{0,100}\n){0,5}") {
+            let _ = cgroup2_path(&text);
+            let _ = cgroup2_mount_in(&text);
+            let _ = bracketed(&text, "net:");
+        }
+    }
 }

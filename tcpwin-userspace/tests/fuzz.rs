@@ -1,0 +1,123 @@
+//! The product's parsers of what comes from outside, under generated and mutated input
+//! (property tests, proptest; the model's are in tcpwin-model/tests/fuzz.rs): the kernel's BTF
+//! (this machine's, cut and changed), the socket iterator's records, `/proc/net/tcp`,
+//! `/proc/net/sockstat`, `/proc/config.gz`'s text, `ip -o link`, an HTTP `Accept` header. Each
+//! answers (a value or an error), never panics or hangs. No root needed. Run by the gate with
+//! the debug profile (overflow checks on) and a bounded number of cases; a failure is kept in
+//! tests/fuzz.proptest-regressions and replayed first.
+use proptest::{prelude::*, test_runner::FileFailurePersistence};
+use tcpwin_userspace::{
+    host::{ifname::parse_ip_link, kconfig, owner::parse_listeners, sysctl::memory_pressure},
+    kernel::{btf::Resolver, iter::parse_records},
+    view::openmetrics::content_type,
+};
+
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/fuzz.proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    }
+}
+
+/// This machine's BTF, once (a few MiB).
+fn vmlinux() -> &'static [u8] {
+    static B: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    B.get_or_init(|| {
+        std::fs::read("/sys/kernel/btf/vmlinux")
+            .expect("/sys/kernel/btf/vmlinux: this machine kind has BTF (the tool needs it)")
+    })
+}
+
+proptest! {
+    #![proptest_config(config(32))]
+
+    /// The kernel's BTF cut short or with bytes changed (in its header, its type section or its
+    /// strings): resolving the layout the programs read gives a layout or an error, never a
+    /// panic; a member resolved from damaged types is still checked for its size.
+    #[test]
+    fn fuzz_btf(
+        cut in prop::option::weighted(0.3, 0.0f64..1.0),
+        flips in prop::collection::vec((0.0f64..1.0, any::<u8>()), 0..6),
+        header_flips in prop::collection::vec((0usize..24, any::<u8>()), 0..2),
+    ) {
+        let mut b = vmlinux().to_vec();
+        let n = b.len();
+        for (at, v) in flips {
+            b[((at * n as f64) as usize).min(n - 1)] = v;
+        }
+        for (at, v) in header_flips {
+            b[at] = v;
+        }
+        if let Some(c) = cut {
+            b.truncate((c * n as f64) as usize);
+        }
+        if let Ok(r) = Resolver::from_bytes(&b) {
+            let _ = r.layout();
+        }
+        // aya's parse of the same file (the programs' loading and attach points)
+        let _ = aya::Btf::parse(&b, aya::Endianness::default());
+    }
+}
+
+proptest! {
+    #![proptest_config(config(512))]
+
+    #[test]
+    fn fuzz_btf_small(b in prop::collection::vec(any::<u8>(), 0..200)) {
+        if let Ok(r) = Resolver::from_bytes(&b) {
+            let _ = r.layout();
+        }
+    }
+
+    #[test]
+    fn fuzz_iterator_records(b in prop::collection::vec(any::<u8>(), 0..2000)) {
+        let _ = parse_records(&b);
+    }
+
+    #[test]
+    fn fuzz_proc_net_tcp(text in "(.{0,120}\n){0,6}") {
+        let _ = parse_listeners(&text);
+    }
+
+    /// `/proc/net/tcp` lines as the kernel writes them, with generated fields.
+    #[test]
+    fn fuzz_proc_net_tcp_shaped(
+        rows in prop::collection::vec(
+            ("[0-9]{1,4}", "[0-9A-F]{8}:[0-9A-F]{1,6}", "[0-9A-Fx]{1,3}", "[0-9]{0,22}"),
+            0..6,
+        )
+    ) {
+        let mut t = String::from("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n");
+        for (sl, local, st, inode) in rows {
+            t.push_str(&format!("{sl}: {local} 00000000:0000 {st} 00000000:00000000 00:00000000 00000000 0 0 {inode} 1 0 100 0 0 10 0\n"));
+        }
+        for (_, port) in parse_listeners(&t) {
+            let _ = port;
+        }
+    }
+
+    #[test]
+    fn fuzz_sockstat(text in "(.{0,80}\n){0,5}", mem in any::<[u64; 3]>()) {
+        let _ = memory_pressure(&text, mem);
+        let _ = memory_pressure(&format!("TCP: inuse 5 orphan 0 tw 0 alloc 9 mem {text}"), mem);
+    }
+
+    #[test]
+    fn fuzz_kconfig(text in "(.{0,60}\n){0,5}", key in "CONFIG_[A-Z_]{0,10}") {
+        let _ = kconfig::value(&text, &key);
+    }
+
+    #[test]
+    fn fuzz_ip_link(text in "(.{0,80}\n){0,5}") {
+        let _ = parse_ip_link(&text);
+    }
+
+    #[test]
+    fn fuzz_accept_header(accept in prop::option::of(".{0,200}")) {
+        let c = content_type(accept.as_deref());
+        prop_assert!(c.starts_with("text/plain") || c.starts_with("application/openmetrics-text"));
+    }
+}
