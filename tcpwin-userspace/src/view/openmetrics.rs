@@ -301,7 +301,11 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
     }
     if let Some(est) = &s.established {
         let fam = Family::<HandshakeLabels, Counter>::default();
-        for ((ok, passive), n) in est {
+        // every series from the start, 0 until a handshake of its kind (a series that appears
+        // later reads as absent, not as none, to rate() and alerts)
+        let all = [(true, false), (true, true), (false, false), (false, true)]
+            .map(|k| (k, est.get(&k).copied().unwrap_or(0)));
+        for ((ok, passive), n) in &all {
             fam.get_or_create(&HandshakeLabels {
                 wscale: if *ok { "negotiated" } else { "not_negotiated" }.into(),
                 direction: if *passive { "passive" } else { "active" }.into(),
@@ -469,5 +473,24 @@ mod tests {
                 .contains("openmetrics")
         );
         assert!(content_type(None).contains("0.0.4"));
+        // the handshake counters: every series from the first scrape, 0 before any handshake
+        let s = Scrape {
+            established: Some(Default::default()),
+            ..Default::default()
+        };
+        let t = encode(&s, 0.01, 0, false);
+        for (w, d) in [
+            ("negotiated", "active"),
+            ("negotiated", "passive"),
+            ("not_negotiated", "active"),
+            ("not_negotiated", "passive"),
+        ] {
+            assert!(
+                t.contains(&format!(
+                    "tcpwin_connections_established_total{{wscale=\"{w}\",direction=\"{d}\"}} 0"
+                )),
+                "{t}"
+            );
+        }
     }
 }
