@@ -150,12 +150,18 @@ fn backlog(
     let mss = r.now.rcv_mss.unwrap_or(1).max(1) as f64;
     match r.before {
         Some(b) => {
-            let persistent = unread(r.now) >= BACKLOG_SHARE * w
-                && unread(b) >= BACKLOG_SHARE * w
-                && (adv as f64) < 0.75 * w;
             let under_window = rate.is_some_and(|x| {
                 (x as f64) < WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64
             });
+            // the window the last ACK advertised is stale once data arrived after it: a reader
+            // that just took a chunk (curl --limit-rate: 162 KB unread under a 233 KB window
+            // advertised before they came) shows it open; a flow at under half what the window
+            // allows over the RTT with that backlog at both readings was held by its reader
+            let far_under =
+                rate.is_some_and(|x| (x as f64) < 0.5 * ceiling_bps(window, rtt) as f64);
+            let persistent = unread(r.now) >= BACKLOG_SHARE * w
+                && unread(b) >= BACKLOG_SHARE * w
+                && ((adv as f64) < 0.75 * w || far_under);
             // at RTTs of µs "far under window / RTT" says nothing (the ACK clock and srtt's
             // granularity): only on paths whose base RTT is a millisecond or more
             let held = base >= super::path::QUEUE_MIN_US

@@ -15,8 +15,15 @@ use super::{
 };
 
 /// The receiver's caps: the primary limit into `v`, the others as factors. `window`: the
-/// window judged (None: one snapshot, the cap it would meet).
-pub(super) fn caps(v: &mut Verdict, r: End, window: Option<u64>, target: Option<u64>) {
+/// window judged (None: one snapshot, the cap it would meet); `peer`: the sending end, where it
+/// was read too (a setting of its host is fixed there).
+pub(super) fn caps(
+    v: &mut Verdict,
+    r: End,
+    peer: Option<End>,
+    window: Option<u64>,
+    target: Option<u64>,
+) {
     let f = r.now;
     let Some(w) = window.or_else(|| receiver_window(r)) else {
         v.setting = Some("window_clamp or wscale_ok not read by this source".into());
@@ -42,6 +49,7 @@ pub(super) fn caps(v: &mut Verdict, r: End, window: Option<u64>, target: Option<
         ratio: f.scaling_ratio,
         rcvbuf: f.sk_rcvbuf.map(u64::from),
         target,
+        peer_host: peer.map(|p| p.host),
     };
     let mut found: Vec<Found> = Vec::new();
     found.extend(scale::wscale_off(&c));
@@ -128,17 +136,18 @@ fn widens(fix: Option<&Fix>, window: u64) -> bool {
 }
 
 /// The receiver's caps that would bind were the window the limit, as factors of `v` (saying
-/// `note` as their fix's preface).
+/// `note` as their fix's preface); `peer`: the sending end, where it was read too.
 pub(super) fn potential_caps(
     v: &mut Verdict,
     r: End,
+    peer: Option<End>,
     window: u64,
     target: Option<u64>,
     note: &str,
 ) {
     let mut probe = v.clone();
     probe.factors.clear();
-    caps(&mut probe, r, Some(window), target);
+    caps(&mut probe, r, peer, Some(window), target);
     // a potential gain only where there is one: a cap whose fix would give no larger window
     // (autotuning already at the window its fix would size: 848673 B now, 847975 after) is not
     // a factor of a window that does not bind

@@ -1,8 +1,19 @@
 //! A fix as data: the commands that lift a limit (each runs as printed, as root, on the host
-//! where the tool ran: the namespace's prefix, the interface and every number filled in), the
-//! socket option an application must ask for, and what the kernel will then allow — computed
-//! with the kernel's own arithmetic by the family that names the limit.
+//! where the tool ran: the namespace's prefix, the interface and every number filled in; or, for
+//! a setting of the peer read from this end alone, on the peer's host), the socket option an
+//! application must ask for, which end of the connection owns the setting, and what the kernel
+//! will then allow — computed with the kernel's own arithmetic by the family that names the limit.
+use std::net::IpAddr;
+
 use serde::{Deserialize, Serialize};
+
+/// The end of a connection whose setting a fix changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FixEnd {
+    Receiver,
+    Sender,
+}
 
 /// What lifts a limit.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -27,6 +38,14 @@ pub struct Fix {
     /// own terms (`securityContext.sysctls`), which a restart keeps and the command does not
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// the end of the connection whose setting the fix changes (`receiver`, `sender`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<FixEnd>,
+    /// the commands run on the peer's host, this address (its end was not read here, so they
+    /// carry no namespace prefix: run them where that end lives); None: on this host, each with
+    /// its namespace's prefix (both ends read here included)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_peer: Option<IpAddr>,
 }
 
 /// The pod spec's form of a fix's per-namespace sysctls (`[prefix] sysctl -w net.ipv4.X=V`:
@@ -118,6 +137,9 @@ impl Fix {
             ));
         }
         let mut s = parts.join("; ");
+        if let (Some(p), false) = (self.on_peer, s.is_empty()) {
+            s = format!("on the peer {p}: {s}");
+        }
         if self.new_connections && !s.is_empty() {
             s.push_str(" (new connections)");
         }

@@ -6,8 +6,8 @@ use super::{
     caps::{self, potential_caps},
     ceilings, check,
     end::End,
-    fix::{pod_form, Fix},
-    limit::Limit,
+    fix::{pod_form, Fix, FixEnd},
+    limit::{Class, Limit},
     path, scale, sender,
     sizing::{ceiling_bps, fmt_rtt, payload_rate, Sizing},
     types::{Basis, Input, Side, Verdict, WINDOW_LIMITED_SHARE},
@@ -21,6 +21,8 @@ const FULL_WINDOW_SHARE: f64 = 0.9;
 /// 30-40 % where the window binds, `iperf3 -w 8K` on veth 29-40 %, a flow the window does not
 /// bind ~0.
 const RWND_SUPPORT_SHARE: f64 = 0.2;
+/// A rate past this share of what a window lets through over the RTT was not held by it.
+const ADVERTISED_OVERRUN: f64 = 1.15;
 /// Without a queue, a sender rwnd-limited this share of its busy time or more is window-bound
 /// whatever its congestion window reads at that moment.
 const RWND_MOST_SHARE: f64 = 0.5;
@@ -96,11 +98,29 @@ pub fn verdict(i: &Input) -> Verdict {
         ..Verdict::unknown(side)
     };
     judge_connection(&mut v, sender, receiver, i);
+    owners(&mut v);
     in_pods(&mut v, [sender, receiver]);
     v.ceilings = ceilings::ceilings(&v, sender, receiver);
     v.next = Some(ceilings::next_words(&v)).filter(|n| !n.is_empty());
     refuse_contradictions(&mut v, sender, receiver, i);
     v
+}
+
+/// Each fix says the end whose setting it changes, where its family did not: the sender's for a
+/// limit of the sending host, the receiver's for the rest (its caps, its application).
+fn owners(v: &mut Verdict) {
+    let end_of = |l: Limit| match l.class() {
+        Class::Sender => FixEnd::Sender,
+        _ => FixEnd::Receiver,
+    };
+    if let Some(f) = v.fix.as_mut() {
+        f.end.get_or_insert(end_of(v.limit));
+    }
+    for x in v.factors.iter_mut() {
+        if let Some(f) = x.fix.as_mut() {
+            f.end.get_or_insert(end_of(x.limit));
+        }
+    }
 }
 
 /// Fixes whose commands run in a Kubernetes pod's namespace (an end read there, its owner in a
@@ -176,18 +196,20 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
         _ => None,
     };
     v.rate_bps = rate;
+    // the RTTs: the sender's (from ACKs) when it is visible, else the receiver's own estimate,
+    // against the best base RTT it has (taken first: every verdict of a moving connection ranks
+    // its ceilings at the base RTT, the application's own included)
+    let rtts = path::rtts(v, sender, receiver, i.min_rcv_rtt_us);
     // 1. an application not reading stalls the connection at any rate
     if apps::zero_window(v, sender, receiver) {
-        reader_caps(v, receiver, i.target_bps);
+        reader_caps(v, receiver, sender, i.target_bps);
         return;
     }
     // 2. nothing moves: idle, whatever a window would allow
     if idle(v, sender, receiver) {
         return;
     }
-    // the RTTs: the sender's (from ACKs) when it is visible, else the receiver's own estimate,
-    // against the best base RTT it has
-    let Some((rtt, base)) = path::rtts(v, sender, receiver, i.min_rcv_rtt_us) else {
+    let Some((rtt, base)) = rtts else {
         return;
     };
     if let Some(s) = sender {
@@ -225,6 +247,27 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
         no_rate(v, receiver, window, i.target_bps);
         return;
     };
+    // a receiver read alone that advertised less than its largest window at both readings,
+    // the rate filling what it advertised and not what the largest allows (nor more than the
+    // advertised one lets through: then it was not the window the sender had): that is the
+    // window the sender had (the sender's rwnd-limited time would say so, were it read)
+    let fills = |w: u64, share: f64| rate as f64 >= share * ceiling_bps(w, rtt) as f64;
+    let window = match receiver
+        .filter(|_| sender.is_none() && cap_window.is_some())
+        .and_then(|r| scale::advertised_below(r, window))
+    {
+        Some(a)
+            if fills(a, WINDOW_LIMITED_SHARE)
+                && !fills(a, ADVERTISED_OVERRUN)
+                && !fills(window, WINDOW_LIMITED_SHARE) =>
+        {
+            v.window = Some(a);
+            v.ceiling_bps = Some(ceiling_bps(a, rtt));
+            v.base_ceiling_bps = Some(ceiling_bps(a, base));
+            a
+        }
+        _ => window,
+    };
     let queued = path::queued(&path::QueueEvidence {
         sender,
         receiver,
@@ -235,11 +278,15 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     });
     // 1b. a backlog the application does not drain keeps the advertised window small
     if receiver.is_some_and(|r| apps::backlog_binds(v, r, window, Some(rate), (base, rtt))) {
-        reader_caps(v, receiver, i.target_bps);
+        reader_caps(v, receiver, sender, i.target_bps);
         return;
     }
-    // 2b. the sender's own buffer (not behind a queue: Little's law fills any buffer there)
-    if !queued && sender.is_some_and(|s| sender::sndbuf_binds(v, s, Some(rate), rtt, &sizing)) {
+    // 2b. the sender's own buffer (not behind a queue: Little's law fills any buffer there;
+    // but a queue of a quarter of the base RTT behind a full buffer is the buffer's bursts)
+    if sender.is_some_and(|s| {
+        (!queued || sender::queue_of_the_buffer(s, rtt, base))
+            && sender::sndbuf_binds(v, s, Some(rate), rtt, &sizing)
+    }) {
         return;
     }
     // a sender alone, held by a peer window that was mostly closed: the peer's reader (a queue
@@ -305,10 +352,14 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     }
     // 4. the window binds: which cap makes it what it is
     match receiver {
-        Some(r) if cap_window.is_some() => caps::caps(v, r, Some(window), i.target_bps),
+        Some(r) if cap_window.is_some() => caps::caps(v, r, sender, Some(window), i.target_bps),
         _ => {
             let s = sender.expect("a window without a receiver comes from the sender");
-            sender::peer_window(v, s, window, binds_at, &sizing);
+            if s.now.wscale_ok == Some(false) && window <= 65535 {
+                sender::wscale_off(v, s, window, binds_at, &sizing);
+            } else {
+                sender::peer_window(v, s, window, binds_at, &sizing);
+            }
         }
     }
 }
@@ -374,6 +425,7 @@ fn no_rate(v: &mut Verdict, receiver: Option<End>, window: u64, target: Option<u
         potential_caps(
             v,
             r,
+            None,
             window,
             target,
             "a potential gain, not the limit: it binds only if the window does",
@@ -385,7 +437,7 @@ fn no_rate(v: &mut Verdict, receiver: Option<End>, window: u64, target: Option<u
 /// reader slower on average than the path (a larger buffer only delays its stall) from one late
 /// in bursts (off the CPU, reading in batches), which a small buffer stalls at every burst and
 /// a larger one carries through: both are said.
-fn reader_caps(v: &mut Verdict, receiver: Option<End>, target: Option<u64>) {
+fn reader_caps(v: &mut Verdict, receiver: Option<End>, sender: Option<End>, target: Option<u64>) {
     let Some((r, window)) =
         receiver.and_then(|r| scale::receiver_window(r).filter(|w| *w > 0).map(|w| (r, w)))
     else {
@@ -394,6 +446,7 @@ fn reader_caps(v: &mut Verdict, receiver: Option<End>, target: Option<u64>) {
     potential_caps(
         v,
         r,
+        sender,
         window,
         target,
         "binds too: a reader late in bursts (off the CPU, reading in batches) gains from it now, one slower on average only once it keeps up",

@@ -58,7 +58,7 @@ mod types;
 
 pub use check::{contradictions, Contradiction, Reading};
 pub use end::End;
-pub use fix::{AppFix, Fix};
+pub use fix::{AppFix, Fix, FixEnd};
 pub use judge::verdict;
 pub use limit::{Class, Limit};
 pub use ratio::{GRO_RATIO, GRO_RATIO_FLOOR, LOW_RATIO};

@@ -210,6 +210,7 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
         potential_caps(
             v,
             r,
+            u.sender,
             window,
             u.target,
             "not the limit now: it binds only once the path allows more",

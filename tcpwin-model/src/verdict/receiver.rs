@@ -43,6 +43,8 @@ pub(super) struct Ctx<'a> {
     pub ratio: Option<u8>,
     pub rcvbuf: Option<u64>,
     pub target: Option<u64>,
+    /// the sending end's namespace limits, where that end was read too
+    pub peer_host: Option<&'a HostLimits>,
 }
 
 impl Ctx<'_> {

@@ -8,7 +8,7 @@ use tcpwin_common::formula::{max_scaled_window, win_from_space, wscale_for};
 use super::{
     buffer::so_rcvbuf_fix,
     end::End,
-    fix::{AppFix, Fix},
+    fix::{AppFix, Fix, FixEnd},
     limit::Limit,
     receiver::{Ctx, Found},
 };
@@ -27,6 +27,20 @@ pub(super) fn receiver_window(r: End) -> Option<u64> {
         0
     };
     Some((clamp as u64).min(max_scaled_window(shift)))
+}
+
+/// A window advertised below this share of the receiver's largest, at both readings, is what
+/// the sender was given instead.
+const ADVERTISED_BELOW: f64 = 0.9;
+
+/// The window a receiver advertised at both readings, when it stayed below `cap` (its largest):
+/// its buffer partly full at every ACK (an application that drains it in bursts: nginx taking an
+/// upload into its body buffer, 54 KB advertised under a 98 KB clamp). The larger of the two;
+/// None with one reading, or where it reached the cap.
+pub(super) fn advertised_below(r: End, cap: u64) -> Option<u64> {
+    let (now, before) = (r.now.rcv_wnd? as u64, r.before?.rcv_wnd? as u64);
+    let most = now.max(before);
+    (most > 0 && (most as f64) < ADVERTISED_BELOW * cap as f64).then_some(most)
 }
 
 /// The route to the peer, when it carries a `window` metric.
@@ -55,34 +69,71 @@ fn route_fix(c: &Ctx, r: &Route, w: u64) -> Fix {
     )
 }
 
-/// Window scaling not negotiated: which side, and the fix on the side that can give it.
+/// Window scaling not negotiated: which side refused it, and the fix on the end that owns that
+/// setting: this host's (`net.ipv4.tcp_window_scaling=0` here); the sending host's, read here
+/// too (its namespace's command); or the peer's, not read here (its command, to run on that
+/// host). Scaling on at both ends read here: a middlebox stripped the option, no command lifts it.
 pub(super) fn wscale_off(c: &Ctx) -> Option<Found> {
     if c.wscale_ok {
         return None;
     }
     let h = c.h;
-    let setting = match h.tcp_window_scaling {
-        Some(false) => "window scaling off on this host (net.ipv4.tcp_window_scaling=0): the window stays <= 65535 for the connection's life".to_string(),
-        Some(true) => "the peer did not offer window scaling in its SYN: the window stays <= 65535 for the connection's life".into(),
-        None => "window scaling not negotiated: the window stays <= 65535 for the connection's life".into(),
-    };
-    let fix = (h.tcp_window_scaling == Some(false)).then(|| {
-        let t = c.tcp_rmem();
+    let t = c.tcp_rmem();
+    let fixed = |cmd: String, end: FixEnd, on_peer: Option<std::net::IpAddr>| {
         c.finish(
             Fix {
-                commands: vec![c.here("sysctl -w net.ipv4.tcp_window_scaling=1".into())],
+                commands: vec![cmd],
                 new_connections: true,
+                end: Some(end),
+                on_peer,
                 ..Fix::default()
             },
             c.rcvbuf.unwrap_or(t[2]).max(t[2]),
             None,
             c.autotuned_wscale(t[2], 0),
         )
-    });
+    };
+    const ON: &str = "sysctl -w net.ipv4.tcp_window_scaling=1";
+    let (setting, fix) = match (h.tcp_window_scaling, c.peer_host.map(|p| p.tcp_window_scaling)) {
+        (Some(false), _) => (
+            "window scaling off on this host (net.ipv4.tcp_window_scaling=0): the window stays <= 65535 for the connection's life".to_string(),
+            Some(fixed(c.here(ON.into()), FixEnd::Receiver, None)),
+        ),
+        // the sending end read here too: its namespace's own setting
+        (_, Some(Some(false))) => (
+            "window scaling off on the sending host (its net.ipv4.tcp_window_scaling=0): the window stays <= 65535 for the connection's life".to_string(),
+            c.peer_host.map(|p| {
+                let cmd = match &p.run_in {
+                    Some(prefix) => format!("{prefix} {ON}"),
+                    None => ON.to_string(),
+                };
+                fixed(cmd, FixEnd::Sender, None)
+            }),
+        ),
+        (_, Some(Some(true))) => (
+            "window scaling on at both ends, yet not negotiated: a middlebox between them strips the option from the SYN; the window stays <= 65535 for the connection's life".to_string(),
+            None,
+        ),
+        // only this end read: the peer's host refused it (or a middlebox), its command
+        (Some(true), _) => (
+            "the peer did not offer window scaling in its SYN (its net.ipv4.tcp_window_scaling=0, or a middlebox stripped the option): the window stays <= 65535 for the connection's life".to_string(),
+            c.peer()
+                .map(|addr| fixed(ON.to_string(), FixEnd::Sender, Some(addr))),
+        ),
+        (None, _) => (
+            "window scaling not negotiated: the window stays <= 65535 for the connection's life".to_string(),
+            None,
+        ),
+    };
     let text = match &fix {
+        Some(f) if f.on_peer.is_some() => format!(
+            "{}: {} (and on every middlebox between, window scaling let through)",
+            c.words(),
+            f.words()
+        ),
         Some(f) => format!("{}: {}", c.words(), f.words()),
         None => format!(
-            "window scaling on the peer (net.ipv4.tcp_window_scaling=1 there) and on every middlebox between; {}",
+            "window scaling on every middlebox between the two hosts; {}",
             c.words()
         ),
     };

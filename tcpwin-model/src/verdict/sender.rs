@@ -2,7 +2,7 @@
 //! sender alone sees it.
 use super::{
     end::End,
-    fix::{AppFix, Fix},
+    fix::{AppFix, Fix, FixEnd},
     limit::Limit,
     sizing::{ceiling_bps, fmt_rate, fmt_rtt, Sizing},
     types::Verdict,
@@ -169,6 +169,40 @@ pub(super) fn congestion(s: End, rate: u64) -> Option<String> {
             .map(|t| format!(", ssthresh {t}"))
             .unwrap_or_default()
     ))
+}
+
+/// A queue up to this share of the base RTT behind a full send buffer is the buffer's.
+const QUEUE_OF_THE_BUFFER: u32 = 4;
+/// A congestion window at this many times what is in flight or more has room.
+const CWND_ROOM: f64 = 1.5;
+
+/// The RTT above the base is the send buffer's own queue, not a bottleneck's: a quarter of the
+/// base RTT or less, with the buffer that cannot grow full (queued at half of sk_sndbuf or more,
+/// most of it in flight) and the congestion window well above what is in flight. A bottleneck
+/// the flow fills would hold the congestion window to what it lets through; a buffer full of
+/// bytes in flight sends them in bursts that queue for a moment (nginx `sendfile` on a 100 ms,
+/// 500 Mbit/s path: 126 ms over a 101 ms base, cwnd 6025 segments with 2900 in flight, Send-Q at
+/// tcp_wmem[2]; a larger tcp_wmem[2] raised the rate). Little's law fills any buffer behind a
+/// real queue: beyond a quarter of the base, the path's.
+pub(super) fn queue_of_the_buffer(s: End, rtt: u32, base: u32) -> bool {
+    let f = s.now;
+    let (Some(sndbuf), Some(queued), Some(inflight), Some(cwnd), Some(mss)) = (
+        f.sk_sndbuf,
+        f.wmem_queued,
+        f.inflight_bytes(),
+        f.snd_cwnd,
+        f.mss_cache,
+    ) else {
+        return false;
+    };
+    let fixed = f.sndbuf_locked == Some(true)
+        || s.host
+            .tcp_wmem
+            .is_some_and(|t| sndbuf as f64 >= WMEM_AT_MAX * t[2] as f64);
+    let full = queued as f64 >= SNDBUF_FULL * sndbuf as f64
+        && inflight as f64 >= SNDBUF_SENT * queued as f64;
+    let room = cwnd as f64 * mss as f64 >= CWND_ROOM * inflight as f64;
+    rtt.saturating_sub(base) <= base / QUEUE_OF_THE_BUFFER && fixed && full && room
 }
 
 /// The sender's own buffer binds: the verdict into `v` with its fix sized by `sizing`, true
@@ -340,6 +374,54 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
                 .unwrap_or_default()
         )
     })
+}
+
+/// Window scaling not negotiated binds a sender read alone (the peer's window can never pass
+/// 65535): the verdict into `v`, with the fix on the end that refused it: this host's own
+/// sysctl when it is off here, else the peer's (its command, to run on that host).
+pub(super) fn wscale_off(v: &mut Verdict, s: End, window: u64, binds_at: u32, sizing: &Sizing) {
+    const ON: &str = "sysctl -w net.ipv4.tcp_window_scaling=1";
+    v.limit = Limit::WscaleOff;
+    let (setting, fix) = if s.host.tcp_window_scaling == Some(false) {
+        (
+            "window scaling off on this (the sending) host: net.ipv4.tcp_window_scaling=0 here"
+                .to_string(),
+            Some(Fix {
+                commands: vec![match &s.host.run_in {
+                    Some(p) => format!("{p} {ON}"),
+                    None => ON.to_string(),
+                }],
+                end: Some(FixEnd::Sender),
+                ..Fix::default()
+            }),
+        )
+    } else {
+        (
+            "the peer did not take window scaling (its net.ipv4.tcp_window_scaling=0, or a middlebox stripped the option)".to_string(),
+            s.now.id.raddr.map(|addr| Fix {
+                commands: vec![ON.to_string()],
+                end: Some(FixEnd::Receiver),
+                on_peer: Some(addr),
+                ..Fix::default()
+            }),
+        )
+    };
+    v.setting = Some(format!(
+        "{setting}: the peer's window stays <= 65535 ({window} B now) for the connection's life, {} at most over {}",
+        fmt_rate(ceiling_bps(window, binds_at)),
+        fmt_rtt(binds_at)
+    ));
+    let fix = fix.map(|f| Fix {
+        new_connections: true,
+        sized_for_bps: Some(sizing.rate()),
+        sized_for: Some(sizing.why()),
+        ..f
+    });
+    v.suggested = Some(match &fix {
+        Some(f) => format!("{}: {}", sizing.words(), f.words()),
+        None => sizing.words(),
+    });
+    v.fix = fix;
 }
 
 /// The peer's window binds a sender read alone: the verdict into `v`.

@@ -52,8 +52,22 @@ pub fn facts_line(l: &SsLine) -> String {
     .into_iter()
     .flatten()
     .collect::<String>();
+    // what a sending socket holds against its send buffer: queued (memory, as sk_sndbuf counts
+    // it), written but not sent, in flight, and the congestion window, in bytes
+    let mss = f.mss_cache.map(u64::from);
+    let sendq = if f.bytes_acked.unwrap_or(0) > 0 || f.wmem_queued.unwrap_or(0) > 0 {
+        format!(
+            " wmem_queued={} unsent={} inflight={} cwnd={}",
+            o(f.wmem_queued),
+            o(f.unsent),
+            o(f.inflight_bytes()),
+            o(f.snd_cwnd.zip(mss).map(|(c, m)| c as u64 * m))
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "{:<10} {} {} {}{who}{ns} sk={}\n  scaling_ratio={} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} sk_sndbuf={}{} wscale(rcv/snd)={wscale} rcv_mss={} advmss={} unread={} rmem_alloc={} rcv_rtt={} srtt={} bytes_received={} bytes_acked={} snd_wnd={} busy={} rwnd_limited={} sndbuf_limited={}{lowat}",
+        "{:<10} {} {} {}{who}{ns} sk={}\n  scaling_ratio={} window_clamp={} rcv_ssthresh={} rcv_wnd={} sk_rcvbuf={}{} sk_sndbuf={}{}{sendq} wscale(rcv/snd)={wscale} rcv_mss={} advmss={} unread={} rmem_alloc={} rcv_rtt={} srtt={} bytes_received={} bytes_acked={} snd_wnd={} busy={} rwnd_limited={} sndbuf_limited={}{lowat}",
         l.state_name,
         f.id.local(),
         arrow(l),

@@ -27,7 +27,13 @@ pub fn verdict_short(v: &Verdict) -> String {
 fn fix_lines(f: &Fix) -> String {
     let mut s = String::new();
     if !f.commands.is_empty() {
-        s.push_str("\n    run as root:");
+        match f.on_peer {
+            // the other end's host: its end was not read here
+            Some(p) => s.push_str(&format!(
+                "\n    run as root on the peer {p} (its host's setting):"
+            )),
+            None => s.push_str("\n    run as root:"),
+        }
         for c in &f.commands {
             s.push_str(&format!("\n      {c}"));
         }

@@ -59,6 +59,28 @@ fn a_zero_window_stall_is_the_application_not_idle() {
     assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
 }
 
+/// A loopback transfer to a reader that sleeps between reads, caught at a zero window with data
+/// unread, having moved data over the interval: `app-not-reading`, and its ceilings ranked as
+/// any moving connection's (they were empty: the zero window returned before the RTTs were
+/// read, in 2 of 3 readings of a 414 Mbit/s transfer).
+#[test]
+fn a_reader_at_a_zero_window_still_ranks_its_ceilings() {
+    let h = host();
+    let at = |ts: f64, rx: u64| {
+        let mut f = rcv(ts, rx);
+        f.rcvbuf_locked = Some(false);
+        f.rcv_wnd = Some(0);
+        f.unread = Some(2_247_776);
+        f
+    };
+    // 414 Mbit/s over the second
+    let v = judge(&at(1.0, 0), &at(2.0, 51_750_000), &h, None);
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    assert!(!v.ceilings.is_empty(), "{v:?}");
+    assert!(v.ceilings.iter().any(|c| c.kind == Kind::ReceiveBuffer));
+    assert!(v.base_rtt_us.is_some());
+}
+
 /// A slow reader with bbr: the advertised window small because of the backlog, at both ends of
 /// the interval, while the clamp is large.
 #[test]

@@ -96,6 +96,12 @@ fn wscale_off_says_which_side() {
     // 65535 B / 18 ms = 29.1 Mbit/s
     assert_eq!(v.ceiling_bps, Some(29_126_666));
     assert!(v.setting.as_ref().unwrap().contains("peer did not offer"));
+    // read alone, its own host on: the fix is the peer's, to run on the peer
+    let f = v.fix.as_ref().expect("the peer's fix");
+    assert_eq!(f.commands, ["sysctl -w net.ipv4.tcp_window_scaling=1"]);
+    assert_eq!(f.on_peer, Some("10.0.0.1".parse().unwrap()));
+    assert_eq!(f.end, Some(FixEnd::Sender));
+    assert!(v.refused.is_empty(), "{:?}", v.refused);
     h.tcp_window_scaling = Some(false);
     let v = judge(&rcv(1.0, 0), &n, &h, None);
     assert!(v.setting.unwrap().contains("tcp_window_scaling=0"));
@@ -103,6 +109,98 @@ fn wscale_off_says_which_side() {
         .suggested
         .unwrap()
         .contains("sysctl -w net.ipv4.tcp_window_scaling=1"));
+    let f = v.fix.unwrap();
+    assert_eq!((f.end, f.on_peer), (Some(FixEnd::Receiver), None));
+}
+
+/// The sending host has window scaling off, the receiving host on (the nginx host): each
+/// way of reading names the fix on the host that owns the setting. Both ends read here: the
+/// sender's namespace's command; the sender read alone: its own sysctl; a middlebox (both on):
+/// no command.
+#[test]
+fn the_fix_for_scaling_refused_is_the_refusing_hosts() {
+    let rx_host = host();
+    let tx_host = HostLimits {
+        tcp_window_scaling: Some(false),
+        run_in: Some("ip netns exec sender".into()),
+        ..host()
+    };
+    let off = |mut f: SockFacts| {
+        f.wscale_ok = Some(false);
+        f.rcv_wscale = Some(0);
+        f.snd_wscale = Some(0);
+        f
+    };
+    let mut r1 = off(rcv(2.0, 2_600_000));
+    r1.window_clamp = Some(65535);
+    r1.rcvbuf_locked = Some(false);
+    let r0 = SockFacts {
+        bytes_received: Some(0),
+        ..r1.clone()
+    };
+    let mut s1 = off(snd(2.0, 2_600_000, 1_000_000, 990_000));
+    s1.snd_wnd = Some(65535);
+    s1.packets_out = Some(45);
+    let s0 = SockFacts {
+        bytes_acked: Some(0),
+        busy_us: Some(0),
+        rwnd_limited_us: Some(0),
+        ..s1.clone()
+    };
+    let at = |me: (&SockFacts, &SockFacts, &HostLimits),
+              peer: Option<(&SockFacts, &SockFacts, &HostLimits)>| {
+        verdict(&Input {
+            now: me.1,
+            before: Some(me.0),
+            host: me.2,
+            target_bps: None,
+            peer: peer.map(|p| End {
+                now: p.1,
+                before: Some(p.0),
+                host: p.2,
+            }),
+            min_rcv_rtt_us: None,
+        })
+    };
+    // both ends here
+    let (vr, vs) = (
+        at((&r0, &r1, &rx_host), Some((&s0, &s1, &tx_host))),
+        at((&s0, &s1, &tx_host), Some((&r0, &r1, &rx_host))),
+    );
+    for v in [&vr, &vs] {
+        assert_eq!(v.limit, Limit::WscaleOff, "{v:?}");
+        let f = v.fix.as_ref().expect("a fix");
+        assert_eq!(
+            f.commands,
+            ["ip netns exec sender sysctl -w net.ipv4.tcp_window_scaling=1"]
+        );
+        assert_eq!((f.end, f.on_peer), (Some(FixEnd::Sender), None));
+        assert!(
+            v.setting.as_ref().unwrap().contains("sending host"),
+            "{v:?}"
+        );
+        assert!(v.refused.is_empty(), "{:?}", v.refused);
+    }
+    // the sender alone: its own setting
+    let v = at((&s0, &s1, &tx_host), None);
+    assert_eq!(v.limit, Limit::WscaleOff, "{v:?}");
+    let f = v.fix.as_ref().unwrap();
+    assert_eq!(
+        f.commands,
+        ["ip netns exec sender sysctl -w net.ipv4.tcp_window_scaling=1"]
+    );
+    assert_eq!((f.end, f.on_peer), (Some(FixEnd::Sender), None));
+    // the sender alone with scaling on: the peer's
+    let v = at((&s0, &s1, &rx_host), None);
+    assert_eq!(v.limit, Limit::WscaleOff, "{v:?}");
+    let f = v.fix.as_ref().unwrap();
+    assert_eq!(f.commands, ["sysctl -w net.ipv4.tcp_window_scaling=1"]);
+    assert_eq!(f.on_peer, Some("10.0.0.1".parse().unwrap()));
+    // both on, both read: a middlebox, no command
+    let vr = at((&r0, &r1, &rx_host), Some((&s0, &s1, &rx_host)));
+    assert_eq!(vr.limit, Limit::WscaleOff, "{vr:?}");
+    assert!(vr.fix.is_none(), "{vr:?}");
+    assert!(vr.setting.unwrap().contains("middlebox"));
 }
 
 /// tcp_rmem max 262144 behind 100 Mbit/s: window-limited at 18 ms; once raised, the queue grows

@@ -249,3 +249,105 @@ fn a_send_buffer_at_its_maximum_that_the_rate_follows_binds_between_two_writes()
         assert_eq!(vs.limit, Limit::Sndbuf, "{over:?}: {vs:?}");
     }
 }
+
+/// An upload to nginx whose listener asks `rcvbuf=64k` (curl -T, reno, 20 ms, 300 Mbit/s): the
+/// receiver (nginx) read alone said `not-window-limited` ("21 of the 39 Mbit/s its window
+/// allows") while the sender was rwnd-limited 98 % of its time. nginx takes the body into its
+/// buffer in bursts: at every ACK its 128 KiB receive buffer is half full, so it advertised 54 KB
+/// under a clamp of 98816 at each reading, and the rate (21.3 Mbit/s) is what 54 KB lets
+/// through in 20 ms. Read alone, snapshot and interval, it names the locked buffer, as both ends
+/// read together do, with the application's fix.
+#[test]
+fn an_upload_to_nginx_with_a_small_rcvbuf_is_held_by_what_it_advertises() {
+    let json = include_str!("recorded/upload-rcvbuf-64k-20ms-300mbit-reno.json");
+    for span in [(0, 1), (0, 2)] {
+        let v = alone(json, "receiver", span);
+        assert_eq!(v.limit, Limit::RcvbufLocked, "{span:?}: {v:?}");
+        // the larger of its two readings' advertised windows
+        assert!(
+            matches!(v.window, Some(54_416) | Some(54_420)),
+            "{span:?}: {:?}",
+            v.window
+        );
+        let fix = v.fix.as_ref().expect("a fix");
+        assert_eq!(fix.app.as_ref().unwrap().option, "SO_RCVBUF");
+        assert!(fix.window.unwrap() > 98_816, "{fix:?}");
+        assert!(v.refused.is_empty(), "{:?}", v.refused);
+    }
+    let (vr, vs) = judged(json);
+    assert_eq!(
+        (vr.limit, vs.limit),
+        (Limit::RcvbufLocked, Limit::RcvbufLocked)
+    );
+}
+
+/// curl --limit-rate 1M reading from nginx (bbr, 20 ms, 300 Mbit/s): the receiver read alone over
+/// the interval said `not-window-limited`. At both readings a quarter of its window or more
+/// waited unread (275 KB with a window of 2 KB advertised, then 162 KB), yet the later reading's
+/// advertised window was open: curl had just taken a chunk, and the window was advertised before
+/// the next data came. The flow ran at 8 % of what the window allows. Read alone, snapshot and
+/// interval: the reader, as both ends together say.
+#[test]
+fn a_slow_reader_read_over_an_interval_is_the_reader() {
+    let json = include_str!("recorded/nginx-curl-limit-rate-1m-20ms-300mbit-bbr.json");
+    for span in [(0, 1), (0, 2)] {
+        let v = alone(json, "receiver", span);
+        assert_eq!(v.limit, Limit::AppNotReading, "{span:?}: {v:?}");
+        assert!(v.fix.is_none());
+    }
+    let (vr, vs) = judged(json);
+    assert_eq!(
+        (vr.limit, vs.limit),
+        (Limit::AppNotReading, Limit::AppNotReading)
+    );
+}
+
+/// nginx (sendfile) serving curl on a long fat path with every default (reno, 100 ms,
+/// 500 Mbit/s): the send buffer autotuned to tcp_wmem[2] 4 MiB, 3 MB of it in flight, cwnd 5777
+/// segments for 2067 out. In this lab run the RTT stayed within 3 ms of the base and every way of
+/// reading named `sndbuf`; in the run the issue reports, the sender's RTT read 126 ms over a
+/// 101 ms base and it said `path-queue`, though raising tcp_wmem lifted the rate. The same
+/// readings with the sender's RTT at that 126 ms (and its variance as it was): a queue of a
+/// quarter of the base behind a full buffer, cwnd twice what is in flight, is the buffer's.
+#[test]
+fn a_queue_of_a_quarter_behind_a_full_send_buffer_is_the_buffers() {
+    let json = include_str!("recorded/nginx-curl-sndbuf-100ms-500mbit-reno.json");
+    let mut r: Recorded = serde_json::from_str(json).unwrap();
+    for e in r.recorded.iter_mut().filter(|e| e.end == "sender") {
+        for f in e.readings.iter_mut() {
+            f.srtt_us = Some(126_000);
+            f.min_rtt_us = Some(101_000);
+        }
+    }
+    let json = serde_json::to_string(&serde_json::json!({
+        "rate_limit_bps": r.rate_limit_bps,
+        "recorded": r.recorded,
+    }))
+    .unwrap();
+    for span in [(0, 1), (0, 2)] {
+        let (vr, vs) = judged_over(&json, span);
+        assert_eq!(
+            (vr.limit, vs.limit),
+            (Limit::Sndbuf, Limit::Sndbuf),
+            "{span:?}: {vs:?}"
+        );
+        let v = alone(&json, "sender", span);
+        assert_eq!(v.limit, Limit::Sndbuf, "{span:?}: {v:?}");
+        let cmd = &v.fix.as_ref().unwrap().commands[0];
+        assert!(cmd.contains("net.ipv4.tcp_wmem='4096 16384 "), "{cmd}");
+        assert!(v.refused.is_empty(), "{:?}", v.refused);
+    }
+    // a queue of more than a quarter of the base is the path's (Little's law fills any buffer)
+    let mut deep: Recorded = serde_json::from_str(json.as_str()).unwrap();
+    for e in deep.recorded.iter_mut().filter(|e| e.end == "sender") {
+        for f in e.readings.iter_mut() {
+            f.srtt_us = Some(140_000);
+        }
+    }
+    let deep = serde_json::to_string(&serde_json::json!({
+        "rate_limit_bps": deep.rate_limit_bps,
+        "recorded": deep.recorded,
+    }))
+    .unwrap();
+    assert_eq!(alone(&deep, "sender", (0, 2)).limit, Limit::PathQueue);
+}
