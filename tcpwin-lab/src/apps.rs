@@ -1,6 +1,7 @@
-//! Real programs as the lab's traffic, from the distribution: iperf3 (`-w`, `-R`, `-P`), nginx
-//! serving a file with sendfile (`listen ... sndbuf= rcvbuf=`) to curl (`--limit-rate` as a
-//! slow reader). Each runs inside the lab's namespaces, the sending side in the sender's
+//! Real programs as the lab's traffic, from the distribution: iperf3 (`-w`, `-R`, `-P`, `-C`),
+//! nginx serving a file with sendfile (`listen ... sndbuf=`) to curl or wget (`--limit-rate` as
+//! a slow reader) or to a Python client setting its socket options, and uploads to nginx
+//! (`curl -T`, `listen ... rcvbuf=`). Each runs inside the lab's namespaces, the sending side in the sender's
 //! namespace; what each is set up to do is the ground truth the verdicts are held against, and
 //! each program's own report of its rate is kept beside the tool's.
 use std::{
@@ -27,23 +28,101 @@ pub fn require(program: &str, package: &str) -> Result<()> {
     Ok(())
 }
 
+/// When the Python client sets its TCP_WINDOW_CLAMP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClampWhen {
+    /// on the socket before connect: the handshake's window scale is chosen within it
+    BeforeConnect,
+    /// right after connect, before any data: a kernel that measures the ratio on the first data
+    /// packets (6.12+) rewrites the clamp from the buffer then
+    AfterConnect,
+    /// once the first 256 KiB arrived (the ratio measured)
+    AfterData,
+}
+
+impl ClampWhen {
+    fn arg(self) -> &'static str {
+        match self {
+            ClampWhen::BeforeConnect => "before",
+            ClampWhen::AfterConnect => "connect",
+            ClampWhen::AfterData => "data",
+        }
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            ClampWhen::BeforeConnect => "before connect",
+            ClampWhen::AfterConnect => "after connect",
+            ClampWhen::AfterData => "after 256 KiB",
+        }
+    }
+}
+
+/// Who fetches the file nginx serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Client {
+    Curl,
+    Wget,
+    /// a Python client that sets its socket options as such programs do: `SO_RCVBUF` before
+    /// connect, `TCP_WINDOW_CLAMP` before connect, after it, or once data arrived
+    Python {
+        rcvbuf: Option<u32>,
+        clamp: Option<u32>,
+        clamp_when: ClampWhen,
+    },
+}
+
 /// What drives a row's traffic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum App {
-    /// iperf3: `-w` (SO_SNDBUF and SO_RCVBUF at both ends), `-R` (the server sends), `-P`
+    /// iperf3: `-w` (SO_SNDBUF and SO_RCVBUF at both ends), `-R` (the server sends), `-P`, `-C`
+    /// (a congestion control per socket, as root: cubic, which a namespace cannot choose here)
     Iperf3 {
         window: Option<u32>,
         reverse: bool,
         streams: u8,
+        congestion: Option<&'static str>,
     },
-    /// nginx (sendfile) to curl; `listen ... sndbuf=`, `rcvbuf=`; curl `--limit-rate`
-    NginxCurl {
+    /// nginx (sendfile on, as shipped) in the sender's namespace serving a file to `client`;
+    /// `listen ... sndbuf=`; the client's `--limit-rate` (curl, wget); nginx's own `limit_rate`
+    Nginx {
         sndbuf: Option<u32>,
+        /// the client's `--limit-rate`, bit/s
         limit_rate: Option<u64>,
         /// nginx's own `limit_rate` (the server sends slowly), bit/s
         server_rate: Option<u64>,
+        client: Client,
     },
+    /// an upload: curl -T sending to nginx in the receiver's namespace (`dav_methods PUT`), the
+    /// server the receiving end, its listener's `rcvbuf=` set
+    Upload { rcvbuf: Option<u32> },
 }
+
+/// The Python client: connects, sets what it is told, fetches /big for SECS, prints bit/s.
+const PYTHON_CLIENT: &str = r#"import socket, sys, time
+host, port, secs, rcvbuf, clamp, when = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+s = socket.socket()
+if rcvbuf:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+if clamp and when == "before":
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, clamp)
+s.connect((host, port))
+if clamp and when == "connect":
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, clamp)
+s.sendall(("GET /big HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host).encode())
+buf = bytearray(1 << 20)
+t0 = time.monotonic()
+end, n, later = t0 + secs, 0, clamp and when == "data"
+while time.monotonic() < end:
+    k = s.recv_into(buf)
+    if not k:
+        break
+    n += k
+    if later and n >= 256 << 10:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, clamp)
+        later = False
+print(n * 8 / (time.monotonic() - t0))
+"#;
 
 impl App {
     pub fn describe(self) -> String {
@@ -52,6 +131,7 @@ impl App {
                 window,
                 reverse,
                 streams,
+                congestion,
             } => {
                 let mut s = "iperf3".to_string();
                 if let Some(w) = window {
@@ -63,12 +143,16 @@ impl App {
                 if streams > 1 {
                     s.push_str(&format!(" -P {streams}"));
                 }
+                if let Some(c) = congestion {
+                    s.push_str(&format!(" -C {c}"));
+                }
                 s
             }
-            App::NginxCurl {
+            App::Nginx {
                 sndbuf,
                 limit_rate,
                 server_rate,
+                client,
             } => {
                 let mut s = "nginx".to_string();
                 if let Some(b) = sndbuf {
@@ -77,12 +161,48 @@ impl App {
                 if let Some(r) = server_rate {
                     s.push_str(&format!(" limit_rate {}k", r / 8 / 1000));
                 }
-                s.push_str(" -> curl");
+                match client {
+                    Client::Curl => s.push_str(" -> curl"),
+                    Client::Wget => s.push_str(" -> wget"),
+                    Client::Python {
+                        rcvbuf,
+                        clamp,
+                        clamp_when,
+                    } => {
+                        s.push_str(" -> python");
+                        if let Some(b) = rcvbuf {
+                            s.push_str(&format!(" SO_RCVBUF {b}"));
+                        }
+                        if let Some(c) = clamp {
+                            s.push_str(&format!(" TCP_WINDOW_CLAMP {c} {}", clamp_when.words()));
+                        }
+                    }
+                }
                 if let Some(r) = limit_rate {
                     s.push_str(&format!(" --limit-rate {}k", r / 8 / 1000));
                 }
                 s
             }
+            App::Upload { rcvbuf } => {
+                let mut s = "curl -T -> nginx".to_string();
+                if let Some(b) = rcvbuf {
+                    s.push_str(&format!(" rcvbuf={}k", b >> 10));
+                }
+                s
+            }
+        }
+    }
+
+    /// The program a row runs, by name: what the proof's accuracy is held per.
+    pub fn program(self) -> &'static str {
+        match self {
+            App::Iperf3 { .. } => "iperf3",
+            App::Nginx { client, .. } => match client {
+                Client::Curl => "nginx -> curl",
+                Client::Wget => "nginx -> wget",
+                Client::Python { .. } => "nginx -> python",
+            },
+            App::Upload { .. } => "curl -T -> nginx",
         }
     }
 
@@ -90,7 +210,15 @@ impl App {
     pub fn require(self) -> Result<()> {
         match self {
             App::Iperf3 { .. } => require("iperf3", "iperf3"),
-            App::NginxCurl { .. } => {
+            App::Nginx { client, .. } => {
+                require("nginx", "nginx-light")?;
+                match client {
+                    Client::Curl => require("curl", "curl"),
+                    Client::Wget => require("wget", "wget"),
+                    Client::Python { .. } => require("python3", "python3"),
+                }
+            }
+            App::Upload { .. } => {
                 require("nginx", "nginx-light")?;
                 require("curl", "curl")
             }
@@ -106,6 +234,7 @@ impl App {
                 window,
                 reverse,
                 streams,
+                congestion,
             } => {
                 // the sender is in a: with -R the server (in a) sends to the client (in b)
                 let (server_ns, client_ns, server_ip) = if reverse {
@@ -124,7 +253,7 @@ impl App {
                 wait_listening(server_ns, port)?;
                 let mut c = Pair::exec(client_ns, "iperf3");
                 c.args(["-c", server_ip, "-p", &port.to_string(), "-J"])
-                    .args(["-t", &format!("{secs}"), "-C", cc]);
+                    .args(["-t", &format!("{secs}"), "-C", congestion.unwrap_or(cc)]);
                 if let Some(w) = window {
                     c.args(["-w", &w.to_string()]);
                 }
@@ -146,61 +275,136 @@ impl App {
                     dir: None,
                 })
             }
-            App::NginxCurl {
+            App::Nginx {
                 sndbuf,
                 limit_rate,
                 server_rate,
+                client,
             } => {
-                let dir = std::env::temp_dir()
-                    .join(format!("tcpwin-lab-nginx-{}-{port}", std::process::id()));
-                std::fs::create_dir_all(dir.join("www"))?;
-                // a sparse file: sendfile reads zeros, enough for any rate here
-                let f = std::fs::File::create(dir.join("www/big"))?;
-                f.set_len(64 << 30)?;
                 let mut listen = format!("{}:{port}", pair.ip_a);
                 if let Some(b) = sndbuf {
                     listen.push_str(&format!(" sndbuf={b}"));
                 }
-                let d = dir.display();
                 let throttle = server_rate
                     .map(|r| format!(" limit_rate {};", r / 8))
                     .unwrap_or_default();
-                std::fs::write(
-                    dir.join("nginx.conf"),
-                    format!(
-                        "daemon off;\nmaster_process off;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  sendfile on;\n  server {{ listen {listen}; root {d}/www;{throttle} }}\n}}\n"
-                    ),
-                )?;
-                let server = Proc(
-                    Pair::exec(&pair.a, "nginx")
-                        .args(["-c", &format!("{d}/nginx.conf"), "-p", &d.to_string()])
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::piped())
-                        .spawn()
-                        .context("starting nginx")?,
-                );
-                wait_listening(&pair.a, port)?;
-                let mut c = Pair::exec(&pair.b, "curl");
-                c.args(["-s", "-o", "/dev/null", "-w", "%{speed_download}"])
-                    .args(["--max-time", &format!("{secs}")]);
-                if let Some(r) = limit_rate {
-                    c.args(["--limit-rate", &format!("{}", r / 8)]);
-                }
-                c.arg(format!("http://{}:{port}/big", pair.ip_a));
-                let client = c
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .context("starting curl")?;
+                let (dir, server) = nginx(&pair.a, port, &listen, &throttle)?;
+                let url = format!("http://{}:{port}/big", pair.ip_a);
+                let (c, kind) = match client {
+                    Client::Curl => {
+                        let mut c = Pair::exec(&pair.b, "curl");
+                        c.args(["-s", "-o", "/dev/null", "-w", "%{speed_download}"])
+                            .args(["--max-time", &format!("{secs}")]);
+                        if let Some(r) = limit_rate {
+                            c.args(["--limit-rate", &format!("{}", r / 8)]);
+                        }
+                        c.arg(&url);
+                        (c, Kind::BytesPerSecond)
+                    }
+                    Client::Wget => {
+                        // wget writes the file to a pipe; what arrived in SECS is its rate
+                        let limit = limit_rate
+                            .map(|r| format!(" --limit-rate={}", r / 8))
+                            .unwrap_or_default();
+                        let mut c = Pair::exec(&pair.b, "sh");
+                        c.args([
+                            "-c",
+                            &format!(
+                                "timeout {secs} wget -q -O - --tries=1{limit} {url} | wc -c | awk '{{print $1 / {secs}}}'"
+                            ),
+                        ]);
+                        (c, Kind::BytesPerSecond)
+                    }
+                    Client::Python {
+                        rcvbuf,
+                        clamp,
+                        clamp_when,
+                    } => {
+                        std::fs::write(dir.join("client.py"), PYTHON_CLIENT)?;
+                        // Debian's python3 (what the package installs), not a user's own
+                        let mut c = Pair::exec(&pair.b, "/usr/bin/python3");
+                        c.arg(dir.join("client.py"))
+                            .args([pair.ip_a, &port.to_string(), &format!("{secs}")])
+                            .arg(rcvbuf.unwrap_or(0).to_string())
+                            .arg(clamp.unwrap_or(0).to_string())
+                            .arg(clamp_when.arg());
+                        (c, Kind::BitsPerSecond)
+                    }
+                };
+                let client = spawn_client(c)?;
                 Ok(Running {
                     procs: vec![server],
                     client: Some(client),
-                    kind: Kind::Curl,
+                    kind,
+                    dir: Some(dir),
+                })
+            }
+            App::Upload { rcvbuf } => {
+                let mut listen = format!("{}:{port}", pair.ip_b);
+                if let Some(b) = rcvbuf {
+                    listen.push_str(&format!(" rcvbuf={b}"));
+                }
+                // PUT bodies taken as they come (written to the server's disk), no size bound
+                let (dir, server) = nginx(
+                    &pair.b,
+                    port,
+                    &listen,
+                    " client_max_body_size 0; location / { dav_methods PUT; }",
+                )?;
+                let mut c = Pair::exec(&pair.a, "sh");
+                // curl -T - with an endless body (chunked), for SECS
+                c.args([
+                    "-c",
+                    &format!(
+                        "curl -s -o /dev/null -w '%{{speed_upload}}' --max-time {secs} -T - http://{}:{port}/up < /dev/zero",
+                        pair.ip_b
+                    ),
+                ]);
+                let client = spawn_client(c)?;
+                Ok(Running {
+                    procs: vec![server],
+                    client: Some(client),
+                    kind: Kind::BytesPerSecond,
                     dir: Some(dir),
                 })
             }
         }
     }
+}
+
+fn spawn_client(mut c: std::process::Command) -> Result<Child> {
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the traffic's client")
+}
+
+/// nginx (sendfile on, as Debian ships it) in namespace `ns`, listening as `listen` says, the
+/// server block's extra directives `extra`, serving a sparse 64 GiB file as /big: its directory
+/// and the running server, once it listens.
+fn nginx(ns: &str, port: u16, listen: &str, extra: &str) -> Result<(PathBuf, Proc)> {
+    let dir = std::env::temp_dir().join(format!("tcpwin-lab-nginx-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(dir.join("www"))?;
+    // a sparse file: sendfile reads zeros, enough for any rate here
+    let f = std::fs::File::create(dir.join("www/big"))?;
+    f.set_len(64 << 30)?;
+    let d = dir.display();
+    std::fs::write(
+        dir.join("nginx.conf"),
+        format!(
+            "daemon off;\nmaster_process off;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  sendfile on;\n  server {{ listen {listen}; root {d}/www;{extra} }}\n}}\n"
+        ),
+    )?;
+    let server = Proc(
+        Pair::exec(ns, "nginx")
+            .args(["-c", &format!("{d}/nginx.conf"), "-p", &d.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting nginx")?,
+    );
+    wait_listening(ns, port)?;
+    Ok((dir, server))
 }
 
 /// Waits (bounded) until something listens on `port` in namespace `ns`.
@@ -221,7 +425,10 @@ fn wait_listening(ns: &str, port: u16) -> Result<()> {
 
 enum Kind {
     Iperf3,
-    Curl,
+    /// the client prints bytes per second (curl's `%{speed_*}`)
+    BytesPerSecond,
+    /// the client prints bits per second
+    BitsPerSecond,
 }
 
 /// Programs running; killed and cleaned up on drop.
@@ -260,7 +467,8 @@ impl Running {
                 .and_then(|v| v["end"]["sum_received"]["bits_per_second"].as_f64())
                 .map(|b| b as u64),
             // curl: bytes per second over the transfer
-            Kind::Curl => out.trim().parse::<f64>().ok().map(|b| (b * 8.0) as u64),
+            Kind::BytesPerSecond => out.trim().parse::<f64>().ok().map(|b| (b * 8.0) as u64),
+            Kind::BitsPerSecond => out.trim().parse::<f64>().ok().map(|b| b as u64),
         })
     }
 }

@@ -302,6 +302,12 @@ impl WanRow {
     /// The row's setup as the lab's summary names it: the application, the condition, the path
     /// (its RTT, rate and queue, or plain veth) and GRO when it is off: rows that differ only in
     /// the path or GRO are different setups.
+    /// The program that drove the row's traffic, from its `app`: `own endpoints`, `iperf3`,
+    /// `nginx -> curl` (or `-> wget`, `-> python`), `curl -T -> nginx`.
+    pub fn program(&self) -> String {
+        program_of(&self.app)
+    }
+
     pub fn setup(&self) -> String {
         let path = match self.rate_limit_bps {
             None => "veth".to_string(),
@@ -534,5 +540,40 @@ mod tests {
         assert_eq!(v["table"], "tcp_adv_win_scale");
         assert!(v["window_clamp"].is_null());
         assert_eq!(serde_json::from_value::<LabLine>(v).unwrap(), l);
+    }
+}
+
+/// The program of an `app` description (see [`WanRow::program`]).
+pub fn program_of(app: &str) -> String {
+    let first = app.split_whitespace().next().unwrap_or("");
+    match first {
+        "nginx" => match app.split_once("-> ") {
+            Some((_, to)) => format!("nginx -> {}", to.split_whitespace().next().unwrap_or("")),
+            None => "nginx".into(),
+        },
+        "curl" if app.starts_with("curl -T") => "curl -T -> nginx".into(),
+        "own" => "own endpoints".into(),
+        _ => first.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod program_tests {
+    use super::program_of;
+
+    #[test]
+    fn programs_from_the_rows_descriptions() {
+        for (app, program) in [
+            ("own endpoints", "own endpoints"),
+            ("iperf3 -w 8K", "iperf3"),
+            ("iperf3 -C cubic", "iperf3"),
+            ("nginx sndbuf=32k -> curl", "nginx -> curl"),
+            ("nginx -> curl --limit-rate 2000k", "nginx -> curl"),
+            ("nginx -> wget", "nginx -> wget"),
+            ("nginx -> python SO_RCVBUF 262144", "nginx -> python"),
+            ("curl -T -> nginx rcvbuf=64k", "curl -T -> nginx"),
+        ] {
+            assert_eq!(program_of(app), program, "{app}");
+        }
     }
 }

@@ -255,6 +255,7 @@ fn tables(rows: &[tcpwin_model::rows::WanRow]) -> Result<()> {
     table::print_accuracy(&acc);
     table::print_fix_loops(&wan::fix_loops(rows));
     table::print_summary(&wan::summary(rows));
+    table::print_by_program(&wan::by_program(rows), false);
     let (checked, refused) = wan::checked(rows);
     println!(
         "the judge's own check: {checked} verdicts read, {} refused (a why, fix and facts that disagree)",
@@ -287,6 +288,7 @@ fn tables_from(f: &std::path::Path, markdown: bool) -> Result<()> {
     }
     if markdown {
         table::print_summary_markdown(&wan::summary(&rows));
+        table::print_by_program(&wan::by_program(&rows), true);
         return wan::outcome(&wan::accuracy(&rows), &rows);
     }
     tables(&rows)

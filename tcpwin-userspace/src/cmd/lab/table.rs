@@ -359,6 +359,28 @@ pub fn print_summary_markdown(t: &BTreeMap<(String, String), super::wan::Summary
     println!("| **all** | | | **{a}** | **{b}** | **{c}** | **{d}** | **{f}** |");
 }
 
+/// The summary per program that drove the traffic: the verdicts right per way of reading and the
+/// fixes that closed the loop, over every row it ran (`markdown`: as the README's table).
+pub fn print_by_program(t: &BTreeMap<String, super::wan::Summary>, markdown: bool) {
+    if markdown {
+        println!("\n| program | one snapshot, both ends | one snapshot, one end | interval, both ends | interval, one end | fix closed the loop |");
+        println!("| --- | --- | --- | --- | --- | --- |");
+    } else {
+        println!(
+            "\n{:<18} {:>9} {:>10} {:>9} {:>9} {:>7}",
+            "program", "snap both", "snap alone", "int both", "int alone", "fixed"
+        );
+    }
+    for (program, x) in t {
+        let [a, b, c, d, f] = cells(x).map(cell);
+        if markdown {
+            println!("| {program} | {a} | {b} | {c} | {d} | {f} |");
+        } else {
+            println!("{program:<18} {a:>9} {b:>10} {c:>9} {d:>9} {f:>7}");
+        }
+    }
+}
+
 /// The fix loop: per scenario row and congestion control, the fixes that repaired their
 /// transfer (the rate at 80 % of the same path with nothing set, no window limit named after).
 pub fn print_fix_loops(t: &BTreeMap<(String, String, String), (u32, u32)>) {

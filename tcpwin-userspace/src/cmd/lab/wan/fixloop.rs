@@ -6,7 +6,10 @@
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use tcpwin_lab::{apps::App, sysctl::GlobalSysctl};
+use tcpwin_lab::{
+    apps::{App, Client},
+    sysctl::GlobalSysctl,
+};
 use tcpwin_model::verdict::Fix;
 
 use super::run::Setup;
@@ -21,21 +24,43 @@ fn global_sysctl(cmd: &str) -> Option<&str> {
 /// Applies `fix` to the row's setup; returns what was done, in words.
 pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
     let mut done = Vec::new();
+    // a fix for the peer's host, read from this end alone, runs on that host: the namespace
+    // that holds the address, as an operator pastes it there
+    let on_peer = match fix.on_peer {
+        None => None,
+        Some(ip) => {
+            let ip = ip.to_string();
+            let pair = &st.pair;
+            Some(if ip == pair.ip_a {
+                pair.a.clone()
+            } else if ip == pair.ip_b {
+                pair.b.clone()
+            } else {
+                bail!("the fix is for the peer {ip}, which is neither end of the lab's path")
+            })
+        }
+    };
     for cmd in &fix.commands {
         if let Some(k) = global_sysctl(cmd) {
             st.globals.push(GlobalSysctl::keep(k)?);
         }
-        let out = Command::new("bash")
-            .args(["-c", cmd])
-            .output()
-            .with_context(|| format!("running {cmd}"))?;
+        let out = match &on_peer {
+            Some(ns) => Command::new("ip")
+                .args(["netns", "exec", ns, "bash", "-c", cmd])
+                .output(),
+            None => Command::new("bash").args(["-c", cmd]).output(),
+        }
+        .with_context(|| format!("running {cmd}"))?;
         if !out.status.success() {
             bail!(
                 "the fix's command failed as printed: {cmd}: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        done.push(cmd.clone());
+        done.push(match &on_peer {
+            Some(ns) => format!("on the peer ({ns}): {cmd}"),
+            None => cmd.clone(),
+        });
         // the lab's veth is a NIC only with threaded NAPI (see Pair::threaded_napi): plumbing of
         // the lab, not part of the fix
         if cmd.contains(" gro on") {
@@ -48,30 +73,90 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
             (
                 "SO_RCVBUF" | "SO_SNDBUF",
                 Some(App::Iperf3 {
-                    reverse, streams, ..
+                    reverse,
+                    streams,
+                    congestion,
+                    ..
                 }),
             ) => {
                 st.app = Some(App::Iperf3 {
                     window: Some(bytes),
                     reverse,
                     streams,
+                    congestion,
                 });
                 format!("iperf3 -w {bytes}")
             }
             (
                 "SO_SNDBUF",
-                Some(App::NginxCurl {
+                Some(App::Nginx {
                     limit_rate,
                     server_rate,
+                    client,
                     ..
                 }),
             ) => {
-                st.app = Some(App::NginxCurl {
+                st.app = Some(App::Nginx {
                     sndbuf: Some(bytes),
                     limit_rate,
                     server_rate,
+                    client,
                 });
                 format!("nginx: listen ... sndbuf={bytes}")
+            }
+            ("SO_RCVBUF", Some(App::Upload { .. })) => {
+                st.app = Some(App::Upload {
+                    rcvbuf: Some(bytes),
+                });
+                format!("nginx: listen ... rcvbuf={bytes}")
+            }
+            (
+                "SO_RCVBUF",
+                Some(App::Nginx {
+                    sndbuf,
+                    limit_rate,
+                    server_rate,
+                    client:
+                        Client::Python {
+                            clamp, clamp_when, ..
+                        },
+                }),
+            ) => {
+                st.app = Some(App::Nginx {
+                    sndbuf,
+                    limit_rate,
+                    server_rate,
+                    client: Client::Python {
+                        rcvbuf: Some(bytes),
+                        clamp,
+                        clamp_when,
+                    },
+                });
+                format!("the Python client: SO_RCVBUF {bytes}")
+            }
+            (
+                "TCP_WINDOW_CLAMP",
+                Some(App::Nginx {
+                    sndbuf,
+                    limit_rate,
+                    server_rate,
+                    client:
+                        Client::Python {
+                            rcvbuf, clamp_when, ..
+                        },
+                }),
+            ) => {
+                st.app = Some(App::Nginx {
+                    sndbuf,
+                    limit_rate,
+                    server_rate,
+                    client: Client::Python {
+                        rcvbuf,
+                        clamp: Some(bytes),
+                        clamp_when,
+                    },
+                });
+                format!("the Python client: TCP_WINDOW_CLAMP {bytes}")
             }
             ("SO_RCVBUF", None) => {
                 st.rcvbuf = Some(bytes);

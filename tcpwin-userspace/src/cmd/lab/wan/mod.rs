@@ -32,7 +32,7 @@ mod run;
 mod specs;
 mod tally;
 
-pub use tally::{accuracy, checked, fix_loops, outcome, summary, Accuracy, Summary};
+pub use tally::{accuracy, by_program, checked, fix_loops, outcome, summary, Accuracy, Summary};
 
 use specs::{rows, Path, Recv, Spec, BASE, M};
 
@@ -49,6 +49,8 @@ struct Judged {
     row: WanRow,
     receiver: Verdict,
     sender: Option<Verdict>,
+    /// the receiver read alone over the interval, as on its own host
+    alone: Option<Verdict>,
 }
 
 /// One transfer on the row's setup, judged (the interval verdicts, both ends read together,
@@ -93,14 +95,14 @@ fn judge_run(
         (Recv::SlowReader { bps }, None) => bps,
         (
             _,
-            Some(App::NginxCurl {
+            Some(App::Nginx {
                 limit_rate: Some(r),
                 ..
             }),
         ) => r,
         (
             _,
-            Some(App::NginxCurl {
+            Some(App::Nginx {
                 server_rate: Some(r),
                 ..
             }),
@@ -114,6 +116,11 @@ fn judge_run(
             + &s.wmem_max
                 .map(|m| format!(", sender tcp_wmem max {m}"))
                 .unwrap_or_default()
+            + if s.sender_wscale_off {
+                ", the sender's tcp_window_scaling=0"
+            } else {
+                ""
+            }
             + &(if s.loss_ppm > 0 {
                 format!(", {:.1} % lost", s.loss_ppm as f64 / 1e4)
             } else {
@@ -207,12 +214,25 @@ fn judge_run(
         row,
         receiver: v,
         sender: sv,
+        alone: reads::alone(first, last, rx, target),
     })
 }
 
 /// A window limit's fix to apply: the one the joined verdict carries (a receiver's cap from the
-/// receiving end, the send buffer from the sending end).
+/// receiving end, the send buffer from the sending end), or a setting of the peer's host as the
+/// receiver read alone gives it.
 fn fix_of(j: &Judged) -> Option<tcpwin_model::verdict::Fix> {
+    // a setting of the peer's host, as the receiver read alone prints it: its command pasted on
+    // the peer, as an operator with one end in view would
+    if let Some(f) = j
+        .alone
+        .as_ref()
+        .filter(|a| a.limit == j.receiver.limit)
+        .and_then(|a| a.fix.clone())
+        .filter(|f| f.on_peer.is_some())
+    {
+        return Some(f);
+    }
     let v = if j.receiver.limit == Limit::Sndbuf {
         j.sender.as_ref()?
     } else {
@@ -507,7 +527,7 @@ mod tests {
     #[test]
     fn scenario_names() {
         let all = rows("all", false).unwrap();
-        assert_eq!(all.len(), 36);
+        assert_eq!(all.len(), 50);
         // two limits at once: one at each end, each fixed in a round of its own
         let two: Vec<&Spec> = all.iter().filter(|s| s.then.is_some()).collect();
         assert_eq!(two.len(), 2);
@@ -554,7 +574,7 @@ mod tests {
             ..plan(&[])
         };
         assert_eq!(full.ccs_of(loss), CCS);
-        assert_eq!(rows("gro", false).unwrap().len(), 2);
+        assert_eq!(rows("gro", false).unwrap().len(), 3);
         let e = rows("nope", false).unwrap_err().to_string();
         assert!(e.contains("wscale-off") && e.contains("all"), "{e}");
         // every limit a verdict can name on a connection judged from both ends has a scenario

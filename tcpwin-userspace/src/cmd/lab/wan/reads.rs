@@ -59,6 +59,18 @@ fn only(readings: &[Seen], ns: &str) -> Vec<Seen> {
         .collect()
 }
 
+/// The receiving socket `rx` of `after` judged alone over the interval since `before`, as on its
+/// own host (its namespace's readings only).
+pub(super) fn alone(
+    before: &[Seen],
+    after: &[Seen],
+    rx: usize,
+    target: Option<u64>,
+) -> Option<Verdict> {
+    let (ns, cookie) = (&after[rx].line_ns, after[rx].facts.id.cookie);
+    verdict_of(&only(before, ns), &only(after, ns), target, cookie)
+}
+
 /// The verdict of the socket with `cookie` in a judgement of `before` -> `after`.
 fn verdict_of(
     before: &[Seen],
@@ -73,13 +85,12 @@ fn verdict_of(
 /// What an end read alone may name where both ends together name `expected`: a receiver cannot
 /// see the sender's buffer, application or congestion window (the window is not the limit, it
 /// says, and the sender's side decides), nor a queue its window does not fill; a sender sees a
-/// receiver's cap as the peer's window. On a µs path (`us_path`: veth, no delay line) a
-/// receiver alone cannot tell a small window from a slow sender either: window / RTT there is
-/// many times what any window-bound flow reaches (the ACK turnaround, not the RTT, paces it),
-/// and only the sender's rwnd-limited time tells; it says `not-window-limited` and sends the
-/// user to the sending host, which names the peer's window. Nor can it tell a reader that reads
-/// in bursts (`curl --limit-rate`) when both its readings fall between two bursts: an open
-/// window, nothing unread; the sending end names the peer's reader.
+/// receiver's cap as the peer's window, and window scaling not negotiated as it is. On a µs path
+/// (`us_path`: veth, no delay line) a receiver alone cannot tell a small window from a slow
+/// sender either: window / RTT there is many times what any window-bound flow reaches (the ACK
+/// turnaround, not the RTT, paces it), and only the sender's rwnd-limited time tells; it says
+/// `not-window-limited` and sends the user to the sending host, which names the peer's window.
+/// A slow reader read alone is named from its backlog, snapshot or interval.
 pub(super) fn accepted(
     expected: (Limit, Option<Limit>),
     view: View,
@@ -104,9 +115,9 @@ pub(super) fn accepted(
             or_not_window()
         }
         "receiver" if us_path && receiver_cap => or_not_window(),
-        // a reader that reads in bursts, read alone between two of them: an open window and
-        // nothing unread; only the sender's time held by the window tells
-        "receiver" if both.contains(&Limit::AppNotReading) => or_not_window(),
+        // scaling not negotiated is known to the sender too (its own handshake): it says so,
+        // with the fix on the host that refused it
+        "sender" if both.contains(&Limit::WscaleOff) => vec![Limit::WscaleOff],
         "sender" if receiver_cap => vec![Limit::PeerWindow],
         "sender" if both.contains(&Limit::AppNotReading) => {
             vec![Limit::AppNotReading, Limit::PeerWindow]
@@ -174,6 +185,9 @@ mod tests {
             accepted(e, View::Alone, "receiver", false),
             vec![AutotuneMax]
         );
+        // scaling not negotiated: the sender's own handshake says so
+        let e = (WscaleOff, None);
+        assert_eq!(accepted(e, View::Alone, "sender", false), vec![WscaleOff]);
         let e = (NotWindowLimited, Some(PathQueue));
         assert_eq!(
             accepted(e, View::Alone, "sender", false),
@@ -200,10 +214,11 @@ mod tests {
             accepted(e, View::Both, "receiver", true),
             vec![RcvbufLocked]
         );
+        // a slow reader, read alone: its backlog at both readings tells, snapshot or interval
         let e = (AppNotReading, None);
         assert_eq!(
             accepted(e, View::Alone, "receiver", false),
-            vec![AppNotReading, NotWindowLimited]
+            vec![AppNotReading]
         );
         assert_eq!(
             accepted(e, View::Alone, "sender", false),

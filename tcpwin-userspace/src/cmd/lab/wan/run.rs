@@ -93,6 +93,9 @@ pub(super) fn setup(s: &Spec, cc: &str, n: usize) -> Result<Setup> {
     if let Some(m) = s.wmem_max {
         Pair::sysctl(&pair.a, "net.ipv4.tcp_wmem", &format!("4096 16384 {m}"))?;
     }
+    if s.sender_wscale_off {
+        Pair::sysctl(&pair.a, "net.ipv4.tcp_window_scaling", "0")?;
+    }
     let mut st = Setup {
         pair,
         rtt_ms,

@@ -1,7 +1,7 @@
 //! The lab's scenarios: each row a path, the receiver's (or sender's) setting, the traffic (the
 //! lab's own endpoints or a real program), and the limit it is built to show.
 use anyhow::{bail, Result};
-use tcpwin_lab::apps::App;
+use tcpwin_lab::apps::{App, ClampWhen, Client};
 use tcpwin_model::verdict::Limit;
 
 /// What the receiver's side is set to in a row.
@@ -87,6 +87,9 @@ pub(super) struct Spec {
     pub(super) loss_ppm: u32,
     /// the sender's tcp_wmem max (its send buffer's autotuning cap), when set
     pub(super) wmem_max: Option<u64>,
+    /// `net.ipv4.tcp_window_scaling=0` in the sender's namespace: the peer of the receiver
+    /// refuses scaling, the receiver's host allows it
+    pub(super) sender_wscale_off: bool,
     /// the row shows what receiver GRO does: it is run again while the receiver's veth merged
     /// nothing (see `WanRow::gro_merged`)
     pub(super) shows_gro: bool,
@@ -129,6 +132,7 @@ pub(super) const BASE: Spec = Spec {
     bbr: None,
     loss_ppm: 0,
     wmem_max: None,
+    sender_wscale_off: false,
     shows_gro: false,
     then: None,
 };
@@ -138,6 +142,22 @@ const fn iperf3(window: Option<u32>, reverse: bool, streams: u8) -> Option<App> 
         window,
         reverse,
         streams,
+        congestion: None,
+    })
+}
+
+/// nginx (sendfile) serving `client`; `limit_rate` the client's, `server_rate` nginx's own.
+const fn nginx(
+    sndbuf: Option<u32>,
+    limit_rate: Option<u64>,
+    server_rate: Option<u64>,
+    client: Client,
+) -> Option<App> {
+    Some(App::Nginx {
+        sndbuf,
+        limit_rate,
+        server_rate,
+        client,
     })
 }
 
@@ -337,11 +357,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         Spec {
             scenario: "nginx",
             path: wan(20, 300),
-            app: Some(App::NginxCurl {
-                sndbuf: Some(32 << 10),
-                limit_rate: None,
-                server_rate: None,
-            }),
+            app: nginx(Some(32 << 10), None, None, Client::Curl),
             expected: Sndbuf,
             also: None,
             quick: Some("bbr"),
@@ -351,11 +367,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         Spec {
             scenario: "nginx",
             path: wan(20, 300),
-            app: Some(App::NginxCurl {
-                sndbuf: None,
-                limit_rate: Some(8 * M),
-                server_rate: None,
-            }),
+            app: nginx(None, Some(8 * M), None, Client::Curl),
             expected: AppNotReading,
             also: None,
             ..BASE
@@ -363,11 +375,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         Spec {
             scenario: "nginx",
             path: wan(20, 100),
-            app: Some(App::NginxCurl {
-                sndbuf: None,
-                limit_rate: None,
-                server_rate: None,
-            }),
+            app: nginx(None, None, None, Client::Curl),
             expected: NotWindowLimited,
             ..BASE
         },
@@ -450,11 +458,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         Spec {
             scenario: "app-limited",
             path: wan(20, 300),
-            app: Some(App::NginxCurl {
-                sndbuf: None,
-                limit_rate: None,
-                server_rate: Some(16 * M),
-            }),
+            app: nginx(None, None, Some(16 * M), Client::Curl),
             expected: AppLimited,
             also: None,
             quick: Some("bbr"),
@@ -492,6 +496,193 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             app: iperf3(None, false, 1),
             expected: PathQueue,
             also: Some(NotWindowLimited),
+            ..BASE
+        },
+        // What users run, beside the lab's own endpoints for each family a real program
+        // produces: nginx as shipped (sendfile) serving curl, wget and a Python client that sets
+        // its socket options; uploads to nginx; iperf3 with cubic set per socket.
+        //
+        // a long fat path with every default, nginx -> curl: the send buffer autotunes to
+        // tcp_wmem[2] (4 MiB: ~240 Mbit/s over 100 ms) and binds, with cwnd twice what is in
+        // flight and Send-Q at the buffer (the kernel's sndbuf-limited time 0-1 % with reno)
+        Spec {
+            scenario: "sndbuf",
+            path: wan(100, 500),
+            app: nginx(None, None, None, Client::Curl),
+            expected: Sndbuf,
+            also: None,
+            ..BASE
+        },
+        // the same, losing 1 %: reno's congestion window holds the flow; bbr does not back off
+        // on loss, and the send buffer binds
+        Spec {
+            scenario: "loss",
+            path: wan(100, 500),
+            app: nginx(None, None, None, Client::Curl),
+            loss_ppm: 10_000,
+            expected: Congestion,
+            also: None,
+            bbr: Some((Sndbuf, None)),
+            ..BASE
+        },
+        // an upload: curl -T to nginx whose listener asks `rcvbuf=64k` (the server receives):
+        // its locked 128 KiB buffer holds the window near 90 KB, ~35 Mbit/s over 20 ms
+        Spec {
+            scenario: "upload",
+            path: wan(20, 300),
+            app: Some(App::Upload {
+                rcvbuf: Some(64 << 10),
+            }),
+            expected: RcvbufLocked,
+            also: None,
+            ..BASE
+        },
+        // an upload to nginx as shipped: nothing binds the window (nginx takes the body into
+        // its buffer in bursts, so autotuning grows slowly: at 2 s the window is ~120 KB, which
+        // a 20 Mbit/s path at 20 ms does not fill)
+        Spec {
+            scenario: "upload",
+            path: wan(20, 20),
+            app: Some(App::Upload { rcvbuf: None }),
+            expected: NotWindowLimited,
+            ..BASE
+        },
+        // curl --limit-rate 2M (16 Mbit/s) reading from nginx: the reader
+        Spec {
+            scenario: "nginx",
+            path: wan(20, 300),
+            app: nginx(None, Some(16 * M), None, Client::Curl),
+            expected: AppNotReading,
+            also: None,
+            ..BASE
+        },
+        // the sender's host has window scaling off, the receiver's on: 64 KB over 20 ms; the
+        // setting is the sending host's, and so is the fix
+        Spec {
+            scenario: "wscale-off",
+            path: wan(20, 100),
+            app: nginx(None, None, None, Client::Curl),
+            sender_wscale_off: true,
+            expected: WscaleOff,
+            also: None,
+            ..BASE
+        },
+        // nginx -> wget: nothing set, then the receiver's tcp_rmem max 512 KiB
+        Spec {
+            scenario: "wget",
+            path: wan(20, 100),
+            app: nginx(None, None, None, Client::Wget),
+            expected: NotWindowLimited,
+            ..BASE
+        },
+        Spec {
+            scenario: "wget",
+            path: wan(18, 300),
+            recv: Recv::RmemMax(512 << 10),
+            app: nginx(None, None, None, Client::Wget),
+            expected: AutotuneMax,
+            also: None,
+            ..BASE
+        },
+        // one pinned buffer and GRO off behind nginx -> curl: the ratio decides the window
+        Spec {
+            scenario: "gro",
+            path: wan(40, 150),
+            gro: false,
+            recv: Recv::Pinned(1 << 20),
+            app: nginx(None, None, None, Client::Curl),
+            expected: LowRatio,
+            also: None,
+            ..BASE
+        },
+        // iperf3 -C cubic (per socket) losing 1 %: cubic backs off, whatever the namespace's
+        Spec {
+            scenario: "loss",
+            path: wan(20, 300),
+            app: Some(App::Iperf3 {
+                window: None,
+                reverse: false,
+                streams: 1,
+                congestion: Some("cubic"),
+            }),
+            loss_ppm: 10_000,
+            expected: Congestion,
+            also: None,
+            ..BASE
+        },
+        // a Python client asking SO_RCVBUF 256 KiB before connect: its locked buffer
+        Spec {
+            scenario: "python",
+            path: wan(40, 200),
+            app: nginx(
+                None,
+                None,
+                None,
+                Client::Python {
+                    rcvbuf: Some(256 << 10),
+                    clamp: None,
+                    clamp_when: ClampWhen::BeforeConnect,
+                },
+            ),
+            expected: RcvbufLocked,
+            also: None,
+            ..BASE
+        },
+        // TCP_WINDOW_CLAMP 131072 before connect: the handshake's scale 2 stops the window at
+        // 262140 (105 Mbit/s over 20 ms) once autotuning rewrites the clamp
+        Spec {
+            scenario: "python",
+            path: wan(20, 300),
+            app: nginx(
+                None,
+                None,
+                None,
+                Client::Python {
+                    rcvbuf: None,
+                    clamp: Some(131_072),
+                    clamp_when: ClampWhen::BeforeConnect,
+                },
+            ),
+            expected: ScaleCap,
+            also: None,
+            ..BASE
+        },
+        // SO_RCVBUF 4 MiB, then TCP_WINDOW_CLAMP 200000 right after connect: this kernel (6.12+)
+        // rewrites the clamp from the buffer when the first data packets change the ratio, so the
+        // application's clamp is gone and nothing holds the window
+        Spec {
+            scenario: "python",
+            path: wan(20, 100),
+            app: nginx(
+                None,
+                None,
+                None,
+                Client::Python {
+                    rcvbuf: Some(4 << 20),
+                    clamp: Some(200_000),
+                    clamp_when: ClampWhen::AfterConnect,
+                },
+            ),
+            expected: NotWindowLimited,
+            ..BASE
+        },
+        // the same clamp set once 256 KiB arrived (the ratio measured): it holds, 80 Mbit/s
+        // over 20 ms
+        Spec {
+            scenario: "python",
+            path: wan(20, 300),
+            app: nginx(
+                None,
+                None,
+                None,
+                Client::Python {
+                    rcvbuf: Some(4 << 20),
+                    clamp: Some(200_000),
+                    clamp_when: ClampWhen::AfterData,
+                },
+            ),
+            expected: WindowClamp,
+            also: None,
             ..BASE
         },
     ];

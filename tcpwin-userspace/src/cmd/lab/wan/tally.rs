@@ -176,6 +176,31 @@ pub fn summary(rows: &[WanRow]) -> BTreeMap<(String, String), Summary> {
     t
 }
 
+/// The summary per program that drove the traffic (`own endpoints`, `iperf3`, `nginx -> curl`,
+/// ...): every row it ran, both congestion controls, every way of reading.
+pub fn by_program(rows: &[WanRow]) -> BTreeMap<String, Summary> {
+    let mut t: BTreeMap<String, Summary> = BTreeMap::new();
+    for ((_, setup), x) in summary(rows) {
+        let program = rows
+            .iter()
+            .find(|r| r.setup() == setup)
+            .map(|r| r.program())
+            .unwrap_or_default();
+        let e = t.entry(program).or_default();
+        for (a, b) in e.reads.iter_mut().zip(x.reads) {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+        e.fixes.0 += x.fixes.0;
+        e.fixes.1 += x.fixes.1;
+        e.unjudged += x.unjudged;
+        for (k, v) in x.fixes_unjudged {
+            *e.fixes_unjudged.entry(k).or_default() += v;
+        }
+    }
+    t
+}
+
 /// The fix loop per scenario row and congestion control: (fixes that closed the loop, fixes
 /// applied and judged: see `FixedRun::judged`).
 pub fn fix_loops(rows: &[WanRow]) -> BTreeMap<(String, String, String), (u32, u32)> {
