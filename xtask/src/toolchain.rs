@@ -25,7 +25,8 @@ const APT_PACKAGES: [&str; 6] = [
 ];
 
 /// What the tests call besides the tracer: promtool and a real Prometheus (the exporter's
-/// format, the rules), the lab's real programs (iperf3, nginx, curl), setpriv (util-linux: the
+/// format, the rules), the lab's real programs (iperf3, nginx, curl, wget, Debian's python3 for
+/// the client that sets its socket options), setpriv (util-linux: the
 /// unprivileged runs), bpftool (the kernel's own listing of programs).
 pub const TEST_PACKAGES: &[&str] = &[
     "bpftool",
@@ -35,6 +36,8 @@ pub const TEST_PACKAGES: &[&str] = &[
     "iperf3",
     "nginx-light",
     "curl",
+    "wget",
+    "python3",
     "util-linux",
     // the container tests: images built offline, run as a user runs them
     "podman",
