@@ -292,6 +292,10 @@ pub struct HostLimits {
     /// the namespace's interfaces (GRO, MTU: what the ratio depends on)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ifaces: Vec<Iface>,
+    /// the address of the host these were read on, when it is not the one judging (a peer's
+    /// exporter answered with them: `--peer`); a fix of this end's settings runs there
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<IpAddr>,
 }
 
 /// A route, as `ip route` writes it.

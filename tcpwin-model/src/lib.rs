@@ -31,6 +31,7 @@ pub mod judge;
 pub mod kernel_notes;
 pub mod kind;
 pub mod metrics;
+pub mod peer;
 pub mod record;
 pub mod recording;
 pub mod rows;

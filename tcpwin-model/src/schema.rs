@@ -367,6 +367,10 @@ pub struct SsLine {
     #[serde(flatten)]
     pub facts: crate::facts::SockFacts,
     pub verdict: crate::verdict::Verdict,
+    /// the limits of the socket's namespace (sysctls, routes, interfaces), where the reading
+    /// carries them: an exporter's answer to a peer (`/sockets`), judged there with its own
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::facts::HostLimits>,
 }
 
 #[cfg(test)]

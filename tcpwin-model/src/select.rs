@@ -54,6 +54,22 @@ impl FromStr for AddrPrefix {
     }
 }
 
+impl From<IpAddr> for AddrPrefix {
+    /// The one address (an IPv4-mapped IPv6 address as the IPv4 one, as a parsed one is).
+    fn from(a: IpAddr) -> Self {
+        match a {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => AddrPrefix {
+                    addr: IpAddr::V4(v4),
+                    len: 32,
+                },
+                None => AddrPrefix { addr: a, len: 128 },
+            },
+            IpAddr::V4(_) => AddrPrefix { addr: a, len: 32 },
+        }
+    }
+}
+
 impl std::fmt::Display for AddrPrefix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let max = if self.addr.is_ipv4() { 32 } else { 128 };
@@ -157,6 +173,7 @@ mod tests {
 
     fn line(state: u8, lport: u16, rport: u16, limit: Limit) -> SsLine {
         SsLine {
+            host: None,
             source: "iterator".into(),
             netns_name: "-".into(),
             state_name: state_name(state).into(),

@@ -137,6 +137,28 @@ pub struct TargetArgs {
     pub target: Option<u64>,
 }
 
+/// The other end of each connection, from another host's exporter: `ss`, `top` and the trace.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PeerArgs {
+    /// The exporter of the host at the other end (`https://HOST:9943`, repeatable): at each
+    /// reading it is asked for its end of each connection, and both ends are judged as one
+    /// connection, as with --netns all on one host; what it cannot match or answer is said
+    #[arg(long = "peer", value_name = "URL")]
+    pub peers: Vec<String>,
+    /// TLS and basic auth for --peer, as a Prometheus scrape job's http_config says them:
+    /// `tls_config: {ca_file, server_name, insecure_skip_verify}`, `basic_auth: {username,
+    /// password | password_file}`
+    #[arg(long, value_name = "FILE", requires = "peers")]
+    pub peer_config: Option<PathBuf>,
+}
+
+impl PeerArgs {
+    /// The peers asked at each reading, checked now (a bad URL or config fails at start).
+    pub fn peers(&self) -> anyhow::Result<Option<crate::gather::peer::Peers>> {
+        crate::gather::peer::Peers::new(&self.peers, self.peer_config.as_deref())
+    }
+}
+
 /// `--ebpf-log`
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LogArg {
@@ -400,6 +422,8 @@ pub struct SsArgs {
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     pub source: SourceArg,
     #[command(flatten)]
+    pub peer: PeerArgs,
+    #[command(flatten)]
     pub kernel: KernelArgs,
 }
 
@@ -485,6 +509,11 @@ pub struct ExporterArgs {
     /// requests on a kept-alive connection); a silent one is closed after it
     #[arg(long = "web.header-timeout", value_name = "SECONDS", default_value_t = 10.0, value_parser = header_timeout)]
     pub header_timeout: f64,
+    /// Do not serve per-socket readings at /sockets (what `--peer` asks a host's exporter for:
+    /// each matching socket's facts and its namespace's limits, behind the same TLS and basic
+    /// auth as /metrics)
+    #[arg(long)]
+    pub no_sockets_endpoint: bool,
     #[command(flatten)]
     pub kernel: KernelArgs,
 }

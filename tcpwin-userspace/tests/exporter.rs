@@ -957,6 +957,17 @@ fn exporter_bounds_what_clients_can_hold() {
         let mut body = vec![0u8; len];
         k.read_exact(&mut body).unwrap();
     }
+    // a peer's question: the readings of the sockets asked for, as JSON lines; a bad one is a
+    // 400 in one sentence
+    let (code, ctype, body) = get(port, "/sockets?port=9", None);
+    assert_eq!(
+        (code, ctype.as_str()),
+        (200, "application/x-ndjson"),
+        "{body}"
+    );
+    let (code, _, body) = get(port, "/sockets?port=0", None);
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("port=0"), "{body}");
     // hostile requests: refused (4xx) or closed, never a scrape, never the server
     let big = "a".repeat(1 << 20);
     let many: String = (0..5000).map(|i| format!("X-H{i}: v\r\n")).collect();
@@ -996,6 +1007,44 @@ fn exporter_bounds_what_clients_can_hold() {
         );
         assert_eq!(get(port, "/metrics", None).0, 200, "after {what}");
     }
+    let _ = exp.kill();
+}
+
+/// `/sockets` answers with the sockets asked for and their namespace's limits, the schema `ss
+/// --json` prints (two idle connections of the test's, read through the exporter, each with its
+/// getsockopt(TCP_WINDOW_CLAMP)); `--no-sockets-endpoint` turns it off, said in a 404.
+#[test]
+fn exporter_answers_a_peer_for_its_sockets() {
+    require_root();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let lport = l.local_addr().unwrap().port();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let a = l.accept().unwrap().0;
+    let port = free_port();
+    let mut exp = exporter(port, &[], Stdio::null());
+    let (code, _, body) = get(port, &format!("/sockets?port={lport}&addr=127.0.0.1"), None);
+    assert_eq!(code, 200, "{body}");
+    let lines: Vec<tcpwin_model::schema::SsLine> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(lines.len(), 2, "{body}");
+    for s in [&c, &a] {
+        let local = s.local_addr().unwrap().port();
+        let line = lines
+            .iter()
+            .find(|l| l.facts.id.lport == local)
+            .unwrap_or_else(|| panic!("no socket {local}: {body}"));
+        assert_eq!(line.facts.window_clamp, Some(clamp(s)));
+        let host = line.host.as_ref().expect("its namespace's limits");
+        assert!(host.tcp_rmem.is_some(), "{host:?}");
+    }
+    let _ = exp.kill();
+    let port = free_port();
+    let mut exp = exporter(port, &["--no-sockets-endpoint"], Stdio::null());
+    let (code, _, body) = get(port, "/sockets", None);
+    assert_eq!(code, 404);
+    assert!(body.contains("--no-sockets-endpoint"), "{body}");
     let _ = exp.kill();
 }
 

@@ -826,3 +826,213 @@ fn ss_pid_of_a_forking_servers_master_names_its_workers_connections() {
         "held by the forked worker: {l:?}"
     );
 }
+
+/// `tcpwin-trace ss ARGS` run in namespace `ns` (as on that host: `nsenter --net`, the mount
+/// namespace kept): its JSON lines, its stderr.
+fn ss_in(ns: &str, args: &[&str]) -> (Vec<SsLine>, String) {
+    let out = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
+        .args([EXE, "ss", "--json"])
+        .args(args)
+        .output()
+        .expect("nsenter (util-linux)");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "ss in {ns} failed: {err}");
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    (lines, err)
+}
+
+/// Two namespaces standing for two hosts (20 ms apart), the sending one with an exporter of its
+/// own that reads only its namespace and listens on its address (TLS and basic auth on, as on a
+/// fleet). `ss --peer`
+/// run on the receiving host asks the sending host's exporter for its end of each connection and
+/// judges both as one: for a transfer bound by the receiver's locked buffer and one bound by the
+/// sender's `tcp_wmem` max, the verdict and fix equal what `ss --netns all` gives with both
+/// namespaces in view (a fix of the sender's setting is the sender's host's command, to run
+/// there: `on_peer`); without `--peer`, the receiver's one-end verdict. A peer that refuses (a
+/// wrong password) or is down is said, and ss still answers with status 0.
+#[test]
+fn ss_peer_judges_both_ends_across_two_hosts() {
+    require_root();
+    // two hosts 20 ms apart behind 300 Mbit/s (the lab's delay line): a send buffer binds there
+    // as on a real path (on a µs veth the lab's writer, not its buffer, sets the rate)
+    let pair = Pair::create_wan(
+        &format!("tcpwt-peer-{}", std::process::id()),
+        1500,
+        Duration::from_millis(20),
+        Some(300_000_000),
+    )
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("tcpwt-peer-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    tcpwin_lab::harness::self_signed(&dir, &format!("IP:{},IP:{}", pair.ip_a, pair.ip_b));
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    std::fs::write(
+        dir.join("web.yml"),
+        format!("tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\nbasic_auth_users:\n  prometheus: '{hash}'\n"),
+    )
+    .unwrap();
+    let peer_config = |password: &str| {
+        let f = dir.join(format!("peer-{password}.yml"));
+        std::fs::write(
+            &f,
+            format!("tls_config:\n  ca_file: tls.crt\nbasic_auth:\n  username: prometheus\n  password: {password}\n"),
+        )
+        .unwrap();
+        f.display().to_string()
+    };
+    let (good, wrong) = (peer_config("s3cret"), peer_config("guess"));
+    // the sending host's exporter, in its namespace, on its address
+    let web = dir.join("web.yml");
+    let mut exporter = tcpwin_lab::harness::Proc(
+        Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", pair.a))
+            .args([EXE, "exporter", "--listen", &format!("{}:9943", pair.ip_a)])
+            .arg("--web.config.file")
+            .arg(&web)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let ip_b = pair.ip_b;
+    let ip_a = pair.ip_a;
+    let listening = tcpwin_lab::netns::in_netns(&pair.b, move || {
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < until {
+            if TcpStream::connect((ip_a, 9943)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    })
+    .join()
+    .unwrap();
+    assert!(listening, "the sending host's exporter did not listen");
+    let url = format!("https://{ip_a}:9943");
+    let run = |rcvbuf: Option<u32>, port: u16| {
+        let transfer = tcpwin_lab::harness::Transfer {
+            exe: EXE.into(),
+            pair: &pair,
+            port,
+            bytes: 1 << 30,
+            conns: 1,
+            ipv6: false,
+            rcvbuf,
+            timeout: Duration::from_secs(60),
+            send: tcpwin_lab::harness::SendOpts {
+                secs: Some(6.0),
+                ..Default::default()
+            },
+        };
+        let p = port.to_string();
+        let (_, _, got) = transfer
+            .run_watched(false, || {
+                std::thread::sleep(Duration::from_millis(500));
+                let peer = ss_in(
+                    &pair.b,
+                    &[
+                        "--port",
+                        &p,
+                        "-i",
+                        "1000",
+                        "-c",
+                        "2",
+                        "--peer",
+                        &url,
+                        "--peer-config",
+                        &good,
+                    ],
+                );
+                let both = ss(&["--netns", "all", "--port", &p, "-i", "1000", "-c", "2"]);
+                let alone = ss_in(&pair.b, &["--port", &p, "-i", "1000", "-c", "2"]);
+                let refused = ss_in(
+                    &pair.b,
+                    &["--port", &p, "--peer", &url, "--peer-config", &wrong],
+                );
+                (peer, both, alone, refused)
+            })
+            .expect("transfer");
+        got
+    };
+    let receiver = |lines: &[SsLine]| -> SsLine {
+        lines
+            .iter()
+            .rev()
+            .find(|l| {
+                l.state_name == "ESTAB"
+                    && l.facts.id.laddr == Some(ip_b.parse().unwrap())
+                    && !l.netns_name.starts_with("peer:")
+                    && l.verdict.side == tcpwin_model::verdict::Side::Receiving
+            })
+            .unwrap_or_else(|| panic!("no receiving socket: {lines:?}"))
+            .clone()
+    };
+    // 1. the receiver's locked buffer (SO_RCVBUF 16 KiB)
+    let ((peer, perr), both, (alone, _), (refused, rerr)) = run(Some(16 << 10), 5361);
+    let (p, b, a) = (receiver(&peer), receiver(&both), receiver(&alone));
+    assert!(
+        peer.iter().any(|l| l.netns_name == format!("peer:{ip_a}")),
+        "the peer's end is read: {peer:?}\n{perr}"
+    );
+    assert_eq!(b.verdict.limit, Limit::RcvbufLocked, "{b:?}");
+    assert_eq!(
+        p.verdict.limit, b.verdict.limit,
+        "with --peer: {p:?}\n{perr}"
+    );
+    assert!(p.verdict.peer.is_some(), "judged with its peer: {p:?}");
+    let app = |l: &SsLine| {
+        l.verdict
+            .fix
+            .as_ref()
+            .and_then(|f| f.app.as_ref())
+            .map(|a| a.option.clone())
+    };
+    assert_eq!(app(&p), app(&b));
+    assert!(a.verdict.peer.is_none(), "alone: {a:?}");
+    // the peer refused: said, and the one-end verdict, status 0
+    assert!(rerr.contains("unauthorized"), "{rerr}");
+    assert!(receiver(&refused).verdict.peer.is_none());
+    // 2. the sender's tcp_wmem max 128 KiB
+    Pair::sysctl(&pair.a, "net.ipv4.tcp_wmem", "4096 16384 131072").unwrap();
+    let ((peer, perr), both, _, _) = run(None, 5362);
+    let (p, b) = (receiver(&peer), receiver(&both));
+    assert_eq!(b.verdict.limit, Limit::Sndbuf, "{b:?}");
+    assert_eq!(p.verdict.limit, Limit::Sndbuf, "with --peer: {p:?}\n{perr}");
+    let (pf, bf) = (
+        p.verdict.fix.clone().unwrap(),
+        b.verdict.fix.clone().unwrap(),
+    );
+    // the same setting; here in the sender's namespace, with --peer on the sending host itself
+    let setting = |c: &str| {
+        c.split("sysctl -w ")
+            .nth(1)
+            .unwrap()
+            .split('=')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(setting(&pf.commands[0]), "net.ipv4.tcp_wmem");
+    assert_eq!(setting(&pf.commands[0]), setting(&bf.commands[0]));
+    assert_eq!(pf.on_peer, Some(ip_a.parse().unwrap()), "{pf:?}");
+    assert!(!pf.commands[0].starts_with("ip netns exec"), "{pf:?}");
+    assert_eq!(bf.on_peer, None);
+    assert_eq!(pf.end, Some(tcpwin_model::verdict::FixEnd::Sender));
+    // 3. the peer down: said, status 0
+    let _ = exporter.kill();
+    let _ = exporter.wait();
+    let (_, err) = ss_in(
+        &pair.b,
+        &["--port", "5362", "--peer", &url, "--peer-config", &good],
+    );
+    assert!(
+        err.contains("unreachable") || err.contains("no answer"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

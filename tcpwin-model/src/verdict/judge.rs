@@ -98,7 +98,7 @@ pub fn verdict(i: &Input) -> Verdict {
         ..Verdict::unknown(side)
     };
     judge_connection(&mut v, sender, receiver, i);
-    owners(&mut v);
+    owners(&mut v, sender, receiver);
     in_pods(&mut v, [sender, receiver]);
     v.ceilings = ceilings::ceilings(&v, sender, receiver);
     v.next = Some(ceilings::next_words(&v)).filter(|n| !n.is_empty());
@@ -107,18 +107,32 @@ pub fn verdict(i: &Input) -> Verdict {
 }
 
 /// Each fix says the end whose setting it changes, where its family did not: the sender's for a
-/// limit of the sending host, the receiver's for the rest (its caps, its application).
-fn owners(v: &mut Verdict) {
+/// limit of the sending host, the receiver's for the rest (its caps, its application); and an
+/// end read on another host (a peer's exporter) has its fixes run there.
+fn owners(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) {
     let end_of = |l: Limit| match l.class() {
         Class::Sender => FixEnd::Sender,
         _ => FixEnd::Receiver,
     };
+    let remote = |e: FixEnd| {
+        match e {
+            FixEnd::Sender => sender,
+            FixEnd::Receiver => receiver,
+        }
+        .and_then(|x| x.host.remote)
+    };
+    let own = |f: &mut Fix, l: Limit| {
+        let end = *f.end.get_or_insert(end_of(l));
+        if f.on_peer.is_none() {
+            f.on_peer = remote(end);
+        }
+    };
     if let Some(f) = v.fix.as_mut() {
-        f.end.get_or_insert(end_of(v.limit));
+        own(f, v.limit);
     }
     for x in v.factors.iter_mut() {
         if let Some(f) = x.fix.as_mut() {
-            f.end.get_or_insert(end_of(x.limit));
+            own(f, x.limit);
         }
     }
 }

@@ -60,6 +60,18 @@ pub fn run(args: SsArgs) -> Result<()> {
     if hz.is_none() {
         eprintln!("tcpwin-trace: the kernel's CONFIG_HZ is unknown (no /boot/config-* or /proc/config.gz): busy/rwnd-limited/sndbuf-limited times are null");
     }
+    let mut peers = args.peer.peers()?;
+    let port = targets.scope.port;
+    // a reading, and the peers' ends of its connections at the same moment
+    let mut read =
+        |targets: &mut snapshot::Targets, src: &mut Source| -> Result<Vec<snapshot::Seen>> {
+            let mut seen = targets.read(src, hz)?;
+            if let Some(p) = peers.as_mut() {
+                let theirs = p.read(&seen, port);
+                seen.extend(theirs);
+            }
+            Ok(seen)
+        };
     install_stop_handler();
     let mut judge = match args.interval {
         Some(_) => Judge::new(args.target.target),
@@ -72,7 +84,7 @@ pub fn run(args: SsArgs) -> Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     loop {
         let t0 = Instant::now();
-        let mut seen = match targets.read(&mut src, hz) {
+        let mut seen = match read(&mut targets, &mut src) {
             Ok(seen) => seen,
             // `-i`: the process or workload watched ended since the last reading
             Err(e) if taken > 0 && scope::ended(&e).is_some() => {
@@ -89,7 +101,7 @@ pub fn run(args: SsArgs) -> Result<()> {
             if wait_or_stop(SECOND_READING) {
                 break;
             }
-            seen = targets.read(&mut src, hz)?;
+            seen = read(&mut targets, &mut src)?;
             eprintln!(
                 "tcpwin-trace: verdicts over the {} ms between two readings (one reading has no rate to hold against a window; -i MS for longer intervals)",
                 SECOND_READING.as_millis()
@@ -126,6 +138,7 @@ pub fn run(args: SsArgs) -> Result<()> {
         judge.judge_each(&now, |i, v| -> Result<()> {
             let s = &seen[i];
             let l = SsLine {
+                host: None,
                 source: source.into(),
                 netns_name: s.line_ns.clone(),
                 state_name: state_name(s.facts.state).into(),

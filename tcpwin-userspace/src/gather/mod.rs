@@ -2,6 +2,7 @@
 //! some namespaces with their limits (`snapshot`), the host audited (`audit`), and the traced
 //! sockets judged once a second (`traced`). Below the commands, above `kernel` and `host`.
 pub mod audit;
+pub mod peer;
 pub mod scope;
 pub mod snapshot;
 pub mod traced;

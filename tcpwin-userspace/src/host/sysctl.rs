@@ -43,6 +43,7 @@ pub fn host_limits() -> HostLimits {
             .zip(tcp_mem)
             .and_then(|(s, m)| memory_pressure(&s, m)),
         run_in: None,
+        remote: None,
         routes: Vec::new(),
         ifaces: Vec::new(),
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")

@@ -225,6 +225,7 @@ mod tests {
     #[test]
     fn one_line_per_socket_with_the_direction() {
         let l = SsLine {
+            host: None,
             source: "iterator".into(),
             netns_name: "-".into(),
             state_name: "ESTAB".into(),

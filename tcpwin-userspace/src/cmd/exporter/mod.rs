@@ -10,8 +10,11 @@ use std::{sync::Arc, time::Duration};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use tcpwin_model::{
+    facts::state_name,
     judge::Judge,
     metrics::{keep_top, Counters, Scrape, TopSocket},
+    peer,
+    schema::SsLine,
     webconfig::{self, WebConfig},
 };
 
@@ -136,6 +139,45 @@ impl Scraper {
         openmetrics::encode(&s, t0.elapsed().as_secs_f64(), errors, openmetrics)
     }
 
+    /// A peer's question (`/sockets`): the readings of the sockets the query asks for, among
+    /// those this exporter reads, as JSON lines of `ss --json`'s schema with their namespace's
+    /// limits; at most `peer::MAX_SOCKETS`, the number left out beside. A namespace it cannot
+    /// read is said on stderr and counted, as at a scrape.
+    fn sockets(&mut self, q: &peer::Query) -> (Bytes, usize) {
+        let targets = self.scope.resolve().unwrap_or_else(|e| {
+            eprintln!("tcpwin-trace: exporter: {e:#}");
+            Vec::new()
+        });
+        let mut seen = Vec::new();
+        for t in &targets {
+            match snapshot::read(&mut self.src, std::slice::from_ref(t), &self.scope, self.hz) {
+                Ok(v) => seen.extend(v.into_iter().filter(|s| q.matches(&s.facts.id))),
+                Err(e) => eprintln!("tcpwin-trace: exporter: namespace {}: {e:#}", t.name),
+            }
+        }
+        let omitted = seen.len().saturating_sub(peer::MAX_SOCKETS);
+        seen.truncate(peer::MAX_SOCKETS);
+        // each end's verdict of one reading, as `ss` gives it; the asker judges the connection
+        let verdicts = Judge::one_shot(None).judge(seen.iter().map(|x| (&x.facts, &*x.host)));
+        let mut out = Vec::new();
+        for (x, v) in seen.into_iter().zip(verdicts) {
+            let line = SsLine {
+                source: self.src.name().into(),
+                netns_name: x.line_ns,
+                state_name: state_name(x.facts.state).into(),
+                facts: x.facts,
+                verdict: v,
+                host: Some((*x.host).clone()),
+            };
+            // a line that cannot be written is left out, never half-written
+            if let Ok(mut l) = serde_json::to_vec(&line) {
+                l.push(b'\n');
+                out.extend_from_slice(&l);
+            }
+        }
+        (Bytes::from(out), omitted)
+    }
+
     /// The closed connections' chrono sums (jiffies) and count over the namespaces `wanted`;
     /// None without the kernel counter or the chrono members.
     fn closed_sums(&self, wanted: &[u32], errors: &mut u64) -> Option<([u64; 3], u64)> {
@@ -232,6 +274,7 @@ pub fn run(args: ExporterArgs) -> Result<()> {
         max_connections: args.max_connections as usize,
         max_requests: args.max_requests,
         header_timeout: Duration::from_secs_f64(args.header_timeout),
+        sockets: !args.no_sockets_endpoint,
     };
     let (jobs, scrapes) = std::sync::mpsc::channel();
     let server = web::Server::start(
@@ -295,11 +338,17 @@ pub fn run(args: ExporterArgs) -> Result<()> {
                 anyhow::bail!("the exporter's HTTP server ended")
             }
         };
-        let body = shared.get(job.ctype, fresh, || {
-            Bytes::from(scraper.scrape(job.ctype.contains("openmetrics")))
-        });
+        let answer = match &job.ask {
+            web::Ask::Metrics(ctype) => (
+                shared.get(ctype, fresh, || {
+                    Bytes::from(scraper.scrape(ctype.contains("openmetrics")))
+                }),
+                0,
+            ),
+            web::Ask::Sockets(q) => scraper.sockets(q),
+        };
         // a client gone meanwhile is its business
-        let _ = job.reply.send(body);
+        let _ = job.reply.send(answer);
         // a scrape of many sockets allocates megabytes for a moment: return them between
         // scrapes, or glibc keeps the high-water mark resident
         // SAFETY: malloc_trim only releases free heap memory to the kernel.

@@ -23,6 +23,7 @@ use hyper::{
     StatusCode,
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tcpwin_model::peer;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::TcpListener,
@@ -45,12 +46,23 @@ pub struct Limits {
     /// 0: no bound
     pub max_requests: usize,
     pub header_timeout: Duration,
+    /// the per-socket readings a peer asks for (`/sockets`) are served
+    pub sockets: bool,
 }
 
-/// One scrape asked of the scraping thread: the content type, and where its body goes.
+/// What a request asks of the scraping thread.
+pub enum Ask {
+    /// a scrape, in this content type
+    Metrics(&'static str),
+    /// a peer's question: the readings of these sockets
+    Sockets(peer::Query),
+}
+
+/// One reading asked of the scraping thread, and where its answer goes: the body, and how many
+/// sockets it left out (past [`peer::MAX_SOCKETS`]).
 pub struct Job {
-    pub ctype: &'static str,
-    pub reply: oneshot::Sender<Bytes>,
+    pub ask: Ask,
+    pub reply: oneshot::Sender<(Bytes, usize)>,
 }
 
 /// Each open connection by id: when it last began or ended a request (its accept, before any)
@@ -143,6 +155,7 @@ struct Shared {
     header_timeout: Duration,
     tls: Option<TlsAcceptor>,
     arrivals: Mutex<Arrivals>,
+    sockets: bool,
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -211,9 +224,32 @@ impl Shared {
                 .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
             return r;
         }
-        if req.uri().path() != "/metrics" {
+        let path = req.uri().path();
+        let ask = if path == "/metrics" {
+            let accept = req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok());
+            Ask::Metrics(crate::view::openmetrics::content_type(accept))
+        } else if path == peer::PATH && self.sockets {
+            match peer::Query::parse(req.uri().query().unwrap_or("")) {
+                Ok(q) => Ask::Sockets(q),
+                Err(e) => {
+                    return reply(
+                        StatusCode::BAD_REQUEST,
+                        "text/plain",
+                        Bytes::from(format!("tcpwin-trace: {e}\n")),
+                    )
+                }
+            }
+        } else if path == peer::PATH {
+            return text(
+                StatusCode::NOT_FOUND,
+                "tcpwin-trace: this exporter does not serve per-socket readings (--no-sockets-endpoint)\n",
+            );
+        } else {
             return text(StatusCode::NOT_FOUND, "tcpwin-trace: see /metrics\n");
-        }
+        };
         let _permit = match &self.requests {
             Some(s) => match s.try_acquire() {
                 Ok(p) => Some(p),
@@ -226,19 +262,27 @@ impl Shared {
             },
             None => None,
         };
-        let accept = req
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok());
-        let ctype = crate::view::openmetrics::content_type(accept);
+        let ctype = match &ask {
+            Ask::Metrics(c) => *c,
+            Ask::Sockets(_) => "application/x-ndjson",
+        };
         let (tx, rx) = oneshot::channel();
         let sent = self
             .scrapes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .send(Job { ctype, reply: tx });
+            .send(Job { ask, reply: tx });
         match (sent, rx.await) {
-            (Ok(()), Ok(body)) => reply(StatusCode::OK, ctype, body),
+            (Ok(()), Ok((body, omitted))) => {
+                let mut r = reply(StatusCode::OK, ctype, body);
+                if omitted > 0 {
+                    r.headers_mut().insert(
+                        peer::OMITTED_HEADER,
+                        header::HeaderValue::from(omitted as u64),
+                    );
+                }
+                r
+            }
             _ => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "tcpwin-trace: the exporter is stopping\n",
@@ -352,6 +396,7 @@ impl Server {
             header_timeout: limits.header_timeout,
             tls: tls.map(TlsAcceptor::from),
             arrivals: Mutex::default(),
+            sockets: limits.sockets,
         });
         let stop = Arc::new(Notify::new());
         let stopped = stop.clone();
@@ -424,6 +469,7 @@ mod tests {
             header_timeout: Duration::from_secs(10),
             tls: None,
             arrivals: Mutex::default(),
+            sockets: true,
         };
         (Arc::new(s), rx)
     }
@@ -461,7 +507,7 @@ mod tests {
             };
             let second = s.answer(HERE, get("/metrics"), now).await.status();
             assert_eq!(second, StatusCode::SERVICE_UNAVAILABLE);
-            job.reply.send(Bytes::from_static(b"x 1\n")).unwrap();
+            job.reply.send((Bytes::from_static(b"x 1\n"), 0)).unwrap();
             assert_eq!(first.await.unwrap(), StatusCode::OK);
             let third = tokio::spawn({
                 let s = s.clone();
@@ -473,7 +519,7 @@ mod tests {
                 }
                 tokio::task::yield_now().await;
             };
-            job.reply.send(Bytes::new()).unwrap();
+            job.reply.send((Bytes::new(), 0)).unwrap();
             assert_eq!(third.await.unwrap(), StatusCode::OK);
         });
     }
