@@ -276,6 +276,15 @@ impl TopState {
         self.rows.iter().find(|r| r.cookie == s)
     }
 
+    /// The other end of `r`'s connection, where it was read too (another namespace, or a
+    /// peer's exporter): the row with the same four-tuple, reversed.
+    pub fn other_end(&self, r: &Row) -> Option<&Row> {
+        let want = crate::peer::other_end(&r.id);
+        self.rows
+            .iter()
+            .find(|x| x.cookie != r.cookie && x.id.tuple() == want)
+    }
+
     fn move_selection(&mut self, down: bool) {
         let v: Vec<u64> = self.visible().iter().map(|r| r.cookie).collect();
         if v.is_empty() {

@@ -235,6 +235,8 @@ pub struct TraceArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     #[command(flatten)]
+    pub peer: PeerArgs,
+    #[command(flatten)]
     pub kernel: KernelArgs,
 }
 
@@ -538,6 +540,8 @@ pub struct TopArgs {
     pub trace: bool,
     #[command(flatten)]
     pub target: TargetArgs,
+    #[command(flatten)]
+    pub peer: PeerArgs,
     #[command(flatten)]
     pub kernel: KernelArgs,
 }

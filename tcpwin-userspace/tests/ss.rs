@@ -932,6 +932,18 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
         let p = port.to_string();
         let (_, _, got) = transfer
             .run_watched(false, || {
+                // the live trace on the receiving host, beside the readings: its verdicts over
+                // each second with the peer's end
+                // (its lines into a file: a pipe nobody reads meanwhile would stall it)
+                let lines = dir.join(format!("trace-{p}.jsonl"));
+                let trace = Command::new("nsenter")
+                    .arg(format!("--net=/run/netns/{}", pair.b))
+                    .args([EXE, "--json", "--port", &p, "-d", "4"])
+                    .args(["--peer", &url, "--peer-config", &good])
+                    .stdout(std::fs::File::create(&lines).unwrap())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("the trace");
                 std::thread::sleep(Duration::from_millis(500));
                 let peer = ss_in(
                     &pair.b,
@@ -954,7 +966,14 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
                     &pair.b,
                     &["--port", &p, "--peer", &url, "--peer-config", &wrong],
                 );
-                (peer, both, alone, refused)
+                let trace = trace.wait_with_output().expect("the trace");
+                let out = std::fs::read_to_string(&lines).unwrap();
+                let verdicts: Vec<tcpwin_model::schema::VerdictLine> = out
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                let said = format!("{out}\n{}", String::from_utf8_lossy(&trace.stderr));
+                (peer, both, alone, refused, (verdicts, said))
             })
             .expect("transfer");
         got
@@ -973,7 +992,7 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
             .clone()
     };
     // 1. the receiver's locked buffer (SO_RCVBUF 16 KiB)
-    let ((peer, perr), both, (alone, _), (refused, rerr)) = run(Some(16 << 10), 5361);
+    let ((peer, perr), both, (alone, _), (refused, rerr), _) = run(Some(16 << 10), 5361);
     let (p, b, a) = (receiver(&peer), receiver(&both), receiver(&alone));
     assert!(
         peer.iter().any(|l| l.netns_name == format!("peer:{ip_a}")),
@@ -999,10 +1018,17 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
     assert!(receiver(&refused).verdict.peer.is_none());
     // 2. the sender's tcp_wmem max 128 KiB
     Pair::sysctl(&pair.a, "net.ipv4.tcp_wmem", "4096 16384 131072").unwrap();
-    let ((peer, perr), both, _, _) = run(None, 5362);
+    let ((peer, perr), both, _, _, (traced, said)) = run(None, 5362);
     let (p, b) = (receiver(&peer), receiver(&both));
     assert_eq!(b.verdict.limit, Limit::Sndbuf, "{b:?}");
     assert_eq!(p.verdict.limit, Limit::Sndbuf, "with --peer: {p:?}\n{perr}");
+    // the trace with --peer: the receiving socket's verdict is the connection's too
+    let t = traced
+        .iter()
+        .rev()
+        .find(|v| v.id.lport == 5362 && v.verdict.peer.is_some())
+        .unwrap_or_else(|| panic!("no verdict with the peer's end from the trace: {said}"));
+    assert_eq!(t.verdict.limit, Limit::Sndbuf, "{t:?}");
     let (pf, bf) = (
         p.verdict.fix.clone().unwrap(),
         b.verdict.fix.clone().unwrap(),

@@ -69,6 +69,9 @@ pub fn run(args: SsArgs) -> Result<()> {
             if let Some(p) = peers.as_mut() {
                 let theirs = p.read(&seen, port);
                 seen.extend(theirs);
+                for n in p.news() {
+                    eprintln!("tcpwin-trace: {n}");
+                }
             }
             Ok(seen)
         };

@@ -198,6 +198,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         bail!(e);
     }
     let mut targets = snapshot::Targets::new(scope.clone());
+    let mut peers = args.peer.peers()?;
     let mut src = Source::open(
         SourceKind::Auto,
         &args.kernel.btf,
@@ -246,6 +247,14 @@ pub fn run(args: TopArgs) -> Result<()> {
                 Err(e) => break Err(e),
             };
             snapshot::add_owners(&mut seen);
+            // the peers' ends at the same moment; what they could not answer in the header
+            if let Some(p) = peers.as_mut() {
+                let theirs = p.read(&seen, targets.scope.port);
+                seen.extend(theirs);
+                for n in p.news() {
+                    state.header.push(format!("peer: {n}"));
+                }
+            }
             let verdicts = judge.judge(seen.iter().map(|x| (&x.facts, &*x.host)));
             let rows = seen
                 .into_iter()

@@ -428,6 +428,9 @@ fn announce(attached: &Attached, layout: &Layout, args: &TraceArgs, scope: &Scop
 }
 
 pub async fn run(args: TraceArgs) -> Result<()> {
+    if args.no_verdicts && !args.peer.peers.is_empty() {
+        anyhow::bail!("--peer with --no-verdicts: the other end is asked for to judge the connection; leave one out");
+    }
     run_to(args, None).await
 }
 
@@ -499,11 +502,10 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         None
     } else {
         match tracer.prepare_iter() {
-            Ok(()) => Some(TracedVerdicts::new(
-                kconfig::hz(),
-                tracer.layout().offsets,
-                args.target.target,
-            )),
+            Ok(()) => Some(
+                TracedVerdicts::new(kconfig::hz(), tracer.layout().offsets, args.target.target)
+                    .with_peers(args.peer.peers()?, args.sockets.port),
+            ),
             Err(e) => {
                 eprintln!("tcpwin-trace: no verdicts: {e:#}");
                 None

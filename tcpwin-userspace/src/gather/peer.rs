@@ -296,14 +296,21 @@ impl Peer {
         self.host.parse().ok()
     }
 
-    /// The peer's sockets the query asks for, and how many its exporter left out.
+    /// The peer's sockets the query asks for, and how many its exporter left out. On a thread
+    /// of its own with a runtime of its own: callers run inside a runtime (the trace) or not.
     pub fn ask(&self, q: &Query) -> Result<(Vec<SsLine>, usize), PeerError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| PeerError(format!("no runtime: {e}")))?;
-        rt.block_on(async { tokio::time::timeout(TIMEOUT, self.get(q)).await })
-            .map_err(|_| PeerError(format!("no answer within {} s", TIMEOUT.as_secs())))?
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| PeerError(format!("no runtime: {e}")))?;
+                rt.block_on(async { tokio::time::timeout(TIMEOUT, self.get(q)).await })
+                    .map_err(|_| PeerError(format!("no answer within {} s", TIMEOUT.as_secs())))?
+            })
+            .join()
+            .unwrap_or_else(|_| Err(PeerError("the client failed".into())))
+        })
     }
 
     async fn get(&self, q: &Query) -> Result<(Vec<SsLine>, usize), PeerError> {
@@ -391,10 +398,11 @@ where
 }
 
 /// The peers asked at each reading, and what was said of them (once each, not at every
-/// reading).
+/// reading; the caller shows it: `ss` on stderr, `top` in its header).
 pub struct Peers {
     list: Vec<Peer>,
     said: std::collections::BTreeSet<String>,
+    news: Vec<String>,
 }
 
 impl Peers {
@@ -416,13 +424,19 @@ impl Peers {
         Ok(Some(Peers {
             list,
             said: Default::default(),
+            news: Vec::new(),
         }))
     }
 
     fn say(&mut self, what: String) {
         if self.said.insert(what.clone()) {
-            eprintln!("tcpwin-trace: {what}");
+            self.news.push(what);
         }
+    }
+
+    /// What was found to say since the last call, each thing once.
+    pub fn news(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.news)
     }
 
     /// The peers' ends of this reading's connections (`local`: this host's sockets, with the

@@ -35,6 +35,10 @@ pub struct TracedVerdicts {
     namespaces: HashMap<u64, Netns>,
     judge: Judge,
     changes: Changes,
+    /// `--peer`: the other ends, asked at each reading and judged with ours
+    peers: Option<super::peer::Peers>,
+    /// `--port`, narrowing what the peers are asked for
+    port: Option<u16>,
 }
 
 impl TracedVerdicts {
@@ -46,7 +50,17 @@ impl TracedVerdicts {
             namespaces: HashMap::new(),
             judge: Judge::new(target_bps),
             changes: Changes::default(),
+            peers: None,
+            port: None,
         }
+    }
+
+    /// Judges each connection with its other end as `peers` read it (`--peer`), asked for the
+    /// sockets of `port` (`--port`) towards this host.
+    pub fn with_peers(mut self, peers: Option<super::peer::Peers>, port: Option<u16>) -> Self {
+        self.peers = peers;
+        self.port = port;
+        self
     }
 
     /// The namespace with this inode (named, or one a process lives in), looked up again when
@@ -98,8 +112,19 @@ impl TracedVerdicts {
     /// Judges the live traced sockets `(cookie, netns)`: the verdicts that changed, a sample of
     /// every socket read (a recording's time series), and the facts read.
     pub fn tick(&mut self, tracer: &mut Tracer, live: &[(u64, u32)]) -> Result<Tick> {
-        let seen = self.read(tracer, live)?;
-        let verdicts = self.judge.judge(seen.iter().map(|s| (&s.facts, &*s.host)));
+        let mut seen = self.read(tracer, live)?;
+        // the peers' ends of the same connections: judged with ours, reported as ours only
+        let ours = seen.len();
+        if let Some(p) = self.peers.as_mut() {
+            let theirs = p.read(&seen, self.port);
+            seen.extend(theirs);
+            for n in p.news() {
+                eprintln!("tcpwin-trace: {n}");
+            }
+        }
+        let mut verdicts = self.judge.judge(seen.iter().map(|s| (&s.facts, &*s.host)));
+        verdicts.truncate(ours);
+        seen.truncate(ours);
         let mut out = Vec::new();
         let mut samples = Vec::with_capacity(seen.len());
         for (s, v) in seen.iter().zip(verdicts) {

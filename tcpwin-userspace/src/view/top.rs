@@ -277,9 +277,28 @@ fn draw_detail(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
     let block = Block::bordered().title(title);
     let inner = block.inner(area);
     f.render_widget(block, area);
-    let [setting, sparks] =
-        Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
+    // the other end of the connection, where it was read too (--netns all, --peer): its facts
+    let other = s.other_end(r).map(|o| {
+        format!(
+            "other end [{}] {}: clamp {} ssthresh {} rcvbuf {} rate {}",
+            o.netns,
+            Side::arrow(Some(o.side)),
+            dash(o.window_clamp, |v| short_bytes(v as u64)),
+            dash(o.rcv_ssthresh, |v| short_bytes(v as u64)),
+            dash(o.sk_rcvbuf, |v| short_bytes(v as u64)),
+            dash(o.rate_bps, short_rate)
+        )
+    });
+    let [setting, peer, sparks] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(other.is_some() as u16),
+        Constraint::Min(1),
+    ])
+    .areas(inner);
     f.render_widget(Paragraph::new(first), setting);
+    if let Some(o) = other {
+        f.render_widget(Paragraph::new(o), peer);
+    }
     let h = s.history.get(&r.cookie).cloned().unwrap_or_default();
     let cols = Layout::horizontal([Constraint::Ratio(1, 4); 4]).split(sparks);
     let last = |q: &std::collections::VecDeque<u64>, fmt: fn(u64) -> String| {
@@ -373,6 +392,42 @@ mod tests {
                     .collect::<String>()
             })
             .collect()
+    }
+
+    /// With both ends read (`--netns all`, `--peer`), the detail pane of one shows the other's
+    /// facts on a line of its own.
+    #[test]
+    fn the_detail_shows_the_other_end() {
+        let mut s = TopState::default();
+        let (rf, rv, _) = sample(1, 5201, 229, 280_000_000, Limit::AutotuneMax);
+        let mut sf = rf.clone();
+        sf.id = tcpwin_model::schema::SocketId {
+            cookie: Some(9),
+            netns: None,
+            laddr: rf.id.raddr,
+            lport: rf.id.rport,
+            raddr: rf.id.laddr,
+            rport: rf.id.lport,
+        };
+        sf.sk_rcvbuf = Some(131_072);
+        let sv = Verdict {
+            side: Side::Sending,
+            ..rv.clone()
+        };
+        s.update(vec![(rf, rv, "b".into()), (sf, sv, "peer:10.0.0.1".into())]);
+        s.selected = Some(1);
+        let lines = render(&s, 120, 30);
+        let other = lines
+            .iter()
+            .find(|l| l.contains("other end [peer:10.0.0.1] ->"))
+            .unwrap_or_else(|| panic!("{lines:#?}"));
+        assert!(other.contains("rcvbuf 128K"), "{other}");
+        s.selected = Some(9);
+        let lines = render(&s, 120, 30);
+        assert!(
+            lines.iter().any(|l| l.contains("other end [b] <-")),
+            "{lines:#?}"
+        );
     }
 
     #[test]
