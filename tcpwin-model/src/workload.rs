@@ -16,13 +16,18 @@ pub struct Workload {
     /// the Kubernetes pod's UID (dashes, as `kube_pod_info{uid}` has it)
     #[serde(default)]
     pub pod_uid: Option<String>,
+    /// the podman pod's id (64 hex digits) the container runs in, beside its other containers
+    /// (the pod's infra container holds the network namespace they share)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_id: Option<String>,
     /// the systemd unit (`nginx.service`, `session-3.scope`) outside a container
     #[serde(default)]
     pub unit: Option<String>,
     /// the container's name, where the runtime's metadata on this node gives it
     #[serde(default)]
     pub name: Option<String>,
-    /// the Kubernetes pod's name and namespace, where the node's kubelet logs name them
+    /// the pod's name: a Kubernetes pod's, where the node's kubelet logs name it (and its
+    /// namespace below), or a podman pod's, where podman's events log names it
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,6 +46,11 @@ impl Workload {
                 Some(c) => format!("{ns}/{pod}/{c}"),
                 None => format!("{ns}/{pod}"),
             };
+        }
+        // a podman pod's container: the container named as one, the pod beside it
+        if let (Some(r), Some(c), Some(p)) = (&self.runtime, &self.container_id, &self.pod_id) {
+            let pod = self.pod.clone().unwrap_or_else(|| id(p));
+            return format!("{r}:{pod}/{}", self.name.clone().unwrap_or_else(|| id(c)));
         }
         match (&self.runtime, &self.container_id, &self.pod_uid) {
             (Some(r), Some(c), Some(p)) => {
@@ -71,6 +81,10 @@ pub struct Names {
 impl Workload {
     /// The names the runtime's metadata gives this workload's container, where it has them.
     pub fn name_with(&mut self, names: &std::collections::HashMap<String, Names>) {
+        // a podman pod is named by its id too
+        if let Some(n) = self.pod_id.as_ref().and_then(|id| names.get(id)) {
+            self.pod = n.name.clone().or(self.pod.take());
+        }
         let Some(n) = self.container_id.as_ref().and_then(|id| names.get(id)) else {
             return;
         };
@@ -236,6 +250,53 @@ fn container_of(segment: &str, parent: &str) -> Option<(String, String)> {
     Some((runtime.to_string(), id))
 }
 
+/// The podman pod a container's cgroup sits in, from the segments above it: a 64-hex segment
+/// under `libpod_parent` (cgroupfs), or `machine-libpod_pod_<id>.slice` (systemd).
+fn podman_pod_of(above: &[&str]) -> Option<String> {
+    let last = above.last()?;
+    if let Some(rest) = last
+        .strip_suffix(".slice")
+        .and_then(|s| s.rsplit_once("libpod_pod_"))
+        .map(|(_, id)| id)
+    {
+        return hex_id(rest).filter(|id| id.len() == rest.len());
+    }
+    let parent = above.len().checked_sub(2).map(|i| above[i])?;
+    (parent == "libpod_parent")
+        .then(|| hex_id(last).filter(|id| id.len() == last.len()))
+        .flatten()
+}
+
+/// podman's events log (`/run/libpod/events/events.log`, with `events_logger = "file"`): each
+/// pod's id and name, from its `create` event.
+pub fn podman_pod_names(log: &str) -> Vec<(String, Names)> {
+    #[derive(Deserialize)]
+    struct Event {
+        #[serde(rename = "ID", default)]
+        id: String,
+        #[serde(rename = "Name", default)]
+        name: String,
+        #[serde(rename = "Status", default)]
+        status: String,
+        #[serde(rename = "Type", default)]
+        kind: String,
+    }
+    log.lines()
+        .filter(|l| l.contains("\"pod\""))
+        .filter_map(|l| serde_json::from_str::<Event>(l).ok())
+        .filter(|e| e.kind == "pod" && e.status == "create" && hex_id(&e.id).is_some())
+        .map(|e| {
+            (
+                e.id,
+                Names {
+                    name: Some(e.name).filter(|n| !n.is_empty()),
+                    ..Names::default()
+                },
+            )
+        })
+        .collect()
+}
+
 /// `pod<uid>` (cgroupfs) or `kubepods-<qos>-pod<uid_with_underscores>.slice` (systemd).
 fn pod_of(segment: &str) -> Option<String> {
     let s = segment.strip_suffix(".slice").unwrap_or(segment);
@@ -268,13 +329,16 @@ pub fn from_cgroup(text: &str) -> Option<Workload> {
     ordered.extend(paths.iter().filter(|(id, _)| *id != "0").map(|(_, p)| *p));
     for path in &ordered {
         let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        for (i, seg) in segs.iter().enumerate() {
+        // the deepest segment that names a container is the container: a podman pod's cgroup
+        // (`/libpod_parent/<pod id>/libpod-<container id>`) names the pod above it
+        for (i, seg) in segs.iter().enumerate().rev() {
             let parent = if i > 0 { segs[i - 1] } else { "" };
             if let Some((runtime, id)) = container_of(seg, parent) {
                 return Some(Workload {
                     runtime: Some(runtime),
                     container_id: Some(id),
                     pod_uid: segs[..i].iter().rev().find_map(|s| pod_of(s)),
+                    pod_id: podman_pod_of(&segs[..i]),
                     cgroup: path.to_string(),
                     ..Workload::default()
                 });
@@ -368,6 +432,48 @@ mod tests {
         assert_eq!(
             w.unit.as_deref(),
             Some(&*format!("libpod-conmon-{ID}.scope"))
+        );
+    }
+
+    /// A podman pod's two containers (cgroupfs: the pod's id the parent of each container's
+    /// cgroup; systemd: a `machine-libpod_pod_<id>.slice`): each is named as a container, the
+    /// pod beside it, its name from podman's events log; either is selected by its own name or
+    /// id, not by the pod's.
+    #[test]
+    fn a_podman_pods_containers_are_containers() {
+        const POD: &str = "789ea7488af815001e16520c030d6f50a17db9444daa36880e6e2bbb694cf856";
+        const WEB: &str = "de540e09a11ff51150ca66543983a8d868f87ad1485898f51a4257cdfe90e2ad";
+        let text = format!(
+            "9:name=systemd:/libpod_parent/{POD}/libpod-{WEB}\n0::/libpod_parent/{POD}/libpod-{WEB}\n"
+        );
+        let mut w = from_cgroup(&text).unwrap();
+        assert_eq!(w.container_id.as_deref(), Some(WEB));
+        assert_eq!(w.pod_id.as_deref(), Some(POD));
+        assert_eq!(w.short(), "podman:789ea7488af8/de540e09a11f");
+        let log = format!(
+            "{{\"ID\":\"{POD}\",\"Name\":\"tp1\",\"Status\":\"create\",\"Time\":\"2026-12-05T13:02:15Z\",\"Type\":\"pod\",\"Attributes\":null}}\n{{\"ID\":\"{WEB}\",\"Name\":\"tpweb\",\"Status\":\"create\",\"Type\":\"container\"}}\nnot json\n"
+        );
+        let mut names: std::collections::HashMap<String, Names> =
+            podman_pod_names(&log).into_iter().collect();
+        assert_eq!(names.len(), 1);
+        names.insert(
+            WEB.into(),
+            Names {
+                name: Some("tpweb".into()),
+                ..Names::default()
+            },
+        );
+        w.name_with(&names);
+        assert_eq!(w.short(), "podman:tp1/tpweb");
+        assert!(w.is_container("tpweb") && w.is_container(&WEB[..12]));
+        assert!(!w.is_container("tp1") && !w.is_container(&POD[..12]));
+        let w = from_cgroup(&format!(
+            "0::/machine.slice/machine-libpod_pod_{POD}.slice/libpod-{WEB}.scope/container\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            (w.container_id.as_deref(), w.pod_id.as_deref()),
+            (Some(WEB), Some(POD))
         );
     }
 

@@ -564,3 +564,161 @@ fn scrape(port: u16) -> Option<String> {
     s.read_to_string(&mut r).ok()?;
     Some(r.split_once("\r\n\r\n")?.1.to_string())
 }
+
+/// A podman pod (its infra container holding the network namespace, catatonit as its pause):
+/// a server and a client run as two containers in it. Each one's sockets are named by their own
+/// container, the pod beside it (`podman:POD/CONTAINER`), never the pod's id as if it were the
+/// container; `--container` of either selects exactly its sockets, by name and by id; `top`,
+/// the live trace and the exporter's `--by workload` name them alike. Ground truth: `podman
+/// inspect` (each container's id, its pod's name).
+#[test]
+fn a_pods_containers_are_named_as_containers() {
+    let mut p = Podman::new();
+    let bb = p.busybox();
+    let me = std::process::id();
+    let pod = format!("tcpwt-pod-{me}");
+    let (web, client) = (format!("tcpwt-pweb-{me}"), format!("tcpwt-pcli-{me}"));
+    let pod_id = p.ok("podman", &["pod", "create", "--name", &pod]);
+    struct PodGone<'a>(&'a Podman, String);
+    impl Drop for PodGone<'_> {
+        fn drop(&mut self) {
+            let _ = self
+                .0
+                .cmd("podman", &["pod", "rm", "-f", "-t", "0", &self.1]);
+        }
+    }
+    let web_id = p.run(
+        &web,
+        &[
+            "--pod",
+            &pod,
+            &bb,
+            "/bin/busybox",
+            "httpd",
+            "-f",
+            "-p",
+            "127.0.0.1:8081",
+            "-h",
+            "/www",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let client_id = p.run(
+        &client,
+        &[
+            "--pod",
+            &pod,
+            &bb,
+            "/bin/busybox",
+            "sh",
+            "-c",
+            "/bin/busybox wget -q -O - http://127.0.0.1:8081/big | while true; do /bin/busybox head -c 16384 >/dev/null; /bin/busybox sleep 0.1; done",
+        ],
+    );
+    let _gone = PodGone(&p, pod.clone());
+    // podman's own word: each container in the pod
+    for c in [&web, &client] {
+        let in_pod = p.ok("podman", &["inspect", "--format", "{{.Pod}}", c]);
+        assert_eq!(in_pod, pod_id, "{c}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let all = loop {
+        let (l, _) = ss(&["--netns", "all", "--port", "8081"]);
+        if of(&l, &web_id).len() == 1 && of(&l, &client_id).len() == 1 {
+            break l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "both ends named by their own containers within 30 s: {l:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for (id, name) in [(&web_id, &web), (&client_id, &client)] {
+        let w = of(&all, id)[0].facts.workload.clone().unwrap();
+        assert_eq!(w.name.as_deref(), Some(name.as_str()), "{w:?}");
+        assert_eq!(w.pod_id.as_deref(), Some(pod_id.as_str()), "{w:?}");
+        assert_eq!(w.pod.as_deref(), Some(pod.as_str()), "{w:?}");
+        assert_eq!(w.short(), format!("podman:{pod}/{name}"));
+    }
+    // --container of either: exactly its sockets, by name and by id
+    for (sel, id) in [(&web, &web_id), (&client_id[..12].to_string(), &client_id)] {
+        let (got, err) = ss(&["--container", sel, "--port", "8081"]);
+        assert_eq!(got.len(), 1, "--container {sel}: {got:?}\n{err}");
+        assert_eq!(
+            got[0]
+                .facts
+                .workload
+                .as_ref()
+                .unwrap()
+                .container_id
+                .as_deref(),
+            Some(id.as_str())
+        );
+    }
+    // top names both, each with its pod
+    let term = tcpwin_lab::pty::pty(200, 40);
+    let mut top = term.spawn(
+        EXE,
+        &["top", "--netns", "all", "--port", "8081", "-i", "500"],
+    );
+    term.wait_for(&format!("podman:{pod}/{web}"), 30);
+    term.wait_for(&format!("podman:{pod}/{client}"), 30);
+    let _ = top.kill();
+    let _ = top.wait();
+    // the live trace of the client container: its events name it, read through the schema
+    let out = Command::new(EXE)
+        .args(["--container", &client, "--json", "--duration", "4"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let trace = tcpwin_model::schema::parse_trace(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let named: Vec<_> = trace
+        .events
+        .iter()
+        .filter_map(|e| e.workload.as_ref())
+        .collect();
+    assert!(!named.is_empty(), "events named by their container: {err}");
+    for w in &named {
+        assert_eq!(w.name.as_deref(), Some(client.as_str()), "{w:?}");
+        assert_eq!(w.pod.as_deref(), Some(pod.as_str()), "{w:?}");
+    }
+    // the exporter's --by workload: a series per container, its pod beside it
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut exp = tcpwin_lab::harness::Proc(
+        Command::new(EXE)
+            .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--netns", "all", "--by", "workload", "--port", "8081"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        if let Some(b) = scrape(port).filter(|b| {
+            b.contains(&format!("workload=\"podman:{pod}/{web}\""))
+                && b.contains(&format!("workload=\"podman:{pod}/{client}\""))
+        }) {
+            break b;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the exporter names both containers: {:?}",
+            scrape(port)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for c in [&web, &client] {
+        assert!(
+            body.lines()
+                .any(|l| l.starts_with("tcpwin_workload_sockets{")
+                    && l.contains(&format!("pod=\"{pod}\""))
+                    && l.contains(&format!("container=\"{c}\""))),
+            "{body}"
+        );
+    }
+    let _ = exp.kill();
+}

@@ -43,6 +43,8 @@ pub const TEST_PACKAGES: &[&str] = &[
     "podman",
     "buildah",
     "runc",
+    // a podman pod's infra container (its pause process)
+    "catatonit",
     "busybox-static",
 ];
 

@@ -199,7 +199,17 @@ fn draw_table(f: &mut Frame, area: Rect, s: &TopState, wide: bool) {
         } else {
             "pid/comm"
         });
-        widths.push(Constraint::Length(if workloads { 40 } else { 12 }));
+        // as wide as the longest owner shown (a pod's container names both), 40 to 64
+        let longest = visible
+            .iter()
+            .map(|r| owner_cell(r).chars().count())
+            .max()
+            .unwrap_or(0);
+        widths.push(Constraint::Length(if workloads {
+            longest.clamp(40, 64) as u16
+        } else {
+            12
+        }));
     }
     head.extend(["rate", "rtt", "wnd", "ceil", "ratio"]);
     widths.extend([
