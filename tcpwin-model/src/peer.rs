@@ -72,8 +72,21 @@ impl Query {
 
     /// Whether the socket `id` is one the query asks for.
     pub fn matches(&self, id: &SocketId) -> bool {
-        self.port.is_none_or(|p| id.lport == p || id.rport == p)
-            && (self.addrs.is_empty() || self.addrs.iter().any(|a| a.matches(id)))
+        self.matches_tuple(id.tuple())
+    }
+
+    /// Whether a socket with this four-tuple is one the query asks for (a socket's own, or the
+    /// one its other end has through a translation).
+    pub fn matches_tuple(&self, (l, lp, r, rp): FourTuple) -> bool {
+        let id = SocketId {
+            laddr: l,
+            lport: lp,
+            raddr: r,
+            rport: rp,
+            ..SocketId::default()
+        };
+        self.port.is_none_or(|p| lp == p || rp == p)
+            && (self.addrs.is_empty() || self.addrs.iter().any(|a| a.matches(&id)))
     }
 }
 
@@ -83,9 +96,58 @@ pub fn tag_cookie(cookie: u64, peer: usize) -> u64 {
     (cookie & 0x00ff_ffff_ffff_ffff) | ((0x80 | (peer as u64 & 0x7f)) << 56)
 }
 
+/// A socket's (local address, local port, remote address, remote port).
+pub type FourTuple = (Option<IpAddr>, u16, Option<IpAddr>, u16);
+
 /// The tuple the other end of `id` has: the same four-tuple, reversed.
-pub fn other_end(id: &SocketId) -> (Option<IpAddr>, u16, Option<IpAddr>, u16) {
+pub fn other_end(id: &SocketId) -> FourTuple {
     (id.raddr, id.rport, id.laddr, id.lport)
+}
+
+/// A flow the host's connection tracking holds: its tuple as it left the initiator
+/// (source, source port, destination, destination port) and as the replies come back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flow {
+    pub orig: FourTuple,
+    pub reply: FourTuple,
+}
+
+impl Flow {
+    /// The host changed an address or a port on the way.
+    pub fn translated(&self) -> bool {
+        let (s, sp, d, dp) = self.orig;
+        canon(self.reply) != canon((d, dp, s, sp))
+    }
+}
+
+/// IPv4-mapped IPv6 addresses as IPv4 (a dual-stack socket's form), for comparing tuples.
+fn canon((a, ap, b, bp): FourTuple) -> FourTuple {
+    (
+        a.map(|x| x.to_canonical()),
+        ap,
+        b.map(|x| x.to_canonical()),
+        bp,
+    )
+}
+
+/// The tuple the other end of `id` has where this host's connection tracking translated the
+/// connection (a Service's DNAT, a node port, a masquerade): the initiator's end knows it by
+/// the flow's reply addresses, the responder's end by its original ones. None where no tracked
+/// flow translated it.
+pub fn other_end_through(id: &SocketId, flows: &[Flow]) -> Option<FourTuple> {
+    let ours = canon(id.tuple());
+    flows.iter().filter(|f| f.translated()).find_map(|f| {
+        let (rs, rsp, rd, rdp) = canon(f.reply);
+        if canon(f.orig) == ours {
+            // we initiated: the replies come from the other end, to us as it sees us
+            Some((Some(rs?), rsp, Some(rd?), rdp))
+        } else if (rs, rsp, rd, rdp) == ours {
+            // we answered: the other end has the tuple it sent from
+            Some(canon(f.orig))
+        } else {
+            None
+        }
+    })
 }
 
 #[cfg(test)]
@@ -137,6 +199,48 @@ mod tests {
             .collect::<Vec<_>>()
             .join("&");
         assert!(Query::parse(&many).unwrap_err().contains("at most"));
+    }
+
+    /// A client that connected to a Service's address, translated on its host (DNAT), and a
+    /// server behind a node port, translated on its own (with a masquerade): each end's other
+    /// end through the tracked flow; an untranslated flow names nothing.
+    #[test]
+    fn the_other_end_through_a_translation() {
+        let t = |a: &str, ap: u16, b: &str, bp: u16| -> FourTuple {
+            (Some(a.parse().unwrap()), ap, Some(b.parse().unwrap()), bp)
+        };
+        let dnat = Flow {
+            orig: t("10.0.0.1", 40000, "10.96.0.10", 80),
+            reply: t("10.244.1.5", 8080, "10.0.0.1", 40000),
+        };
+        assert!(dnat.translated());
+        let client = id("10.0.0.1", 40000, "10.96.0.10", 80);
+        assert_eq!(
+            other_end_through(&client, &[dnat]),
+            Some(t("10.244.1.5", 8080, "10.0.0.1", 40000))
+        );
+        // a dual-stack socket's mapped form is the same flow
+        let mapped = id("::ffff:10.0.0.1", 40000, "::ffff:10.96.0.10", 80);
+        assert!(other_end_through(&mapped, &[dnat]).is_some());
+        // the server behind a node port, its host masquerading the client
+        let nodeport = Flow {
+            orig: t("192.0.2.7", 51000, "10.0.0.2", 30080),
+            reply: t("10.244.2.9", 8080, "10.0.0.2", 62000),
+        };
+        let server = id("10.244.2.9", 8080, "10.0.0.2", 62000);
+        assert_eq!(
+            other_end_through(&server, &[nodeport]),
+            Some(t("192.0.2.7", 51000, "10.0.0.2", 30080))
+        );
+        let plain = Flow {
+            orig: t("10.0.0.1", 1, "10.0.0.2", 2),
+            reply: t("10.0.0.2", 2, "10.0.0.1", 1),
+        };
+        assert!(!plain.translated());
+        assert_eq!(
+            other_end_through(&id("10.0.0.1", 1, "10.0.0.2", 2), &[plain]),
+            None
+        );
     }
 
     #[test]

@@ -371,6 +371,11 @@ pub struct SsLine {
     /// carries them: an exporter's answer to a peer (`/sockets`), judged there with its own
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<crate::facts::HostLimits>,
+    /// the four-tuple (local, local port, remote, remote port) the other end has for this
+    /// connection, where the host reading it translated the connection (its connection tracking:
+    /// a node port, a Service's address, a masquerade); an exporter's answer to a peer carries it
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_end: Option<crate::peer::FourTuple>,
 }
 
 #[cfg(test)]

@@ -174,6 +174,7 @@ mod tests {
     fn line(state: u8, lport: u16, rport: u16, limit: Limit) -> SsLine {
         SsLine {
             host: None,
+            other_end: None,
             source: "iterator".into(),
             netns_name: "-".into(),
             state_name: state_name(state).into(),

@@ -1049,7 +1049,64 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
     assert!(!pf.commands[0].starts_with("ip netns exec"), "{pf:?}");
     assert_eq!(bf.on_peer, None);
     assert_eq!(pf.end, Some(tcpwin_model::verdict::FixEnd::Sender));
-    // 3. the peer down: said, status 0
+    // 3. through NAT: the sending host reaches the receiver at an address of its own
+    // (10.248.0.100:80, translated to the receiver by its connection tracking, as a node's
+    // Service rules do). The receiving host sees the sender's real address; the sender's socket
+    // names the translated one. The sender's exporter answers with the tuple the receiver has
+    // (its conntrack), and the two ends are judged as one.
+    let vip = "10.248.0.100";
+    let nat = Command::new("ip")
+        .args([
+            "netns", "exec", &pair.a, "iptables", "-t", "nat", "-A", "OUTPUT",
+        ])
+        .args(["-d", vip, "-p", "tcp", "--dport", "80", "-j", "DNAT"])
+        .args(["--to-destination", &format!("{ip_b}:5363")])
+        .status()
+        .expect("iptables");
+    assert!(nat.success());
+    // a reader on the receiving host, a writer on the sending one (Debian's python3)
+    let reader = Command::new("ip")
+        .args(["netns", "exec", &pair.b, "/usr/bin/python3", "-c"])
+        .arg(format!("import socket\nl=socket.socket()\nl.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\nl.bind(('{ip_b}',5363))\nl.listen()\nc,_=l.accept()\nwhile c.recv(1<<20): pass\n"))
+        .spawn()
+        .unwrap();
+    let mut reader = tcpwin_lab::harness::Proc(reader);
+    std::thread::sleep(Duration::from_millis(500));
+    let writer = Command::new("ip")
+        .args(["netns", "exec", &pair.a, "/usr/bin/python3", "-c"])
+        .arg(format!("import socket,time\ns=socket.create_connection(('{vip}',80))\nend=time.time()+8\nwhile time.time()<end: s.sendall(b'x'*65536)\n"))
+        .spawn()
+        .unwrap();
+    let mut writer = tcpwin_lab::harness::Proc(writer);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (lines, err) = ss_in(
+        &pair.b,
+        &[
+            "--port",
+            "5363",
+            "-i",
+            "1000",
+            "-c",
+            "2",
+            "--peer",
+            &url,
+            "--peer-config",
+            &good,
+        ],
+    );
+    let r = receiver(&lines);
+    assert!(
+        r.verdict.peer.is_some(),
+        "joined with the sender's end through its translation: {r:?}\n{err}"
+    );
+    let theirs = lines
+        .iter()
+        .find(|l| l.netns_name.starts_with("peer:") && l.netns_name.contains("translated"))
+        .unwrap_or_else(|| panic!("the sender's end, said translated: {lines:?}\n{err}"));
+    assert!(theirs.netns_name.contains(vip), "{}", theirs.netns_name);
+    let _ = writer.kill();
+    let _ = reader.kill();
+    // 4. the peer down: said, status 0
     let _ = exporter.kill();
     let _ = exporter.wait();
     let (_, err) = ss_in(

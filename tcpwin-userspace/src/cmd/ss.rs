@@ -142,6 +142,7 @@ pub fn run(args: SsArgs) -> Result<()> {
             let s = &seen[i];
             let l = SsLine {
                 host: None,
+                other_end: None,
                 source: source.into(),
                 netns_name: s.line_ns.clone(),
                 state_name: state_name(s.facts.state).into(),

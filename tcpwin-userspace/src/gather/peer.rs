@@ -4,7 +4,7 @@
 //! judged with this host's as one connection, as `--netns all` judges two namespaces of one host.
 //! What could not be matched or asked is said on stderr, never dropped silently; it never
 //! changes the exit status.
-use std::{collections::BTreeMap, net::IpAddr, path::Path, sync::Arc, time::Duration};
+use std::{net::IpAddr, path::Path, sync::Arc, time::Duration};
 
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
@@ -19,7 +19,7 @@ use rustls::{
 use serde::Deserialize;
 use tcpwin_model::{
     facts::SockFacts,
-    peer::{self, Query},
+    peer::{self, Flow, FourTuple, Query},
     schema::SsLine,
 };
 
@@ -441,13 +441,42 @@ impl Peers {
 
     /// The peers' ends of this reading's connections (`local`: this host's sockets, with the
     /// port the command was asked for, if any), as sockets of this reading: their cookies tagged
-    /// per peer, their limits marked as the peer's. Each peer's failure, and each connection to
-    /// a peer that has no end there, is said.
+    /// per peer, their limits marked as the peer's, and where a host translated the connection
+    /// (this one's connection tracking, or the peer's as its answer says) their tuple written as
+    /// the reverse of ours, so that the judge pairs them. Each peer's failure, and each
+    /// connection to a peer that has no end there, is said.
     pub fn read(&mut self, local: &[Seen], port: Option<u16>) -> Vec<Seen> {
-        let addrs: std::collections::BTreeSet<IpAddr> =
-            local.iter().filter_map(|s| s.facts.id.laddr).collect();
+        // what this host translated: its own namespace's tracking and the sockets' namespaces'
+        let names: std::collections::BTreeSet<&str> =
+            local.iter().map(|s| s.line_ns.as_str()).collect();
+        let namespaces: Vec<crate::host::netns::Netns> = names
+            .into_iter()
+            .filter_map(|n| crate::host::netns::resolve(Some(n)).ok())
+            .flatten()
+            .collect();
+        let flows = tracked_flows(&namespaces);
+        // each of our sockets: the tuple its other end has (through a translation, or plainly
+        // reversed), and the reverse of ours (what the judge pairs)
+        let ends: Vec<(FourTuple, FourTuple, &SockFacts, bool)> = local
+            .iter()
+            .map(|s| {
+                let plain = peer::other_end(&s.facts.id);
+                match peer::other_end_through(&s.facts.id, &flows) {
+                    Some(t) => (canon(t), plain, &s.facts, true),
+                    None => (canon(plain), plain, &s.facts, false),
+                }
+            })
+            .collect();
+        let translated = ends.iter().any(|e| e.3);
+        // our addresses as the peers see them (a masquerade's too)
+        let addrs: std::collections::BTreeSet<IpAddr> = local
+            .iter()
+            .filter_map(|s| s.facts.id.laddr)
+            .chain(ends.iter().filter(|e| e.3).filter_map(|e| e.0 .2))
+            .collect();
         let q = Query {
-            port,
+            // a translated port is not the one asked for: every socket towards our addresses
+            port: port.filter(|_| !translated),
             addrs: addrs
                 .into_iter()
                 .take(peer::MAX_ADDRS)
@@ -474,43 +503,108 @@ impl Peers {
                     peer::MAX_SOCKETS
                 ));
             }
-            // the peer's ends of our connections: the same four-tuple, reversed
-            let ours: BTreeMap<_, &SockFacts> = local
-                .iter()
-                .map(|s| (peer::other_end(&s.facts.id), &s.facts))
-                .collect();
             let mut matched = std::collections::BTreeSet::new();
             for l in lines {
-                if !ours.contains_key(&l.facts.id.tuple()) {
+                // the peer's socket as itself, or as the peer's host translated it
+                let theirs = canon(l.facts.id.tuple());
+                let through = l.other_end.map(canon);
+                let Some(e) = ends
+                    .iter()
+                    .find(|e| e.0 == theirs || through == Some(canon(e.2.id.tuple())))
+                else {
                     continue;
-                }
-                matched.insert(l.facts.id.tuple());
+                };
+                matched.insert(e.1);
                 let mut facts = l.facts;
-                facts.id.cookie = facts.id.cookie.map(|c| peer::tag_cookie(c, i));
                 let mut host = l.host.unwrap_or_default();
                 host.remote = facts.id.laddr.or(peer_addr);
+                let real = facts.id.clone();
+                // paired by the judge as the reverse of ours
+                (
+                    facts.id.laddr,
+                    facts.id.lport,
+                    facts.id.raddr,
+                    facts.id.rport,
+                ) = e.1;
+                facts.id.cookie = facts.id.cookie.map(|c| peer::tag_cookie(c, i));
+                let translated = e.3 || through.is_some();
                 out.push(Seen {
-                    line_ns: format!("peer:{}", self.list[i].host),
+                    line_ns: if translated {
+                        format!(
+                            "peer:{} (its end {} <> {}, translated)",
+                            self.list[i].host,
+                            real.local(),
+                            real.remote()
+                        )
+                    } else {
+                        format!("peer:{}", self.list[i].host)
+                    },
                     facts,
                     host: Arc::new(host),
                 });
             }
-            // our connections to this peer's address with no end there: NAT between, or gone
-            for (tuple, f) in &ours {
-                let to_peer = peer_addr.is_some_and(|a| f.id.raddr == Some(a));
-                if to_peer
-                    && f.state == tcpwin_model::facts::ESTABLISHED
-                    && !matched.contains(tuple)
+            // our connections to this peer's address with no end there
+            for (theirs, plain, f, translated) in &ends {
+                let to_peer = peer_addr.is_some_and(|a| {
+                    f.id.raddr.map(|r| r.to_canonical()) == Some(a.to_canonical())
+                        || theirs.0.map(|r| r.to_canonical()) == Some(a.to_canonical())
+                });
+                if !to_peer
+                    || f.state != tcpwin_model::facts::ESTABLISHED
+                    || matched.contains(plain)
                 {
-                    self.say(format!(
-                        "--peer {url}: no socket there for {} (closed meanwhile, or an address translated between the hosts): judged from this end alone",
-                        f.id.flow("->")
-                    ));
+                    continue;
                 }
+                self.say(if *translated {
+                    format!(
+                        "--peer {url}: {} was translated by this host (its other end is {} <> {}), and the peer has no socket as that: judged from this end alone",
+                        f.id.flow("->"),
+                        tcpwin_model::id::endpoint(theirs.0, theirs.1),
+                        tcpwin_model::id::endpoint(theirs.2, theirs.3),
+                    )
+                } else {
+                    format!(
+                        "--peer {url}: no socket there for {} (closed meanwhile, or an address translation this host does not track: the peer's host, or a middlebox between): judged from this end alone",
+                        f.id.flow("->")
+                    )
+                });
             }
         }
         out
     }
+}
+
+/// IPv4-mapped IPv6 addresses as IPv4 (a dual-stack socket's form), for comparing tuples.
+fn canon((a, ap, b, bp): FourTuple) -> FourTuple {
+    (
+        a.map(|x| x.to_canonical()),
+        ap,
+        b.map(|x| x.to_canonical()),
+        bp,
+    )
+}
+
+/// The TCP flows this host's connection tracking holds: in the caller's own namespace and in
+/// each of `namespaces`. A table that cannot be read (no CAP_NET_ADMIN, no conntrack) gives
+/// none, said once.
+pub fn tracked_flows(namespaces: &[crate::host::netns::Netns]) -> Vec<Flow> {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let mut out = Vec::new();
+    let mut read = |what: &str, r: Result<Vec<Flow>>| {
+        match r {
+        Ok(f) => out.extend(f),
+        Err(e) => SAID.call_once(|| {
+            eprintln!("tcpwin-trace: the connection-tracking table of {what} could not be read ({e:#}): a connection this host translated is not matched to its other end")
+        }),
+    }
+    };
+    read("this namespace", crate::host::conntrack::tcp_flows());
+    let own = crate::host::netns::own().ok().map(|n| n.inode);
+    for ns in namespaces.iter().filter(|n| Some(n.inode) != own) {
+        let r = crate::host::netns::enter(ns).and_then(|_in| crate::host::conntrack::tcp_flows());
+        read(&ns.name, r);
+    }
+    out
 }
 
 #[cfg(test)]

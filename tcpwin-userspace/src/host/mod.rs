@@ -1,6 +1,7 @@
 //! Facts about the host read from /proc, /sys and netlink: which sockets a PID owns, interface
 //! names, network namespaces, sysctls, the kernel's configuration, stop signals, the container
 //! runtimes' names.
+pub mod conntrack;
 pub mod containers;
 pub mod ifname;
 pub mod kconfig;

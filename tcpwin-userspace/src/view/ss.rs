@@ -226,6 +226,7 @@ mod tests {
     fn one_line_per_socket_with_the_direction() {
         let l = SsLine {
             host: None,
+            other_end: None,
             source: "iterator".into(),
             netns_name: "-".into(),
             state_name: "ESTAB".into(),

@@ -148,19 +148,27 @@ impl Scraper {
             eprintln!("tcpwin-trace: exporter: {e:#}");
             Vec::new()
         });
+        // what this host translated (its own namespace's and the read ones' connection
+        // tracking): the tuple the other end knows each such connection by; a socket is asked
+        // for by its own tuple or by that one
+        let flows = crate::gather::peer::tracked_flows(&targets);
         let mut seen = Vec::new();
         for t in &targets {
             match snapshot::read(&mut self.src, std::slice::from_ref(t), &self.scope, self.hz) {
-                Ok(v) => seen.extend(v.into_iter().filter(|s| q.matches(&s.facts.id))),
+                Ok(v) => seen.extend(v.into_iter().filter_map(|s| {
+                    let other = peer::other_end_through(&s.facts.id, &flows);
+                    (q.matches(&s.facts.id) || other.is_some_and(|o| q.matches_tuple(o)))
+                        .then_some((s, other))
+                })),
                 Err(e) => eprintln!("tcpwin-trace: exporter: namespace {}: {e:#}", t.name),
             }
         }
         let omitted = seen.len().saturating_sub(peer::MAX_SOCKETS);
         seen.truncate(peer::MAX_SOCKETS);
         // each end's verdict of one reading, as `ss` gives it; the asker judges the connection
-        let verdicts = Judge::one_shot(None).judge(seen.iter().map(|x| (&x.facts, &*x.host)));
+        let verdicts = Judge::one_shot(None).judge(seen.iter().map(|(x, _)| (&x.facts, &*x.host)));
         let mut out = Vec::new();
-        for (x, v) in seen.into_iter().zip(verdicts) {
+        for ((x, other_end), v) in seen.into_iter().zip(verdicts) {
             let line = SsLine {
                 source: self.src.name().into(),
                 netns_name: x.line_ns,
@@ -168,6 +176,7 @@ impl Scraper {
                 facts: x.facts,
                 verdict: v,
                 host: Some((*x.host).clone()),
+                other_end,
             };
             // a line that cannot be written is left out, never half-written
             if let Ok(mut l) = serde_json::to_vec(&line) {
