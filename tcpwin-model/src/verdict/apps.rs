@@ -59,6 +59,15 @@ pub(super) fn lowat_words(f: &SockFacts) -> String {
     }
 }
 
+/// Unread data under [`BACKLOG_SHARE`] of `window` at each of the receiver's readings: no
+/// backlog of the reader's makes its advertised window small.
+pub(super) fn little_unread(r: End, window: u64) -> bool {
+    [Some(r.now), r.before]
+        .into_iter()
+        .flatten()
+        .all(|f| (f.unread.unwrap_or(0) as f64) < BACKLOG_SHARE * window as f64)
+}
+
 /// A backlog the application does not drain keeps the advertised window small, and the flow
 /// runs at what that window allows: the verdict into `v`, true when it is that.
 pub(super) fn backlog_binds(
@@ -157,8 +166,10 @@ fn backlog(
             // that just took a chunk (curl --limit-rate: 162 KB unread under a 233 KB window
             // advertised before they came) shows it open; a flow at under half what the window
             // allows over the RTT with that backlog at both readings was held by its reader
-            let far_under =
-                rate.is_some_and(|x| (x as f64) < 0.5 * ceiling_bps(window, rtt) as f64);
+            // (on paths of a millisecond or more: at µs RTTs "under half of window / RTT" is
+            // every flow, the ACK clock paces it)
+            let far_under = base >= super::path::QUEUE_MIN_US
+                && rate.is_some_and(|x| (x as f64) < 0.5 * ceiling_bps(window, rtt) as f64);
             let persistent = unread(r.now) >= BACKLOG_SHARE * w
                 && unread(b) >= BACKLOG_SHARE * w
                 && ((adv as f64) < 0.75 * w || far_under);

@@ -261,13 +261,28 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
         no_rate(v, receiver, window, i.target_bps);
         return;
     };
-    // a receiver read alone that advertised less than its largest window at both readings,
-    // the rate filling what it advertised and not what the largest allows (nor more than the
-    // advertised one lets through: then it was not the window the sender had): that is the
-    // window the sender had (the sender's rwnd-limited time would say so, were it read)
+    let queued = path::queued(&path::QueueEvidence {
+        sender,
+        receiver,
+        rate,
+        window,
+        rtt,
+        base,
+    });
+    // 1b. a backlog the application does not drain keeps the advertised window small
+    if receiver.is_some_and(|r| apps::backlog_binds(v, r, window, Some(rate), (base, rtt))) {
+        reader_caps(v, receiver, sender, i.target_bps);
+        return;
+    }
+    // a receiver read alone that advertised less than its largest window at its readings with
+    // little unread (no backlog of the reader's: that is asked above), the rate filling what it
+    // advertised and not what the largest allows (nor more than the advertised one lets
+    // through: then it was not the window the sender had): that is the window the sender had
+    // (the sender's rwnd-limited time would say so, were it read)
     let fills = |w: u64, share: f64| rate as f64 >= share * ceiling_bps(w, rtt) as f64;
     let window = match receiver
         .filter(|_| sender.is_none() && cap_window.is_some())
+        .filter(|r| apps::little_unread(*r, window))
         .and_then(|r| scale::advertised_below(r, window))
     {
         Some(a)
@@ -282,19 +297,6 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
         }
         _ => window,
     };
-    let queued = path::queued(&path::QueueEvidence {
-        sender,
-        receiver,
-        rate,
-        window,
-        rtt,
-        base,
-    });
-    // 1b. a backlog the application does not drain keeps the advertised window small
-    if receiver.is_some_and(|r| apps::backlog_binds(v, r, window, Some(rate), (base, rtt))) {
-        reader_caps(v, receiver, sender, i.target_bps);
-        return;
-    }
     // 2b. the sender's own buffer (not behind a queue: Little's law fills any buffer there;
     // but a queue of a quarter of the base RTT behind a full buffer is the buffer's bursts)
     if sender.is_some_and(|s| {

@@ -33,14 +33,18 @@ pub(super) fn receiver_window(r: End) -> Option<u64> {
 /// the sender was given instead.
 const ADVERTISED_BELOW: f64 = 0.9;
 
-/// The window a receiver advertised at both readings, when it stayed below `cap` (its largest):
-/// its buffer partly full at every ACK (an application that drains it in bursts: nginx taking an
-/// upload into its body buffer, 54 KB advertised under a 98 KB clamp). The larger of the two;
-/// None with one reading, or where it reached the cap.
+/// The window a receiver advertised below `cap` (its largest) at its readings: its buffer partly
+/// full at an ACK (an application that drains it in bursts: nginx taking an upload into its body
+/// buffer, 54 KB advertised under a 98 KB clamp). The larger of the readings' windows that were
+/// below it (a reading may catch the reader just drained, the window back at the clamp); None
+/// with one reading, or where neither was below.
 pub(super) fn advertised_below(r: End, cap: u64) -> Option<u64> {
-    let (now, before) = (r.now.rcv_wnd? as u64, r.before?.rcv_wnd? as u64);
-    let most = now.max(before);
-    (most > 0 && (most as f64) < ADVERTISED_BELOW * cap as f64).then_some(most)
+    let below = |w: Option<u32>| {
+        w.map(u64::from)
+            .filter(|w| *w > 0 && (*w as f64) < ADVERTISED_BELOW * cap as f64)
+    };
+    let before = r.before?;
+    below(r.now.rcv_wnd).max(below(before.rcv_wnd))
 }
 
 /// The route to the peer, when it carries a `window` metric.

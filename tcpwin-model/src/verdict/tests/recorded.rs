@@ -6,7 +6,8 @@ use crate::rows::RecordedEnd;
 
 #[derive(serde::Deserialize)]
 struct Recorded {
-    rate_limit_bps: u64,
+    /// null on a veth row (no bottleneck)
+    rate_limit_bps: Option<u64>,
     recorded: Vec<RecordedEnd>,
 }
 
@@ -27,7 +28,7 @@ fn judged_over(json: &str, (a, b): (usize, usize)) -> (Verdict, Verdict) {
             now: &me.readings[b],
             before: Some(&me.readings[a]),
             host: &me.host,
-            target_bps: Some(r.rate_limit_bps),
+            target_bps: r.rate_limit_bps,
             peer: Some(End {
                 now: &peer.readings[b],
                 before: Some(&peer.readings[a]),
@@ -48,7 +49,7 @@ fn alone(json: &str, end: &str, (a, b): (usize, usize)) -> Verdict {
         now: &me.readings[b],
         before: Some(&me.readings[a]),
         host: &me.host,
-        target_bps: Some(r.rate_limit_bps),
+        target_bps: r.rate_limit_bps,
         peer: None,
         min_rcv_rtt_us: None,
     })
@@ -279,6 +280,11 @@ fn an_upload_to_nginx_with_a_small_rcvbuf_is_held_by_what_it_advertises() {
         (vr.limit, vs.limit),
         (Limit::RcvbufLocked, Limit::RcvbufLocked)
     );
+    // another run: the later reading caught nginx just drained (97680 advertised, the clamp's),
+    // the earlier at 54420; 23.5 Mbit/s over the interval is what 54 KB lets through
+    let json = include_str!("recorded/upload-rcvbuf-64k-20ms-300mbit-reno-run2.json");
+    let v = alone(json, "receiver", (0, 2));
+    assert_eq!(v.limit, Limit::RcvbufLocked, "{v:?}");
 }
 
 /// curl --limit-rate 1M reading from nginx (bbr, 20 ms, 300 Mbit/s): the receiver read alone over
@@ -350,4 +356,25 @@ fn a_queue_of_a_quarter_behind_a_full_send_buffer_is_the_buffers() {
     }))
     .unwrap();
     assert_eq!(alone(&deep, "sender", (0, 2)).limit, Limit::PathQueue);
+}
+
+/// The lab's own slow reader (20 Mbit/s, bbr, 20 ms, 300 Mbit/s), read alone in the five-run
+/// proof: 600 KB unread at every reading (more than the 556 KB window), the advertised window
+/// 50-70 KB. The rule for a receiver whose advertised window stays under its largest (an upload's
+/// nginx) took that small window for the one that binds, and said `not-window-limited`
+/// (autotuning could grow). A backlog is asked first: the reader, snapshot and interval.
+#[test]
+fn a_backlog_is_the_reader_before_any_small_advertised_window() {
+    let json = include_str!("recorded/app-not-reading-20mbit-20ms-300mbit-bbr-proof-run1.json");
+    for span in [(0, 1), (0, 2)] {
+        let v = alone(json, "receiver", span);
+        assert_eq!(v.limit, Limit::AppNotReading, "{span:?}: {v:?}");
+    }
+    // curl --limit-rate 2M in the same proof: 600 KB unread under a 510 KB window at each
+    // reading, the window 0, then 66 KB, then 0
+    let json = include_str!("recorded/nginx-curl-limit-rate-2m-20ms-300mbit-bbr-proof.json");
+    for span in [(0, 1), (0, 2)] {
+        let v = alone(json, "receiver", span);
+        assert_eq!(v.limit, Limit::AppNotReading, "{span:?}: {v:?}");
+    }
 }
