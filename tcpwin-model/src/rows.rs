@@ -184,6 +184,9 @@ pub enum View {
     Both,
     /// each end's namespace alone (two hosts)
     Alone,
+    /// each end's namespace with its peer's end from the peer's exporter over the network (two
+    /// hosts, `--peer`)
+    Peer,
 }
 
 /// One end's verdict in one way of reading.

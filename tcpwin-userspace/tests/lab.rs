@@ -438,7 +438,11 @@ fn wan_scenarios_show_their_verdicts() {
         assert!(r.accepts(r.sender_verdict), "sender's verdict {ctx}");
         // each end read as a user reads it: over an interval with its peer, always right; in
         // one snapshot (a quarter second) or alone, misses counted below
-        assert_eq!(r.reads.len(), 8, "two reads x two views x two ends: {ctx}");
+        assert_eq!(
+            r.reads.len(),
+            12,
+            "two reads x three views (both ends, one end, one end with its peer's exporter) x two ends: {ctx}"
+        );
         // the judge's own check (why, fix and facts agree) holds in every reading, before and
         // after the fix: a refusal is a defect of the judge whatever the scheduling
         for read in r.reads.iter().chain(r.fixed.iter().flat_map(|f| &f.reads)) {

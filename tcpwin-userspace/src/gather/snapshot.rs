@@ -112,6 +112,7 @@ pub fn record_facts(
 }
 
 /// One socket read, with the limits of its namespace.
+#[derive(Clone)]
 pub struct Seen {
     /// the namespace's name
     pub line_ns: String,

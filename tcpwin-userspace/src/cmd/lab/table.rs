@@ -288,13 +288,15 @@ fn cell((ok, n): (u32, u32)) -> String {
 }
 
 /// A summary row's five cells: the four ways of reading, then the fixes.
-fn cells(x: &super::wan::Summary) -> [(u32, u32); 5] {
-    [x.reads[0], x.reads[1], x.reads[2], x.reads[3], x.fixes]
+fn cells(x: &super::wan::Summary) -> [(u32, u32); 7] {
+    [
+        x.reads[0], x.reads[1], x.reads[2], x.reads[3], x.reads[4], x.reads[5], x.fixes,
+    ]
 }
 
 /// The cells of every row added up.
-fn totals(t: &BTreeMap<(String, String), super::wan::Summary>) -> [String; 5] {
-    let mut sum = [(0, 0); 5];
+fn totals(t: &BTreeMap<(String, String), super::wan::Summary>) -> [String; 7] {
+    let mut sum = [(0, 0); 7];
     for x in t.values() {
         for (s, c) in sum.iter_mut().zip(cells(x)) {
             *s = (s.0 + c.0, s.1 + c.1);
@@ -311,27 +313,29 @@ pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
     let sw = col_width(t.keys().map(|(_, s)| s.len()), 5);
     let ew = col_width(t.values().map(|x| expected_of(x, &plain).len()), 29);
     println!(
-        "\n{:<18} {:<sw$} {:<ew$} {:>9} {:>10} {:>9} {:>9} {:>7}",
+        "\n{:<18} {:<sw$} {:<ew$} {:>9} {:>10} {:>9} {:>9} {:>10} {:>9} {:>7}",
         "scenario",
         "setup",
         "expected (both ends together)",
         "snap both",
         "snap alone",
+        "snap peer",
         "int both",
         "int alone",
+        "int peer",
         "fixed"
     );
     for ((scenario, setup), x) in t {
         let expected = expected_of(x, &plain);
-        let [a, b, c, d, f] = cells(x).map(cell);
+        let [a, b, p, c, d, q, f] = cells(x).map(cell);
         println!(
-            "{scenario:<18} {setup:<sw$} {expected:<ew$} {a:>9} {b:>10} {c:>9} {d:>9} {f:>7}{}",
+            "{scenario:<18} {setup:<sw$} {expected:<ew$} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}{}",
             not_judged(x)
         );
     }
-    let [a, b, c, d, f] = totals(t);
+    let [a, b, p, c, d, q, f] = totals(t);
     println!(
-        "{:<18} {:<sw$} {:<ew$} {a:>9} {b:>10} {c:>9} {d:>9} {f:>7}",
+        "{:<18} {:<sw$} {:<ew$} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}",
         "all", "", ""
     );
 }
@@ -345,38 +349,47 @@ pub fn print_summary_markdown(t: &BTreeMap<(String, String), super::wan::Summary
             .collect::<Vec<_>>()
             .join(" or ")
     };
-    println!("| scenario | setup | expected (both ends) | one snapshot, both ends | one snapshot, one end | interval, both ends | interval, one end | fix closed the loop |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| scenario | setup | expected (both ends) | one snapshot, both ends | one snapshot, one end | one snapshot, with the peer's exporter | interval, both ends | interval, one end | interval, with the peer's exporter | fix closed the loop |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for ((scenario, setup), x) in t {
-        let [a, b, c, d, f] = cells(x).map(cell);
+        let [a, b, p, c, d, q, f] = cells(x).map(cell);
         println!(
-            "| {scenario} | {setup} | {} | {a} | {b} | {c} | {d} | {f}{} |",
+            "| {scenario} | {setup} | {} | {a} | {b} | {p} | {c} | {d} | {q} | {f}{} |",
             expected_of(x, &quoted),
             not_judged(x).replacen("  ", " ", 1)
         );
     }
-    let [a, b, c, d, f] = totals(t);
-    println!("| **all** | | | **{a}** | **{b}** | **{c}** | **{d}** | **{f}** |");
+    let [a, b, p, c, d, q, f] = totals(t);
+    println!(
+        "| **all** | | | **{a}** | **{b}** | **{p}** | **{c}** | **{d}** | **{q}** | **{f}** |"
+    );
 }
 
 /// The summary per program that drove the traffic: the verdicts right per way of reading and the
 /// fixes that closed the loop, over every row it ran (`markdown`: as the README's table).
 pub fn print_by_program(t: &BTreeMap<String, super::wan::Summary>, markdown: bool) {
     if markdown {
-        println!("\n| program | one snapshot, both ends | one snapshot, one end | interval, both ends | interval, one end | fix closed the loop |");
-        println!("| --- | --- | --- | --- | --- | --- |");
+        println!("\n| program | one snapshot, both ends | one snapshot, one end | one snapshot, with the peer's exporter | interval, both ends | interval, one end | interval, with the peer's exporter | fix closed the loop |");
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     } else {
         println!(
-            "\n{:<18} {:>9} {:>10} {:>9} {:>9} {:>7}",
-            "program", "snap both", "snap alone", "int both", "int alone", "fixed"
+            "\n{:<18} {:>9} {:>10} {:>9} {:>9} {:>10} {:>9} {:>7}",
+            "program",
+            "snap both",
+            "snap alone",
+            "snap peer",
+            "int both",
+            "int alone",
+            "int peer",
+            "fixed"
         );
     }
     for (program, x) in t {
-        let [a, b, c, d, f] = cells(x).map(cell);
+        let [a, b, p, c, d, q, f] = cells(x).map(cell);
         if markdown {
-            println!("| {program} | {a} | {b} | {c} | {d} | {f} |");
+            println!("| {program} | {a} | {b} | {p} | {c} | {d} | {q} | {f} |");
         } else {
-            println!("{program:<18} {a:>9} {b:>10} {c:>9} {d:>9} {f:>7}");
+            println!("{program:<18} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}");
         }
     }
 }
@@ -431,6 +444,7 @@ pub fn print_accuracy(t: &super::wan::Accuracy) {
                 match k.view {
                     tcpwin_model::rows::View::Both => "both",
                     tcpwin_model::rows::View::Alone => "alone",
+                    tcpwin_model::rows::View::Peer => "peer",
                 },
                 k.end
             ),

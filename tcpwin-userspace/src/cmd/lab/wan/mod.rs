@@ -186,6 +186,7 @@ fn judge_run(
         gro_merged: true,
         reads: reads::reads(
             &r.readings,
+            r.peer_readings.as_ref(),
             (rx, tx),
             expected,
             target,
@@ -305,7 +306,8 @@ fn one_row(
 ) -> Result<WanRow> {
     let mut attempt = 1;
     let (mut j, mut st) = loop {
-        let st = run::setup(s, cc, *n)?;
+        // each end's peer over the network: the fifth way of reading
+        let st = run::setup(s, cc, *n, Some(exe))?;
         *n += 1;
         let mut j = judge_run(exe, it, s, &st, cc, run_no)?;
         j.row.attempt = attempt;
@@ -366,7 +368,7 @@ fn one_row(
         // the same path with nothing set (its rate, and whether its delay line kept time)
         let b = if plan.baseline {
             let base = s.baseline();
-            let bst = run::setup(&base, cc, *n)?;
+            let bst = run::setup(&base, cc, *n, None)?;
             *n += 1;
             let b = on_time_run(exe, it, &base, &bst, cc, run_no)?;
             Some((b.row.throughput_bps, b.row.path_on_time))

@@ -8,6 +8,7 @@ use tcpwin_model::{
     verdict::{Class, Limit, Verdict},
 };
 
+use super::run::PeerReading;
 use crate::gather::snapshot::Seen;
 
 /// The transfer's two ends in a reading: (receiving, sending) socket indexes, by the joined
@@ -51,11 +52,7 @@ fn only(readings: &[Seen], ns: &str) -> Vec<Seen> {
     readings
         .iter()
         .filter(|s| s.line_ns == ns)
-        .map(|s| Seen {
-            line_ns: s.line_ns.clone(),
-            facts: s.facts.clone(),
-            host: s.host.clone(),
-        })
+        .cloned()
         .collect()
 }
 
@@ -126,9 +123,12 @@ pub(super) fn accepted(
     }
 }
 
-/// The transfer read four ways: each end's verdict in each.
+/// The transfer read four ways (five with each end's peer over the network): each end's
+/// verdict in each. The fifth is held to the both-ends reading: the same verdict, which the
+/// scenario accepts.
 pub(super) fn reads(
     readings: &[Vec<Seen>; 3],
+    peers: Option<&[PeerReading; 3]>,
     (rx, tx): (usize, Option<usize>),
     expected: (Limit, Option<Limit>),
     target: Option<u64>,
@@ -140,23 +140,47 @@ pub(super) fn reads(
         .into_iter()
         .filter_map(|(e, i)| Some((e, i?)))
         .collect();
-    for (read, after) in [(Read::Snapshot, soon), (Read::Interval, last)] {
+    // an end's own readings with its peer's from the peer's exporter, at reading k
+    let with_peer = |k: usize, r: &[Seen], ns: &str| -> Option<Vec<Seen>> {
+        let theirs = peers?[k].iter().find(|(n, _)| n == ns)?;
+        Some(
+            only(r, ns)
+                .into_iter()
+                .chain(theirs.1.iter().cloned())
+                .collect(),
+        )
+    };
+    for (read, k, after) in [(Read::Snapshot, 1, soon), (Read::Interval, 2, last)] {
         for (end, i) in &ends {
             let cookie = last[*i].facts.id.cookie;
             let ns = &last[*i].line_ns;
-            for view in [View::Both, View::Alone] {
+            let mut both = None;
+            let views: &[View] = if peers.is_some() {
+                &[View::Both, View::Alone, View::Peer]
+            } else {
+                &[View::Both, View::Alone]
+            };
+            for &view in views {
                 let got = match view {
                     View::Both => verdict_of(first, after, target, cookie),
                     View::Alone => verdict_of(&only(first, ns), &only(after, ns), target, cookie),
+                    View::Peer => with_peer(0, first, ns)
+                        .zip(with_peer(k, after, ns))
+                        .and_then(|(b, a)| verdict_of(&b, &a, target, cookie)),
                 };
                 let limit = got.as_ref().map(|v| v.limit);
+                if view == View::Both {
+                    both = limit;
+                }
+                let rule = if view == View::Peer { View::Both } else { view };
                 out.push(ReadVerdict {
                     read,
                     view,
                     end: end.to_string(),
                     verdict: limit,
                     accepted: limit
-                        .is_some_and(|g| accepted(expected, view, end, us_path).contains(&g)),
+                        .is_some_and(|g| accepted(expected, rule, end, us_path).contains(&g))
+                        && (view != View::Peer || limit == both),
                     refused: got.map(|v| v.refused).unwrap_or_default(),
                 });
             }

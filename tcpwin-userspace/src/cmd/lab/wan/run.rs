@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tcpwin_lab::{
     apps::App,
-    harness::{SendOpts, Transfer},
+    harness::{Proc, SendOpts, Transfer},
     netns::Pair,
     sysctl::GlobalSysctl,
 };
@@ -14,7 +14,7 @@ use tcpwin_model::rows::EndpointReport;
 
 use super::specs::{Path, Recv, Spec};
 use crate::{
-    gather::{scope::Scope, snapshot},
+    gather::{peer::Peers, scope::Scope, snapshot},
     host::netns,
 };
 
@@ -44,6 +44,83 @@ pub(super) struct Setup {
     /// global sysctls changed for the row (or by a fix), restored on drop, the last changed
     /// first (a fix's guard saved the row's value; the row's guard the machine's)
     pub globals: Vec<GlobalSysctl>,
+    /// each end's peer over the network (the fifth way of reading), where asked
+    pub peers: Option<PeerViews>,
+}
+
+/// The port each end's exporter listens on, on its own address in its own namespace.
+const EXPORTER_PORT: u16 = 9943;
+
+/// Each end's peer over the network: an exporter in each end's namespace, on its address,
+/// reading only that namespace (as one host's exporter), and each end's client of the other's
+/// (`--peer`), asked at each reading from inside the end's namespace.
+pub(super) struct PeerViews {
+    _exporters: Vec<Proc>,
+    /// (an end's namespace, its client of the other end's exporter)
+    ends: Vec<(String, std::cell::RefCell<Peers>)>,
+}
+
+impl PeerViews {
+    fn start(exe: &std::path::Path, pair: &Pair) -> Result<PeerViews> {
+        let mut exporters = Vec::new();
+        for (ns, ip) in [(&pair.a, pair.ip_a), (&pair.b, pair.ip_b)] {
+            exporters.push(Proc(
+                std::process::Command::new("nsenter")
+                    .arg(format!("--net=/run/netns/{ns}"))
+                    .arg(exe)
+                    .args(["exporter", "--listen", &format!("{ip}:{EXPORTER_PORT}")])
+                    .args(["--port", &PORT.to_string(), "--fresh-ms", "0"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .context("the lab's exporter in an end's namespace")?,
+            ));
+        }
+        let mut ends = Vec::new();
+        for (ns, other_ip) in [(&pair.a, pair.ip_b), (&pair.b, pair.ip_a)] {
+            // the other end's exporter answers from this end's namespace
+            let target = netns::resolve(Some(ns))?;
+            let _in = netns::enter(&target[0])?;
+            let until = std::time::Instant::now() + Duration::from_secs(20);
+            while std::net::TcpStream::connect((other_ip, EXPORTER_PORT)).is_err() {
+                if std::time::Instant::now() > until {
+                    anyhow::bail!(
+                        "the exporter at {other_ip}:{EXPORTER_PORT} did not listen within 20 s"
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let peers = Peers::new(&[format!("http://{other_ip}:{EXPORTER_PORT}")], None)?
+                .context("a peer")?;
+            ends.push((ns.clone(), std::cell::RefCell::new(peers)));
+        }
+        Ok(PeerViews {
+            _exporters: exporters,
+            ends,
+        })
+    }
+
+    /// Each end's peer readings of this reading's connections: (the end's namespace, the
+    /// other end's sockets as its exporter answered, ready to judge beside the end's own).
+    fn read(&self, reading: &[snapshot::Seen]) -> Result<Vec<(String, Vec<snapshot::Seen>)>> {
+        let mut out = Vec::new();
+        for (ns, peers) in &self.ends {
+            let target = netns::resolve(Some(ns))?;
+            let _in = netns::enter(&target[0])?;
+            let local: Vec<snapshot::Seen> = reading
+                .iter()
+                .filter(|s| &s.line_ns == ns)
+                .cloned()
+                .collect();
+            let mut p = peers.borrow_mut();
+            let theirs = p.read(&local, Some(PORT));
+            for n in p.news() {
+                eprintln!("lab: {ns}: {n}");
+            }
+            out.push((ns.clone(), theirs));
+        }
+        Ok(out)
+    }
 }
 
 impl Drop for Setup {
@@ -56,7 +133,12 @@ impl Drop for Setup {
 
 /// Creates the row's path (`n` keeps namespace names apart) and sets it up with congestion
 /// control `cc`.
-pub(super) fn setup(s: &Spec, cc: &str, n: usize) -> Result<Setup> {
+pub(super) fn setup(
+    s: &Spec,
+    cc: &str,
+    n: usize,
+    peers: Option<&std::path::Path>,
+) -> Result<Setup> {
     if let Some(app) = s.app {
         app.require()?;
     }
@@ -106,7 +188,11 @@ pub(super) fn setup(s: &Spec, cc: &str, n: usize) -> Result<Setup> {
         listen_clamp: None,
         app: s.app,
         globals: Vec::new(),
+        peers: None,
     };
+    if let Some(exe) = peers {
+        st.peers = Some(PeerViews::start(exe, &st.pair)?);
+    }
     let pair = &st.pair;
     match s.recv {
         Recv::Auto | Recv::SlowReader { .. } => {}
@@ -145,10 +231,16 @@ pub(super) fn setup(s: &Spec, cc: &str, n: usize) -> Result<Setup> {
     Ok(st)
 }
 
+/// Each end's peer readings at one moment: (the end's namespace, the other end's sockets from
+/// its exporter).
+pub(super) type PeerReading = Vec<(String, Vec<snapshot::Seen>)>;
+
 /// A transfer, read three times while it runs, with what the sender measured itself.
 pub(super) struct Run {
     /// at 2 s, 250 ms later, at 5 s
     pub readings: [Vec<snapshot::Seen>; 3],
+    /// each end's peer over the network at the same moments, where the setup has them
+    pub peer_readings: Option<[PeerReading; 3]>,
     pub throughput_bps: Option<u64>,
     /// the lab's own sender's report (null with a real program)
     pub sender: Option<EndpointReport>,
@@ -175,14 +267,25 @@ pub(super) fn transfer(
 ) -> Result<Run> {
     let hz = crate::host::kconfig::hz();
     let pair = &st.pair;
-    let watch = |it: &mut snapshot::Source| -> Result<[Vec<snapshot::Seen>; 3]> {
+    type Readings = ([Vec<snapshot::Seen>; 3], Option<[PeerReading; 3]>);
+    // each reading, and at the same moment each end's peer over the network
+    let at = |it: &mut snapshot::Source| -> Result<(Vec<snapshot::Seen>, Option<PeerReading>)> {
+        let r = sample(it, pair, hz)?;
+        let p = st.peers.as_ref().map(|p| p.read(&r)).transpose()?;
+        Ok((r, p))
+    };
+    let watch = |it: &mut snapshot::Source| -> Result<Readings> {
         std::thread::sleep(JUDGE_FROM);
-        let first = sample(it, pair, hz)?;
+        let (first, p0) = at(it)?;
         std::thread::sleep(SNAPSHOT_AFTER);
-        let soon = sample(it, pair, hz)?;
+        let (soon, p1) = at(it)?;
         std::thread::sleep(JUDGE_UNTIL - JUDGE_FROM - SNAPSHOT_AFTER);
-        let last = sample(it, pair, hz)?;
-        Ok([first, soon, last])
+        let (last, p2) = at(it)?;
+        let peers = match (p0, p1, p2) {
+            (Some(a), Some(b), Some(c)) => Some([a, b, c]),
+            _ => None,
+        };
+        Ok(([first, soon, last], peers))
     };
     match st.app {
         None => {
@@ -208,8 +311,10 @@ pub(super) fn transfer(
             };
             let (_, tx, readings) = t.run_watched(true, || watch(it))?;
             let sender = tx.first().context("the sender reported nothing")?.clone();
+            let (readings, peer_readings) = readings?;
             Ok(Run {
-                readings: readings?,
+                readings,
+                peer_readings,
                 throughput_bps: sender.steady_bps,
                 sender: Some(sender),
             })
@@ -218,8 +323,10 @@ pub(super) fn transfer(
             let running = app.start(pair, PORT, SECS, cc)?;
             let readings = watch(it);
             let rate = running.finish(Duration::from_secs(30))?;
+            let (readings, peer_readings) = readings?;
             Ok(Run {
-                readings: readings?,
+                readings,
+                peer_readings,
                 throughput_bps: rate,
                 sender: None,
             })

@@ -123,7 +123,7 @@ pub fn accuracy(rows: &[WanRow]) -> Accuracy {
 #[derive(Default, Debug, PartialEq)]
 pub struct Summary {
     /// (right, judged) per way of reading, in `READS` order
-    pub reads: [(u32, u32); 4],
+    pub reads: [(u32, u32); 6],
     /// (closed, applied and judged)
     pub fixes: (u32, u32),
     /// the verdicts accepted with both ends read together, per congestion control
@@ -134,12 +134,15 @@ pub struct Summary {
     pub fixes_unjudged: BTreeMap<&'static str, u32>,
 }
 
-/// The four ways of reading, in the summary's column order.
-pub const READS: [(Read, View); 4] = [
+/// The ways of reading, in the summary's column order: one snapshot and an interval, each with
+/// both ends together, each end alone, and each end with its peer over the network.
+pub const READS: [(Read, View); 6] = [
     (Read::Snapshot, View::Both),
     (Read::Snapshot, View::Alone),
+    (Read::Snapshot, View::Peer),
     (Read::Interval, View::Both),
     (Read::Interval, View::Alone),
+    (Read::Interval, View::Peer),
 ];
 
 /// Every scenario row summarised (see `Summary`), keyed by (scenario, setup: see `WanRow::setup`).
@@ -381,7 +384,7 @@ mod tests {
         assert_eq!(t.len(), 1);
         let x = t.values().next().unwrap();
         // (interval, both): 2 + 1 + 2 right of 6
-        assert_eq!(x.reads[2], (5, 6));
+        assert_eq!(x.reads[3], (5, 6));
         assert_eq!(x.reads[0], (0, 0), "no snapshot reads in these rows");
         assert_eq!(x.fixes, (0, 1));
         assert_eq!(x.expected.len(), 2);
