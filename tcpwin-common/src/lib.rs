@@ -187,6 +187,9 @@ pub struct Offsets {
     pub skc_v6_daddr: u32,
     pub skc_net: u32,
     pub skc_cookie: u32,
+    /// `inet_sock.inet_sport` (network order): the local port, kept after the bound port
+    /// (`skc_num`) is released
+    pub inet_sport: u32,
     /// `struct net` -> `ns.inum`
     pub net_ns_inum: u32,
     pub sk_rcvbuf: u32,
@@ -285,6 +288,7 @@ impl Offsets {
             skc_v6_daddr: ABSENT,
             skc_net: ABSENT,
             skc_cookie: ABSENT,
+            inet_sport: ABSENT,
             net_ns_inum: ABSENT,
             sk_rcvbuf: ABSENT,
             sk_userlocks: ABSENT,
@@ -820,7 +824,7 @@ pub mod names {
 /// here, not a decode at run time (the eBPF side writes these bytes, userspace reads them).
 const _: () = {
     use core::mem::size_of;
-    assert!(size_of::<Offsets>() == 280);
+    assert!(size_of::<Offsets>() == 284);
     assert!(size_of::<Config>() == 48);
     assert!(size_of::<Checked>() == 16);
     assert!(size_of::<Event>() == 160);

@@ -75,7 +75,7 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     if new_state == tcp_state::ESTABLISHED {
-        track::established(sk, hook::TP_SET_STATE, cookie(raw));
+        track::established(sk, hook::TP_SET_STATE, || cookie(raw));
     } else {
         // connect() and listen(): process context, the current task owns the socket
         track::process_context(sk, new_state);
@@ -118,7 +118,11 @@ pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
 pub fn tp_tcp_rcv_space_adjust(ctx: BtfTracePointContext) -> i32 {
     let raw: u64 = ctx.arg(0);
     let sk = tcp_sk(raw);
-    if sk != 0 && track::recently_checked::<Direct>(sk) {
+    // (a socket the filters rule out is counted in `observe`, before any map)
+    if sk != 0
+        && !track::ruled_out::<Direct>(sk, read::lport::<Direct>(sk))
+        && track::recently_checked::<Direct>(sk)
+    {
         emit::count(hook::TP_RCV_SPACE_ADJUST as u32);
         return 0;
     }

@@ -187,17 +187,28 @@ pub fn tuple<M: Mem>(sk: u64) -> TupleKey {
 /// Local and remote port, read as `M` reads.
 #[inline(always)]
 pub fn ports<M: Mem>(sk: u64) -> (u16, u16) {
-    (lport_in::<M>(sk), rport_in::<M>(sk))
+    (lport::<M>(sk), rport::<M>(sk))
 }
 
+/// The bound local port (0 once released, as at `tcp_destroy_sock`: see [`close_lport`]).
 #[inline(always)]
-fn lport_in<M: Mem>(sk: u64) -> u16 {
+pub fn lport<M: Mem>(sk: u64) -> u16 {
     M::at(sk, off!(skc_num))
 }
 
 #[inline(always)]
-fn rport_in<M: Mem>(sk: u64) -> u16 {
+pub fn rport<M: Mem>(sk: u64) -> u16 {
     u16::from_be(M::at(sk, off!(skc_dport)))
+}
+
+/// The local port of a socket whose bound port is released (`tcp_destroy_sock`): `inet_sport`
+/// keeps it; None where this kernel's BTF does not say where it is.
+#[inline(always)]
+pub fn close_lport(sk: u64) -> Option<u16> {
+    if off!(inet_sport) == ABSENT {
+        return None;
+    }
+    Some(u16::from_be(Direct::at(sk, off!(inet_sport))))
 }
 
 /// The inode number of the socket's file (what `/proc/PID/fd` shows as `socket:[N]`), 0 when the
@@ -323,8 +334,8 @@ pub fn identity_into<M: Mem>(
     (
         addrs::<M>(sk, laddr, raddr) as u8,
         netns::<M>(sk),
-        lport_in::<M>(sk),
-        rport_in::<M>(sk),
+        lport::<M>(sk),
+        rport::<M>(sk),
     )
 }
 

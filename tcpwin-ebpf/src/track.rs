@@ -158,6 +158,13 @@ static SLOT_OWNER: HashMap<u32, IfKey> = HashMap::with_max_entries(HIST_IFACES, 
 #[map(name = "CHECKED")]
 static CHECKED: Array<Checked> = Array::with_max_entries(RECHECK_SLOTS, 0);
 
+/// Sockets `--pid` (or a workload) found not the trace's, direct-mapped by ports like `CHECKED`:
+/// for `RECHECK_JIFFIES` their packets skip the socket map and the ownership lookups (their file's inode, their
+/// listener's port). A socket that becomes the trace's in between (the process's own `recvmsg`,
+/// or a /proc refresh naming its file) is taken at its next check, as the refresh itself would.
+#[map(name = "NOT_OWNED")]
+static NOT_OWNED: Array<Checked> = Array::with_max_entries(RECHECK_SLOTS, 0);
+
 /// By the connection's ports (the verifier forbids arithmetic on the socket pointer itself).
 #[inline(always)]
 fn checked_slot<M: Mem>(sk: u64) -> u32 {
@@ -184,6 +191,47 @@ pub fn recently_checked<M: Mem>(sk: u64) -> bool {
     c.sk = sk;
     c.at_jiffies = now;
     false
+}
+
+/// With `--pid` (or a workload): whether `NOT_OWNED` says the socket was found not the trace's
+/// within `RECHECK_JIFFIES`.
+#[inline(always)]
+fn recently_not_owned<M: Mem>(sk: u64) -> bool {
+    let Some(c) = NOT_OWNED.get(checked_slot::<M>(sk)) else {
+        return false;
+    };
+    // SAFETY: bpf_jiffies64 takes no arguments and only reads the clock.
+    c.sk == sk && unsafe { bpf_jiffies64() }.wrapping_sub(c.at_jiffies) < RECHECK_JIFFIES
+}
+
+/// Notes in `NOT_OWNED` that the socket is not the trace's (its packets skip the lookups).
+#[inline(always)]
+fn note_not_owned<M: Mem>(sk: u64) {
+    if let Some(c) = NOT_OWNED.get_ptr_mut(checked_slot::<M>(sk)) {
+        // SAFETY: a map value pointer from get_ptr_mut, valid for this program run; a racing
+        // CPU only costs one more check.
+        unsafe {
+            (*c).sk = sk;
+            (*c).at_jiffies = bpf_jiffies64();
+        }
+    }
+}
+
+/// The socket is the trace's from now on: a `NOT_OWNED` note of it (or of an earlier socket at
+/// the same address) must not hide its packets.
+#[inline(always)]
+fn forget_not_owned<M: Mem>(sk: u64) {
+    if setting!(filter_pid) == 0 {
+        return;
+    }
+    if let Some(c) = NOT_OWNED.get_ptr_mut(checked_slot::<M>(sk)) {
+        // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
+        unsafe {
+            if (*c).sk == sk {
+                (*c).sk = 0;
+            }
+        }
+    }
 }
 
 /// The histogram slot of an interface, allocated on first use (`None` once all are taken).
@@ -267,22 +315,29 @@ pub fn addr_ok<M: Mem>(sk: u64) -> bool {
     l_in || r_in
 }
 
-/// Whether a socket passes the port filter and, with `--pid`, belongs to the traced process:
-/// its file is one of the PID's (inode), or it is the child of one of the PID's listeners. The
-/// receive path runs in softirq, so the current task says nothing about ownership.
+/// Whether the session's fixed filters (port, address, network namespace) rule the socket out.
+/// Asked first at every hook, before any map: a socket they rule out costs a few loads of its
+/// own header, close to what an empty program costs. `lport` is the local port (at
+/// `tcp_destroy_sock` the bound port is already released: [`read::close_lport`] reads it then).
 #[inline(always)]
-fn wanted<M: Mem>(sk: u64, state: Option<&SockState>, hook: u8) -> bool {
-    let (lport, rport) = read::ports::<M>(sk);
-    if !port_ok(lport, rport) || !addr_ok::<M>(sk) {
-        return false;
+pub fn ruled_out<M: Mem>(sk: u64, lport: u16) -> bool {
+    if !port_ok(lport, read::rport::<M>(sk)) || !addr_ok::<M>(sk) {
+        return true;
     }
     let netns = setting!(netns);
-    if netns != 0 && read::netns::<M>(sk) != netns {
-        return false;
-    }
+    netns != 0 && read::netns::<M>(sk) != netns
+}
+
+/// Whether a socket the fixed filters let through is the trace's: without `--pid` (or a
+/// workload) every one; with it, one the traced process owns: its file is one of the PID's
+/// (inode), or it is the child of one of the PID's listeners. The receive path runs in softirq,
+/// so the current task says nothing about ownership.
+#[inline(always)]
+fn owned<M: Mem>(sk: u64, state: Option<&SockState>, hook: u8) -> bool {
     if setting!(filter_pid) == 0 {
         return true;
     }
+    let (lport, rport) = read::ports::<M>(sk);
     if let Some(st) = state {
         if st.owned != 0 {
             return true;
@@ -352,14 +407,14 @@ pub fn current_is_target() -> bool {
     if setting!(filter_pid) == 0 {
         return false;
     }
-    let tgid = bpf_get_current_pid_tgid() >> 32;
-    if tgid as u32 == setting!(target_tgid) {
-        return true;
+    let target = setting!(target_tgid);
+    if target != u32::MAX {
+        // `--pid`: the process and the processes it forked (no cgroup is noted then)
+        let tgid = bpf_get_current_pid_tgid() >> 32;
+        // SAFETY: OWNED_TGIDS values are plain bytes, only tested for presence.
+        return tgid as u32 == target || unsafe { OWNED_TGIDS.get(&tgid) }.is_some();
     }
-    // SAFETY: OWNED_TGIDS values are plain bytes, only tested for presence.
-    if unsafe { OWNED_TGIDS.get(&tgid) }.is_some() {
-        return true;
-    }
+    // a workload (`u32::MAX`): its processes by their cgroup (no process is noted then)
     // SAFETY: bpf_get_current_cgroup_id takes no arguments; OWNED_CGROUPS values are plain
     // bytes, only tested for presence.
     unsafe { OWNED_CGROUPS.get(&bpf_get_current_cgroup_id()) }.is_some()
@@ -395,6 +450,7 @@ pub fn process_context(sk: u64, new_state: u8) {
     if SOCKS.insert(&key(sk), &*st, 0).is_err() {
         state_full(hook::TP_SET_STATE, read::raw_cookie(sk));
     }
+    forget_not_owned::<Direct>(sk);
 }
 
 /// `sched:sched_process_fork`, in the parent's context: a child of a process the trace follows
@@ -526,6 +582,16 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
     if sk == 0 {
         return;
     }
+    if ruled_out::<M>(sk, read::lport::<M>(sk)) {
+        count(counter::FILTERED);
+        return;
+    }
+    // a socket found not the trace's is skipped, unless the target's own recvmsg reads it
+    let mine = || ctx == Ctx::User && current_is_target();
+    if setting!(filter_pid) != 0 && recently_not_owned::<M>(sk) && !mine() {
+        count(counter::FILTERED);
+        return;
+    }
     let (skb, pulled) = match pkt {
         Pkt::Before(s) => (s, false),
         Pkt::After(s) => (s, true),
@@ -542,9 +608,11 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         }
     }
     let st_ptr = SOCKS.get_ptr_mut(&key(sk));
-    // a tracked socket already passed the filters; the target's own recvmsg marks its socket
-    let mine = ctx == Ctx::User && current_is_target();
-    if st_ptr.is_none() && !mine && !wanted::<M>(sk, None, hook) {
+    // a tracked socket is the trace's
+    if st_ptr.is_none() && !mine() && !owned::<M>(sk, None, hook) {
+        if setting!(filter_pid) != 0 {
+            note_not_owned::<M>(sk);
+        }
         count(counter::FILTERED);
         return;
     }
@@ -580,6 +648,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
         if SOCKS.insert(&key(sk), &*st, 0).is_err() {
             state_full(hook, st.cookie);
         }
+        forget_not_owned::<M>(sk);
         read::absent_members(hook, st.cookie);
         report::<M>(sk, kind::SEEN, hook, st.cookie, &snap, None, None, None);
         return;
@@ -667,14 +736,27 @@ fn remember(st: &mut SockState, snap: &Snapshot) {
 }
 
 /// The connection reached ESTABLISHED: report its initial window and start tracking it afresh.
+/// `cookie_of` is asked only for a socket the filters let through.
 #[inline(always)]
-pub fn established(sk: u64, hook: u8, cookie: u64) {
-    // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
-    let old = SOCKS.get_ptr_mut(&key(sk)).map(|p| unsafe { &*p });
-    if !wanted::<Direct>(sk, old, hook) {
+pub fn established(sk: u64, hook: u8, cookie_of: impl Fn() -> u64) {
+    if ruled_out::<Direct>(sk, read::lport::<Direct>(sk)) {
         count(counter::FILTERED);
         return;
     }
+    // what connect() noted (with `--pid` only: the user, and that the socket is the trace's)
+    let old = if setting!(filter_pid) != 0 {
+        // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
+        SOCKS.get_ptr_mut(&key(sk)).map(|p| unsafe { &*p })
+    } else {
+        None
+    };
+    if !owned::<Direct>(sk, old, hook) {
+        note_not_owned::<Direct>(sk);
+        count(counter::FILTERED);
+        return;
+    }
+    forget_not_owned::<Direct>(sk);
+    let cookie = cookie_of();
     let snap = read::snapshot::<Direct>(sk);
     let Some(st) = fresh_entry(SockState {
         cookie,
@@ -727,11 +809,17 @@ pub fn initial_window(conn: u64, params: InitParams) {
 #[inline(always)]
 pub fn destroyed(sk: u64, hook: u8) {
     count(hook as u32);
+    // a socket the fixed filters rule out was never tracked: no map is asked
+    if let Some(lport) = read::close_lport(sk) {
+        if ruled_out::<Direct>(sk, lport) {
+            return;
+        }
+    }
     let Some(p) = SOCKS.get_ptr_mut(&key(sk)) else {
         return;
     };
-    // Tracked means it passed the filters (the port is already released here, so the port
-    // filter could not be checked again; userspace restores the tuple from earlier events).
+    // Tracked means it passed the filters (the event's local port is 0: the port is released
+    // here; userspace restores the tuple from earlier events).
     // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
     let st = unsafe { &*p };
     let snap = read::snapshot::<Direct>(sk);

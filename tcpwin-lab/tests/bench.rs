@@ -157,6 +157,19 @@ fn bench_reports_every_figure_per_mode() {
         assert!(row.conns_per_sec_ratio > 0.0, "{row:?}");
         assert!(row.bpf_programs[prog].hits >= 300 * 4, "{row:?}");
     }
+    // the tracer with filters that rule every connection out (another --port, the --pid of a
+    // process that owns no socket): its programs ran on every state change, and not one event
+    // of these connections reached userspace
+    for mode in ["filtered", "other-pid"] {
+        let row = churn_of(mode);
+        assert!(row.bpf_us_per_conn.unwrap() > 0.0, "{row:?}");
+        assert!(
+            row.bpf_programs["inet_sock_set_state"].hits >= 300 * 4,
+            "{row:?}"
+        );
+        assert_eq!(row.events_per_conn, Some(0.0), "{row:?}");
+        assert_eq!(row.drops, Some(0), "{row:?}");
+    }
     // the exporter over the bench's sockets: scrape time, memory, idle CPU
     let exp = rows
         .iter()

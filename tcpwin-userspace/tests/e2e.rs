@@ -376,6 +376,63 @@ fn pid_filter_follows_socket_ownership() {
     assert!(summary.counters.filtered_hits > 0, "{summary:?}");
 }
 
+/// `--pid` with `--port`: a process that reads from connections on two ports is traced on the
+/// one port asked for, and its reads on the other (process context, where the current task is
+/// the traced process) do not bring that connection in.
+#[test]
+fn pid_and_port_filters_hold_together() {
+    let p = pair("pidport", 1500);
+    let (p1, p2) = (5330, 5331);
+    // one receiver process, a thread per port reading its connection to the end
+    let script = format!(
+        "import socket, threading\n\
+         def serve(port):\n\
+         \x20   l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         \x20   l.bind(('0.0.0.0', port)); l.listen()\n\
+         \x20   c, _ = l.accept()\n\
+         \x20   while c.recv(65536): pass\n\
+         ts = [threading.Thread(target=serve, args=(q,)) for q in ({p1}, {p2})]\n\
+         [t.start() for t in ts]\n\
+         print('ready', flush=True)\n\
+         [t.join() for t in ts]\n"
+    );
+    let mut rx = Proc(
+        Pair::exec(&p.b, "python3")
+            .args(["-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 (a test package)"),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(rx.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.contains("ready"), "receiver said: {line}");
+    let tracer = start_tracer(&["--pid", &rx.id().to_string(), "--port", &p1.to_string()]);
+    for port in [p1, p2] {
+        let mut t = transfer(&p, port, 1, false);
+        t.bytes = 4 << 20;
+        t.run_sender().expect("sender");
+    }
+    wait_bounded(&mut rx, Duration::from_secs(30), "receiver").unwrap();
+    let (events, summary) = finish(tracer);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.id.lport == p1 && e.event == EventKind::Init),
+        "the connection on --port is traced from its init: {events:?}"
+    );
+    for e in &events {
+        assert!(
+            e.id.lport == p1 || e.id.rport == p1,
+            "only the --port connection of the traced process: {e:?}"
+        );
+    }
+    assert!(summary.counters.filtered_hits > 0, "{summary:?}");
+}
+
 /// `--pid` of a process that connects after the trace started: its connection is caught in the
 /// kernel at connect() (process context), before any /proc refresh, and reported from `init` on.
 #[test]

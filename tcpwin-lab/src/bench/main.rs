@@ -92,6 +92,8 @@ struct BenchArgs {
 struct Env {
     tracer: PathBuf,
     obj: PathBuf,
+    /// the process `other-pid` runs follow (started for the churn table)
+    idle_pid: Option<u32>,
 }
 
 impl Env {
@@ -118,7 +120,11 @@ impl Env {
                 obj.display()
             );
         }
-        Ok(Env { tracer, obj })
+        Ok(Env {
+            tracer,
+            obj,
+            idle_pid: None,
+        })
     }
 }
 
@@ -147,6 +153,11 @@ enum Mode {
     /// empty programs on all four hooks of the tracer: the floor of a short connection
     EmptyAll,
     Default,
+    /// the tracer with a port filter that rules the bench's connections out (`--port` another)
+    Filtered,
+    /// the tracer following an idle process (`--pid` of a process that owns no socket): every
+    /// connection is asked whose it is, and is not the trace's
+    OtherPid,
     Bpftrace,
     SsPoll,
     /// `tcpwin-trace exporter` (its state hook; nobody scrapes during the run)
@@ -160,6 +171,8 @@ impl Mode {
             Mode::Empty => "empty-tp",
             Mode::EmptyAll => "empty-all",
             Mode::Default => "default",
+            Mode::Filtered => "filtered",
+            Mode::OtherPid => "other-pid",
             Mode::Bpftrace => "bpftrace",
             Mode::SsPoll => "ss-poll",
             Mode::Exporter => "exporter",
@@ -218,7 +231,13 @@ fn one_run(
     let mut ids: std::collections::HashSet<u64> = Default::default();
     if matches!(
         mode,
-        Mode::Default | Mode::Bpftrace | Mode::Empty | Mode::EmptyAll | Mode::Exporter
+        Mode::Default
+            | Mode::Filtered
+            | Mode::OtherPid
+            | Mode::Bpftrace
+            | Mode::Empty
+            | Mode::EmptyAll
+            | Mode::Exporter
     ) {
         // bpftrace says "Attaching" before its programs are all in: wait for them to appear
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -346,7 +365,7 @@ fn one_run(
 
 fn run(args: BenchArgs) -> Result<()> {
     require_root("the benchmark")?;
-    let env = Env::new(&args)?;
+    let mut env = Env::new(&args)?;
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -423,27 +442,44 @@ fn run(args: BenchArgs) -> Result<()> {
         sockets::run(&pair, &env, args.ss_sockets, args.runs, args.json)?;
     }
     if args.churn > 0 {
-        let mut churn: HashMap<Mode, Vec<Sample>> = HashMap::new();
-        let churn_modes = [Mode::EmptyAll, Mode::Default, Mode::Exporter];
-        for i in 0..args.runs {
-            for mode in churn_modes.iter().flat_map(|m| [Mode::Untraced, *m]) {
-                check_stop()?;
-                let s = one_run(&pair, &env, mode, Work::Churn(args.churn), false)
-                    .with_context(|| format!("churn run {i} mode {}", mode.name()))?;
-                if !args.json {
-                    eprintln!(
-                        "bench: churn run {} {:<9} {:>7.0} conn/s  {:.1} CPU-us/conn",
-                        i + 1,
-                        mode.name(),
-                        s.conns as f64 / s.wall_s,
-                        s.transfer_cpu_s * 1e6 / s.conns as f64
-                    );
-                }
-                churn.entry(mode).or_default().push(s);
-            }
-        }
-        report_churn(&churn, &churn_modes, args.churn, args.json);
+        let mut idle = same::idle_process()?;
+        env.idle_pid = Some(idle.id());
+        let r = churn_table(&pair, &env, &args);
+        let _ = idle.kill();
+        let _ = idle.wait();
+        r?;
     }
+    Ok(())
+}
+
+/// The churn table: each observer's cost per short connection, beside an untraced run.
+fn churn_table(pair: &Pair, env: &Env, args: &BenchArgs) -> Result<()> {
+    let mut churn: HashMap<Mode, Vec<Sample>> = HashMap::new();
+    let churn_modes = [
+        Mode::EmptyAll,
+        Mode::Default,
+        Mode::Filtered,
+        Mode::OtherPid,
+        Mode::Exporter,
+    ];
+    for i in 0..args.runs {
+        for mode in churn_modes.iter().flat_map(|m| [Mode::Untraced, *m]) {
+            check_stop()?;
+            let s = one_run(pair, env, mode, Work::Churn(args.churn), false)
+                .with_context(|| format!("churn run {i} mode {}", mode.name()))?;
+            if !args.json {
+                eprintln!(
+                    "bench: churn run {} {:<9} {:>7.0} conn/s  {:.1} CPU-us/conn",
+                    i + 1,
+                    mode.name(),
+                    s.conns as f64 / s.wall_s,
+                    s.transfer_cpu_s * 1e6 / s.conns as f64
+                );
+            }
+            churn.entry(mode).or_default().push(s);
+        }
+    }
+    report_churn(&churn, &churn_modes, args.churn, args.json);
     Ok(())
 }
 

@@ -210,6 +210,30 @@ pub fn start_observer(mode: Mode, pair: &Pair, env: &Env) -> Result<Observer> {
             Stdio::piped(),
             Duration::from_secs(60),
         )?),
+        Mode::Filtered => Observer::Tracer(Tracer::start(
+            &env.tracer,
+            &[
+                "--netns",
+                "all",
+                "--port",
+                &(PORT + 1).to_string(),
+                "-q",
+                "--json",
+            ],
+            Stdio::piped(),
+            Duration::from_secs(60),
+        )?),
+        Mode::OtherPid => {
+            let pid = env
+                .idle_pid
+                .context("other-pid runs follow the idle process the churn table starts")?;
+            Observer::Tracer(Tracer::start(
+                &env.tracer,
+                &["--netns", "all", "--pid", &pid.to_string(), "-q", "--json"],
+                Stdio::piped(),
+                Duration::from_secs(60),
+            )?)
+        }
         Mode::Bpftrace => {
             let (child, out) = start_bpftrace()?;
             Observer::Bpftrace(child, out)

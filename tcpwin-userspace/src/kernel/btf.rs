@@ -208,7 +208,7 @@ impl Resolver {
             }
         }
         // (field, struct, path, expected size in bytes)
-        let plain: [(&mut u32, &str, &str, usize); 59] = [
+        let plain: [(&mut u32, &str, &str, usize); 60] = [
             (&mut o.skc_family, "sock_common", "skc_family", 2),
             (&mut o.skc_state, "sock_common", "skc_state", 1),
             (&mut o.skc_num, "sock_common", "skc_num", 2),
@@ -224,6 +224,12 @@ impl Resolver {
             (&mut o.skc_v6_daddr, "sock_common", "skc_v6_daddr", 16),
             (&mut o.skc_net, "sock_common", "skc_net", 8),
             (&mut o.skc_cookie, "sock_common", "skc_cookie", 8),
+            (
+                &mut o.inet_sport,
+                "tcp_sock",
+                "inet_conn.icsk_inet.inet_sport",
+                2,
+            ),
             (&mut o.net_ns_inum, "net", "ns.inum", 4),
             (&mut o.sk_rcvbuf, "sock", "sk_rcvbuf", 4),
             (&mut o.sk_userlocks, "sock", "sk_userlocks", 1),
