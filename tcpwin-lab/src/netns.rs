@@ -110,6 +110,22 @@ impl Pair {
         Ok(p)
     }
 
+    /// A second link between the two ends, beside the path (no delay, no bottleneck): a
+    /// management network, as monitoring is best reached. Returns the two ends' addresses on it
+    /// (removed with the namespaces).
+    pub fn management_link(&self) -> Result<(&'static str, &'static str)> {
+        let (a, b) = ("10.249.0.1", "10.249.0.2");
+        ip(&[
+            "-n", &self.a, "link", "add", "mgmt-a", "type", "veth", "peer", "name", "mgmt-b",
+            "netns", &self.b,
+        ])?;
+        for (ns, dev, addr) in [(&self.a, "mgmt-a", a), (&self.b, "mgmt-b", b)] {
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+        }
+        Ok((a, b))
+    }
+
     /// MTU, addresses and links up on both endpoints, with these offloads off first.
     fn address_endpoints(&self, mtu: u32, offloads_off: &[&str]) -> Result<()> {
         for (ns, dev, v4, v6) in [

@@ -16,7 +16,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use tcpwin_model::{
-    rows::{BenchRow, WanRow},
+    rows::{BenchRow, View, WanRow},
     verdict::Limit,
 };
 
@@ -151,6 +151,21 @@ pub fn lab_figures(rows: &[WanRow]) -> BTreeMap<String, Figure> {
                 .or_default();
             e.0 += read.accepted as u32;
             e.1 += 1;
+            // an end with its peer's exporter beside the same end read with both ends together
+            if read.view == View::Peer {
+                let both = r
+                    .reads
+                    .iter()
+                    .find(|b| b.view == View::Both && b.read == read.read && b.end == read.end);
+                let e = right
+                    .entry(format!(
+                        "lab peer reads equal to both ends': {:?}",
+                        read.read
+                    ))
+                    .or_default();
+                e.0 += both.is_some_and(|b| b.verdict == read.verdict) as u32;
+                e.1 += 1;
+            }
         }
         if let Some(f) = r.fixed.as_ref().filter(|f| f.judged()) {
             fixes += 1;

@@ -14,7 +14,10 @@
 //! makes the lab exit non-zero. `--apply-fix` applies each window limit's fix as its JSON gives
 //! it, runs the transfer again and holds it to the same path's rate with nothing set.
 use anyhow::{Context, Result};
-use tcpwin_lab::{apps::App, harness::check_stop};
+use tcpwin_lab::{
+    apps::App,
+    harness::{check_stop, Interrupted},
+};
 use tcpwin_model::{
     rows::{FixedRun, RecordedEnd, Round, WanRow, FIX_CLOSES_SHARE},
     units::PathSpec,
@@ -41,7 +44,8 @@ use specs::{rows, Path, Recv, Spec, BASE, M};
 pub const CCS: [&str; 2] = ["bbr", "reno"];
 
 /// Attempts at a row whose path was late (its delay line fell behind: the RTT, the verdict's
-/// base, was not the path's) before it is reported unjudged.
+/// base, was not the path's) before it is reported unjudged, or whose transfer gave nothing to
+/// judge before its failure is the lab's.
 const ATTEMPTS: u32 = 3;
 
 /// What a transfer gave: its row, with the joined interval verdicts of both ends.
@@ -309,7 +313,19 @@ fn one_row(
         // each end's peer over the network: the fifth way of reading
         let st = run::setup(s, cc, *n, Some(exe))?;
         *n += 1;
-        let mut j = judge_run(exe, it, s, &st, cc, run_no)?;
+        let mut j = match judge_run(exe, it, s, &st, cc, run_no) {
+            Ok(j) => j,
+            // a transfer that gave nothing to judge (a program that failed to start or to
+            // connect, a connection closed before the readings) is run again like a late path;
+            // the last attempt's failure is the row's
+            Err(e) if attempt < ATTEMPTS && e.downcast_ref::<Interrupted>().is_none() => {
+                eprintln!("lab: {e:#}: running the row again");
+                attempt += 1;
+                check_stop()?;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         j.row.attempt = attempt;
         j.row.gro_merged = !s.shows_gro || merged(j.row.scaling_ratio);
         if (j.row.path_on_time && j.row.gro_merged) || attempt == ATTEMPTS {

@@ -51,19 +51,22 @@ pub(super) struct Setup {
 /// The port each end's exporter listens on, on its own address in its own namespace.
 const EXPORTER_PORT: u16 = 9943;
 
-/// Each end's peer over the network: an exporter in each end's namespace, on its address,
-/// reading only that namespace (as one host's exporter), and each end's client of the other's
-/// (`--peer`), asked at each reading from inside the end's namespace.
+/// Each end's peer over the network: an exporter in each end's namespace, reading only that
+/// namespace (as one host's exporter), and each end's client of the other's (`--peer`), asked
+/// at each reading from inside the end's namespace. They talk over a management link beside the
+/// path, as monitoring is best reached: over the path itself a query waits behind the transfer
+/// in the bottleneck's queue, and on a 100 ms path was answered after the transfer had ended.
 pub(super) struct PeerViews {
     _exporters: Vec<Proc>,
     /// (an end's namespace, its client of the other end's exporter)
-    ends: Vec<(String, std::cell::RefCell<Peers>)>,
+    ends: Vec<(String, std::sync::Mutex<Peers>)>,
 }
 
 impl PeerViews {
     fn start(exe: &std::path::Path, pair: &Pair) -> Result<PeerViews> {
+        let (ip_a, ip_b) = pair.management_link()?;
         let mut exporters = Vec::new();
-        for (ns, ip) in [(&pair.a, pair.ip_a), (&pair.b, pair.ip_b)] {
+        for (ns, ip) in [(&pair.a, ip_a), (&pair.b, ip_b)] {
             exporters.push(Proc(
                 std::process::Command::new("nsenter")
                     .arg(format!("--net=/run/netns/{ns}"))
@@ -77,7 +80,7 @@ impl PeerViews {
             ));
         }
         let mut ends = Vec::new();
-        for (ns, other_ip) in [(&pair.a, pair.ip_b), (&pair.b, pair.ip_a)] {
+        for (ns, other_ip) in [(&pair.a, ip_b), (&pair.b, ip_a)] {
             // the other end's exporter answers from this end's namespace
             let target = netns::resolve(Some(ns))?;
             let _in = netns::enter(&target[0])?;
@@ -92,7 +95,7 @@ impl PeerViews {
             }
             let peers = Peers::new(&[format!("http://{other_ip}:{EXPORTER_PORT}")], None)?
                 .context("a peer")?;
-            ends.push((ns.clone(), std::cell::RefCell::new(peers)));
+            ends.push((ns.clone(), std::sync::Mutex::new(peers)));
         }
         Ok(PeerViews {
             _exporters: exporters,
@@ -100,26 +103,39 @@ impl PeerViews {
         })
     }
 
-    /// Each end's peer readings of this reading's connections: (the end's namespace, the
-    /// other end's sockets as its exporter answered, ready to judge beside the end's own).
-    fn read(&self, reading: &[snapshot::Seen]) -> Result<Vec<(String, Vec<snapshot::Seen>)>> {
-        let mut out = Vec::new();
-        for (ns, peers) in &self.ends {
-            let target = netns::resolve(Some(ns))?;
-            let _in = netns::enter(&target[0])?;
-            let local: Vec<snapshot::Seen> = reading
+    /// Each end's peer readings of the connections of `reading`: (the end's namespace, the
+    /// other end's sockets as its exporter answered, ready to judge beside the end's own). Both
+    /// ends ask at once, each from its namespace (a thread each).
+    fn read(&self, reading: &[snapshot::Seen]) -> Result<PeerReading> {
+        std::thread::scope(|sc| {
+            let asks: Vec<_> = self
+                .ends
                 .iter()
-                .filter(|s| &s.line_ns == ns)
-                .cloned()
+                .map(|(ns, peers)| {
+                    sc.spawn(move || -> Result<(String, Vec<snapshot::Seen>)> {
+                        let target = netns::resolve(Some(ns))?;
+                        let _in = netns::enter(&target[0])?;
+                        let local: Vec<snapshot::Seen> = reading
+                            .iter()
+                            .filter(|s| &s.line_ns == ns)
+                            .cloned()
+                            .collect();
+                        let mut p = peers.lock().map_err(|_| anyhow::anyhow!("peer poisoned"))?;
+                        let theirs = p.read(&local, Some(PORT));
+                        for n in p.news() {
+                            eprintln!("lab: {ns}: {n}");
+                        }
+                        Ok((ns.clone(), theirs))
+                    })
+                })
                 .collect();
-            let mut p = peers.borrow_mut();
-            let theirs = p.read(&local, Some(PORT));
-            for n in p.news() {
-                eprintln!("lab: {ns}: {n}");
-            }
-            out.push((ns.clone(), theirs));
-        }
-        Ok(out)
+            asks.into_iter()
+                .map(|h| {
+                    h.join()
+                        .map_err(|_| anyhow::anyhow!("a peer reading panicked"))?
+                })
+                .collect()
+        })
     }
 }
 
@@ -268,19 +284,44 @@ pub(super) fn transfer(
     let hz = crate::host::kconfig::hz();
     let pair = &st.pair;
     type Readings = ([Vec<snapshot::Seen>; 3], Option<[PeerReading; 3]>);
-    // each reading, and at the same moment each end's peer over the network
-    let at = |it: &mut snapshot::Source| -> Result<(Vec<snapshot::Seen>, Option<PeerReading>)> {
-        let r = sample(it, pair, hz)?;
-        let p = st.peers.as_ref().map(|p| p.read(&r)).transpose()?;
-        Ok((r, p))
+    // each reading, and at the same moment each end's peer over the network: the peers are
+    // asked (for the connections of the reading before, the same ones) while the ends are
+    // read, so the two readings of a connection are milliseconds apart, not a round of
+    // questions; with nothing read before, they are asked after
+    let at = |it: &mut snapshot::Source,
+              before: &[snapshot::Seen]|
+     -> Result<(Vec<snapshot::Seen>, Option<PeerReading>)> {
+        match st.peers.as_ref() {
+            None => Ok((sample(it, pair, hz)?, None)),
+            Some(p) if before.is_empty() => {
+                let r = sample(it, pair, hz)?;
+                let theirs = p.read(&r)?;
+                Ok((r, Some(theirs)))
+            }
+            Some(p) => std::thread::scope(|sc| {
+                let asked = sc.spawn(|| p.read(before));
+                let r = sample(it, pair, hz);
+                let theirs = asked
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("a peer reading panicked"))??;
+                Ok((r?, Some(theirs)))
+            }),
+        }
     };
     let watch = |it: &mut snapshot::Source| -> Result<Readings> {
-        std::thread::sleep(JUDGE_FROM);
-        let (first, p0) = at(it)?;
+        // the connections the peers are asked about at the first reading
+        let ahead = Duration::from_millis(200);
+        std::thread::sleep(JUDGE_FROM - ahead);
+        let early = match st.peers {
+            Some(_) => sample(it, pair, hz)?,
+            None => Vec::new(),
+        };
+        std::thread::sleep(ahead);
+        let (first, p0) = at(it, &early)?;
         std::thread::sleep(SNAPSHOT_AFTER);
-        let (soon, p1) = at(it)?;
+        let (soon, p1) = at(it, &first)?;
         std::thread::sleep(JUDGE_UNTIL - JUDGE_FROM - SNAPSHOT_AFTER);
-        let (last, p2) = at(it)?;
+        let (last, p2) = at(it, &soon)?;
         let peers = match (p0, p1, p2) {
             (Some(a), Some(b), Some(c)) => Some([a, b, c]),
             _ => None,
