@@ -3,6 +3,14 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
+/// A socket's (local address, local port, remote address, remote port).
+pub type FourTuple = (Option<IpAddr>, u16, Option<IpAddr>, u16);
+
+/// The tuple the other end of `id` has: the same four-tuple, reversed.
+pub fn other_end(id: &SocketId) -> FourTuple {
+    id.peer_tuple()
+}
+
 /// A key that must be present, whose value may be null: absent facts are `null`, and a line
 /// missing the key is not this schema (so a flattened part missing all its keys is `None`).
 pub(crate) fn nullable<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
@@ -56,10 +64,10 @@ impl SocketId {
     }
 
     /// The other end's identity as this end sees it: the same four-tuple, reversed.
-    pub fn tuple(&self) -> (Option<IpAddr>, u16, Option<IpAddr>, u16) {
+    pub fn tuple(&self) -> FourTuple {
         (self.laddr, self.lport, self.raddr, self.rport)
     }
-    pub fn peer_tuple(&self) -> (Option<IpAddr>, u16, Option<IpAddr>, u16) {
+    pub fn peer_tuple(&self) -> FourTuple {
         (self.raddr, self.rport, self.laddr, self.lport)
     }
 }

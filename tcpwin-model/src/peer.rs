@@ -2,8 +2,6 @@
 //! query, written by the asking end and parsed by the exporter), and how a peer's socket is told
 //! from the asker's own in one judgement. Pure: text in, values out. The reply is JSON lines of
 //! [`SsLine`](crate::schema::SsLine) with their namespace's limits (`host`).
-use std::net::IpAddr;
-
 use crate::{id::SocketId, select::AddrPrefix};
 
 /// The path the exporter answers on.
@@ -96,13 +94,7 @@ pub fn tag_cookie(cookie: u64, peer: usize) -> u64 {
     (cookie & 0x00ff_ffff_ffff_ffff) | ((0x80 | (peer as u64 & 0x7f)) << 56)
 }
 
-/// A socket's (local address, local port, remote address, remote port).
-pub type FourTuple = (Option<IpAddr>, u16, Option<IpAddr>, u16);
-
-/// The tuple the other end of `id` has: the same four-tuple, reversed.
-pub fn other_end(id: &SocketId) -> FourTuple {
-    (id.raddr, id.rport, id.laddr, id.lport)
-}
+pub use crate::id::{other_end, FourTuple};
 
 /// A flow the host's connection tracking holds: its tuple as it left the initiator
 /// (source, source port, destination, destination port) and as the replies come back.

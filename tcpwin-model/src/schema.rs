@@ -375,7 +375,7 @@ pub struct SsLine {
     /// connection, where the host reading it translated the connection (its connection tracking:
     /// a node port, a Service's address, a masquerade); an exporter's answer to a peer carries it
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub other_end: Option<crate::peer::FourTuple>,
+    pub other_end: Option<crate::id::FourTuple>,
 }
 
 #[cfg(test)]

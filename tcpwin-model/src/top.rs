@@ -279,7 +279,7 @@ impl TopState {
     /// The other end of `r`'s connection, where it was read too (another namespace, or a
     /// peer's exporter): the row with the same four-tuple, reversed.
     pub fn other_end(&self, r: &Row) -> Option<&Row> {
-        let want = crate::peer::other_end(&r.id);
+        let want = crate::id::other_end(&r.id);
         self.rows
             .iter()
             .find(|x| x.cookie != r.cookie && x.id.tuple() == want)
