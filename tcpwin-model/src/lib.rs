@@ -5,7 +5,7 @@
 //! - `id`: which socket (`SocketId`, shared by every per-socket line and fact);
 //! - `kernel_notes`: what each kernel version changed or gets wrong about receive windows;
 //! - `kind`: event kinds;
-//! - `record`: a kernel event decoded, with absent facts made explicit;
+//! - `decode`: a kernel event decoded into a `Record`, with absent facts made explicit;
 //! - `schema`: every serialized shape (event, verdict, sample, header and summary lines; `ss`,
 //!   lab and bench rows) and the socket identity they share: the JSON key names live there;
 //! - `recording`: a recording parsed, per-socket series, the figures `report A B` compares;
@@ -24,6 +24,7 @@
 //! - `top`: `top`'s view state (rows, history, sort, filter, selection);
 //! - `workload`: whose a socket is (container, pod, unit) from its owner's cgroup.
 pub mod check;
+pub mod decode;
 pub mod facts;
 pub mod hist;
 pub mod id;
@@ -32,7 +33,6 @@ pub mod kernel_notes;
 pub mod kind;
 pub mod metrics;
 pub mod peer;
-pub mod record;
 pub mod recording;
 pub mod rows;
 pub mod schema;

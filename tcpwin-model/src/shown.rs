@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use tcpwin_common::flag;
 
-use crate::{kind::EventKind, record::Record, timeline::Last, verdict::Side};
+use crate::{decode::Record, kind::EventKind, timeline::Last, verdict::Side};
 
 /// The names `--events` accepts: the event kinds and `verdict`.
 pub const EVENT_NAMES: [&str; 6] = ["init", "ratio", "space", "seen", "close", "verdict"];

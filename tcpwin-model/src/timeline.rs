@@ -6,10 +6,10 @@ use std::{collections::HashMap, net::IpAddr};
 use tcpwin_common::{flag, hook, kind, Event, AF_INET, AF_INET6};
 
 use crate::{
+    decode::Record,
     facts::SockFacts,
     hist::{Hist, BYTES_SCALE, RATIO_SCALE},
     kind::EventKind,
-    record::Record,
     schema::SocketId,
 };
 
@@ -280,7 +280,7 @@ mod tests {
         let mut raw = vec![0u8; std::mem::size_of::<Event>()];
         // SAFETY: Event is plain data.
         unsafe { std::ptr::write_unaligned(raw.as_mut_ptr() as *mut Event, ev) };
-        crate::record::decode(&raw).unwrap()
+        crate::decode::decode(&raw).unwrap()
     }
 
     /// A change made after the socket's last hooked packet, read by the iterator: reported once,

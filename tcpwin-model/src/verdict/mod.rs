@@ -36,32 +36,32 @@
 //! asks the receiver's families in order; `limit` is the table of every limit.
 //!
 //! Floors: `types` (what a verdict says, what it is judged from), `limit`, `fix`, `end` and
-//! `sizing` at the bottom; the families in between; `judge` (the questions in order) on top.
+//! `sizing` at the bottom; the families in between; `decide` (the questions in order) on top.
 //! No file imports one above it (`tests/floors.rs` checks it): a new family is one file and
 //! one row of the limit table.
 mod apps;
 mod buffer;
 mod caps;
 mod ceilings;
-mod check;
+mod decide;
 mod end;
 mod fix;
-mod judge;
 mod limit;
 mod path;
 mod ratio;
 mod receiver;
 mod scale;
+mod selfcheck;
 mod sender;
 mod sizing;
 mod types;
 
-pub use check::{contradictions, Contradiction, Reading};
+pub use decide::verdict;
 pub use end::End;
 pub use fix::{AppFix, Fix, FixEnd};
-pub use judge::verdict;
 pub use limit::{Class, Limit};
 pub use ratio::{GRO_RATIO, GRO_RATIO_FLOOR, LOW_RATIO};
+pub use selfcheck::{contradictions, Contradiction, Reading};
 pub use sizing::{fmt_rate, fmt_rtt};
 pub use types::{Basis, Ceiling, Factor, Input, Kind, Side, Verdict, WINDOW_LIMITED_SHARE};
 

@@ -11,9 +11,9 @@ use tcpwin_model::units::count;
 use anyhow::{Context, Result};
 use tcpwin_common::{counter, hook};
 use tcpwin_model::{
+    decode::Record,
     facts::SockFacts,
     kind::EventKind,
-    record::Record,
     schema::{
         Counters, EbpfLogLines, HeaderLine, HeaderTag, Histograms, SummaryLine, SummaryTag,
         VerdictLine,

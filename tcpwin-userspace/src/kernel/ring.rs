@@ -6,7 +6,7 @@ use aya::{
     Ebpf,
 };
 use tcpwin_common::names;
-use tcpwin_model::record::{self, Record};
+use tcpwin_model::decode::{self, Record};
 use tokio::io::unix::AsyncFd;
 
 pub struct Ring {
@@ -53,7 +53,7 @@ fn drain(
     let (mut received, mut errors) = (0, 0);
     while let Some(item) = ring.next() {
         received += 1;
-        match record::decode(&item) {
+        match decode::decode(&item) {
             Ok(r) => on(r)?,
             Err(e) => {
                 errors += 1;

@@ -1,7 +1,7 @@
 //! Live event lines as text: one grep-friendly line per event with kernel / `ss` field names.
 use tcpwin_common::flag;
 use tcpwin_model::{
-    kind::EventKind, record::Record, schema::VerdictLine, shown::Fold, verdict::Side,
+    decode::Record, kind::EventKind, schema::VerdictLine, shown::Fold, verdict::Side,
 };
 
 fn arrow<T: std::fmt::Display + PartialEq>(prev: Option<T>, now: T) -> String {

@@ -692,7 +692,7 @@ fn a_contradicting_fix_is_dropped_and_said() {
         peer: None,
         min_rcv_rtt_us: None,
     };
-    super::super::judge::refuse_contradictions(&mut v, None, Some(me), &i);
+    super::super::decide::refuse_contradictions(&mut v, None, Some(me), &i);
     assert_eq!(v.limit, Limit::RcvbufLocked);
     assert!(v.fix.is_none());
     let rules: Vec<&str> = v

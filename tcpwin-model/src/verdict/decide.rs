@@ -4,11 +4,11 @@
 use super::{
     apps,
     caps::{self, potential_caps},
-    ceilings, check,
+    ceilings,
     end::End,
     fix::{pod_form, Fix, FixEnd},
     limit::{Class, Limit},
-    path, scale, sender,
+    path, scale, selfcheck, sender,
     sizing::{ceiling_bps, fmt_rtt, payload_rate, Sizing},
     types::{Basis, Input, Side, Verdict, WINDOW_LIMITED_SHARE},
 };
@@ -176,9 +176,9 @@ pub(super) fn refuse_contradictions(
     receiver: Option<End>,
     i: &Input,
 ) {
-    let found = check::contradictions(
+    let found = selfcheck::contradictions(
         v,
-        &check::Reading {
+        &selfcheck::Reading {
             receiver: receiver.map(|r| (r.now, r.host)),
             sender: sender.map(|s| (s.now, s.host)),
             host: i.host,
