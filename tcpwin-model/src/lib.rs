@@ -44,5 +44,4 @@ pub mod timeline;
 pub mod top;
 pub mod units;
 pub mod verdict;
-pub mod webconfig;
 pub mod workload;

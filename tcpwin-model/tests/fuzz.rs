@@ -1,6 +1,5 @@
 //! Every parser of the model that reads what comes from outside, under generated and mutated
-//! input (property tests, proptest): the exporter's web config and Authorization header,
-//! recordings and the trace's JSON lines, cgroup paths and the container runtimes' files,
+//! input (property tests, proptest): recordings and the trace's JSON lines, cgroup paths and the container runtimes' files,
 //! `tcp_info` and sock_diag bytes, and what users type (rates, durations, paths, BDPs, kernel
 //! releases). Each must answer (a value or an error), never panic or hang; where a value can be
 //! written back, it reads back the same. Run by the gate with the debug profile (overflow checks
@@ -17,7 +16,6 @@ use tcpwin_model::{
     sockdiag::parse_replies,
     tcp_info::TcpInfo,
     units::{parse_duration_us, parse_path, parse_rate},
-    webconfig::{basic_credentials, WebConfig},
     workload::{docker_name, from_cgroup, kubelet_log_names, podman_names},
 };
 
@@ -60,41 +58,6 @@ fn mutated(seed: &'static str) -> impl Strategy<Value = String> {
 
 proptest! {
     #![proptest_config(config())]
-
-    #[test]
-    fn fuzz_web_config(text in ".{0,300}") {
-        let _ = WebConfig::parse(&text, std::path::Path::new("/etc"));
-    }
-
-    #[test]
-    fn fuzz_web_config_near_valid(text in mutated(
-        "tls_server_config:\n  cert_file: tls.crt\n  key_file: /k.key\n  min_version: TLS13\nbasic_auth_users:\n  prometheus: '$2y$10$abcdefghijklmnopqrstuu5Vc0Zw5C8S3Tk6c/7Tm5W2Wm0xQHq3y'\n"
-    )) {
-        if let Ok(c) = WebConfig::parse(&text, std::path::Path::new("/etc")) {
-            // whatever passed the parse is what the server relies on
-            for hash in c.basic_auth_users.values() {
-                prop_assert!(hash.starts_with("$2"));
-            }
-            // a hash that is not one: a refusal, never a panic
-            let _ = c.allows(Some("Basic cHJvbWV0aGV1czp4"));
-        }
-    }
-
-    #[test]
-    fn fuzz_authorization_header(h in ".{0,200}") {
-        let _ = basic_credentials(&h);
-    }
-
-    /// `Basic base64(user:password)` reads back as written (a user holds no `:`).
-    #[test]
-    fn fuzz_authorization_roundtrip(user in "[^:]{0,40}", password in ".{0,80}") {
-        use base64::Engine;
-        let h = format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-        );
-        prop_assert_eq!(basic_credentials(&h), Some((user, password)));
-    }
 
     #[test]
     fn fuzz_recording(text in mutated(RECORDING)) {

@@ -1,12 +1,14 @@
 //! The product's parsers of what comes from outside, under generated and mutated input
 //! (property tests, proptest; the model's are in tcpwin-model/tests/fuzz.rs): the kernel's BTF
 //! (this machine's, cut and changed), the socket iterator's records, `/proc/net/tcp`,
-//! `/proc/net/sockstat`, `/proc/config.gz`'s text, `ip -o link`, an HTTP `Accept` header. Each
+//! `/proc/net/sockstat`, `/proc/config.gz`'s text, `ip -o link`, an HTTP `Accept` header, the
+//! exporter's web config and Authorization header. Each
 //! answers (a value or an error), never panics or hangs. No root needed. Run by the gate with
 //! the debug profile (overflow checks on) and a bounded number of cases; a failure is kept in
 //! tests/fuzz.proptest-regressions and replayed first.
 use proptest::{prelude::*, test_runner::FileFailurePersistence};
 use tcpwin_userspace::{
+    cmd::exporter::webconfig::{basic_credentials, WebConfig},
     host::{ifname::parse_ip_link, kconfig, owner::parse_listeners, sysctl::memory_pressure},
     kernel::{btf::Resolver, iter::parse_records},
     view::openmetrics::content_type,
@@ -20,6 +22,30 @@ fn config(cases: u32) -> ProptestConfig {
         ))),
         ..ProptestConfig::default()
     }
+}
+
+/// A valid text with a few bytes changed, cut, or a span repeated: inputs near the valid ones,
+/// where parsers' assumptions break.
+fn mutated(seed: &'static str) -> impl Strategy<Value = String> {
+    let n = seed.len();
+    (
+        prop::collection::vec((0..n, any::<u8>()), 0..8),
+        0..=n,
+        prop::option::of((0..n, 0..n)),
+    )
+        .prop_map(move |(flips, cut, dup)| {
+            let mut b = seed.as_bytes().to_vec();
+            for (i, v) in flips {
+                b[i] = v;
+            }
+            if let Some((a, z)) = dup {
+                let (a, z) = (a.min(z), a.max(z).min(a + 512));
+                let span = b[a..z].to_vec();
+                b.splice(a..a, span);
+            }
+            b.truncate(cut.max(1).min(b.len()));
+            String::from_utf8_lossy(&b).into_owned()
+        })
 }
 
 /// This machine's BTF, once (a few MiB).
@@ -119,5 +145,40 @@ proptest! {
     fn fuzz_accept_header(accept in prop::option::of(".{0,200}")) {
         let c = content_type(accept.as_deref());
         prop_assert!(c.starts_with("text/plain") || c.starts_with("application/openmetrics-text"));
+    }
+
+    #[test]
+    fn fuzz_web_config(text in ".{0,300}") {
+        let _ = WebConfig::parse(&text, std::path::Path::new("/etc"));
+    }
+
+    #[test]
+    fn fuzz_web_config_near_valid(text in mutated(
+        "tls_server_config:\n  cert_file: tls.crt\n  key_file: /k.key\n  min_version: TLS13\nbasic_auth_users:\n  prometheus: '$2y$10$abcdefghijklmnopqrstuu5Vc0Zw5C8S3Tk6c/7Tm5W2Wm0xQHq3y'\n"
+    )) {
+        if let Ok(c) = WebConfig::parse(&text, std::path::Path::new("/etc")) {
+            // whatever passed the parse is what the server relies on
+            for hash in c.basic_auth_users.values() {
+                prop_assert!(hash.starts_with("$2"));
+            }
+            // a hash that is not one: a refusal, never a panic
+            let _ = c.allows(Some("Basic cHJvbWV0aGV1czp4"));
+        }
+    }
+
+    #[test]
+    fn fuzz_authorization_header(h in ".{0,200}") {
+        let _ = basic_credentials(&h);
+    }
+
+    /// `Basic base64(user:password)` reads back as written (a user holds no `:`).
+    #[test]
+    fn fuzz_authorization_roundtrip(user in "[^:]{0,40}", password in ".{0,80}") {
+        use base64::Engine;
+        let h = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+        );
+        prop_assert_eq!(basic_credentials(&h), Some((user, password)));
     }
 }

@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tcpwin_model::webconfig::WebConfig;
+use super::webconfig::WebConfig;
 use tokio::sync::Semaphore;
 
 use super::stats::Stats;

@@ -5,6 +5,7 @@ mod auth;
 mod stats;
 mod tls;
 mod web;
+pub mod webconfig;
 use std::{sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
@@ -15,10 +16,9 @@ use tcpwin_model::{
     metrics::{keep_top, Counters, Scrape, TopSocket},
     peer,
     schema::SsLine,
-    webconfig::{self, WebConfig},
 };
 
-use self::{auth::Guard, stats::Stats};
+use self::{auth::Guard, stats::Stats, webconfig::WebConfig};
 use crate::{
     cli::ExporterArgs,
     gather::{

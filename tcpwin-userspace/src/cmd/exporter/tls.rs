@@ -2,12 +2,12 @@
 //! provider, TLS 1.2 and 1.3 (or 1.3 only), from the web config's PEM files.
 use std::sync::Arc;
 
+use super::webconfig::TlsConfig;
 use anyhow::{anyhow, Context, Result};
 use rustls::{
     pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer},
     ServerConfig,
 };
-use tcpwin_model::webconfig::TlsConfig;
 
 /// The server's TLS configuration from the web config's files.
 pub fn server_config(t: &TlsConfig) -> Result<Arc<ServerConfig>> {

@@ -445,9 +445,9 @@ impl Server {
 
 #[cfg(test)]
 mod tests {
+    use super::super::webconfig::WebConfig;
     use super::*;
     use std::collections::BTreeMap;
-    use tcpwin_model::webconfig::WebConfig;
 
     fn shared(max_requests: usize, users: bool) -> (Arc<Shared>, mpsc::Receiver<Job>) {
         let stats = Arc::new(Stats::default());
