@@ -18,10 +18,9 @@
 //! - `units`: rates, durations and paths as users write them;
 //! - `check`: the host audited, and whether a bandwidth-delay product fits;
 //! - `select`: which judged sockets `ss` shows (state, limited, active, ports);
-//! - `shown`: what the live trace shows (`--events`, rcv_ssthresh steps folded);
 //! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`);
+//! - `rows`: the lab's and the bench's result rows;
 //! - `metrics`: what the exporter publishes (the metric names live there);
-//! - `top`: `top`'s view state (rows, history, sort, filter, selection);
 //! - `workload`: whose a socket is (container, pod, unit) from its owner's cgroup.
 pub mod check;
 pub mod decode;
@@ -37,11 +36,9 @@ pub mod recording;
 pub mod rows;
 pub mod schema;
 pub mod select;
-pub mod shown;
 pub mod sockdiag;
 pub mod tcp_info;
 pub mod timeline;
-pub mod top;
 pub mod units;
 pub mod verdict;
 pub mod workload;

@@ -224,7 +224,7 @@ pub struct TraceArgs {
     /// Which lines to show, comma-separated: init, ratio, space, seen, close, verdict (default:
     /// init, ratio, space, close, verdict, with the rcv_ssthresh-only steps of each socket folded
     /// into one line a second in the text; naming `space` shows each)
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = tcpwin_model::shown::EVENT_NAMES)]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = crate::ui::shown::EVENT_NAMES)]
     pub events: Option<Vec<String>>,
     /// No verdicts (they read the traced sockets once a second through the socket iterator)
     #[arg(long)]

@@ -11,7 +11,7 @@ use tcpwin_userspace::{
     cmd::exporter::webconfig::{basic_credentials, WebConfig},
     host::{ifname::parse_ip_link, kconfig, owner::parse_listeners, sysctl::memory_pressure},
     kernel::{btf::Resolver, iter::parse_records},
-    view::openmetrics::content_type,
+    ui::openmetrics::content_type,
 };
 
 fn config(cases: u32) -> ProptestConfig {

@@ -241,7 +241,7 @@ fn the_module_graph_has_no_cycle() {
             assert!(!refs.contains("cmd"), "{m} imports from cmd: {refs:?}");
         }
     }
-    for low in ["kernel", "host", "view"] {
+    for low in ["kernel", "host", "ui"] {
         assert!(
             !tops[low].contains("gather"),
             "{low} imports from gather: {:?}",
@@ -292,7 +292,7 @@ fn the_test_bench_only_under_the_lab_command() {
     }
 }
 
-/// Clap stays with the commands: below them (gather, kernel, host, view) every function takes
+/// Clap stays with the commands: below them (gather, kernel, host, ui) every function takes
 /// domain types (a scope, a target rate, a source), never an argument struct, and nothing but
 /// the commands imports `cli`.
 #[test]

@@ -5,7 +5,7 @@
 //! health check.
 use anyhow::Result;
 
-use crate::{cli::CheckArgs, gather::audit, view};
+use crate::{cli::CheckArgs, gather::audit, ui};
 
 /// Runs the audit; Ok(the exit status: `tcpwin_model::check::exit`).
 pub fn run(args: CheckArgs) -> Result<i32> {
@@ -22,7 +22,7 @@ pub fn run(args: CheckArgs) -> Result<i32> {
         serde_json::to_writer(&mut out, &r)?;
         std::io::Write::write_all(&mut out, b"\n")?;
     } else {
-        view::check::render(&r, &mut out)?;
+        ui::check::render(&r, &mut out)?;
     }
     Ok(r.exit_code())
 }

@@ -1,5 +1,5 @@
 //! The product's commands: each turns its arguments (from `cli`) into `gather`, kernel, host and
-//! view calls. No command calls another; the lab (with the demo and its traffic endpoints) is
+//! ui calls. No command calls another; the lab (with the demo and its traffic endpoints) is
 //! the only one that uses the test bench crate.
 pub mod cache;
 pub mod check;

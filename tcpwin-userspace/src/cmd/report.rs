@@ -6,7 +6,7 @@ use tcpwin_model::recording::{figures, moved_data, parse_recording, socket_serie
 
 use crate::{
     cli::ReportArgs,
-    view::{plot, report},
+    ui::{plot, report},
 };
 
 fn load(p: &std::path::Path) -> Result<Recording> {

@@ -19,7 +19,7 @@ use crate::{
         kconfig,
         signals::{install_stop_handler, wait_or_stop},
     },
-    view,
+    ui,
 };
 
 /// Without `-i`, how long after the first reading the sockets moving data are read again.
@@ -133,7 +133,7 @@ pub fn run(args: SsArgs) -> Result<()> {
         taken += 1;
         // an interval's first snapshot has no rates yet: its verdicts are the static ones
         let mut text =
-            view::ss::Renderer::new(args.interval.is_some() && taken > 1, args.extended, owners);
+            ui::ss::Renderer::new(args.interval.is_some() && taken > 1, args.extended, owners);
         // each socket judged and printed in turn: nothing but the sockets read is held at once
         // (not every verdict's text)
         let now: Vec<_> = seen.iter().map(|s| (&s.facts, &*s.host)).collect();

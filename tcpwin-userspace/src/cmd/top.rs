@@ -17,10 +17,7 @@ use ratatui::{
     Terminal,
 };
 use tcpwin_common::counter;
-use tcpwin_model::{
-    judge::Judge,
-    top::{Action, Key, TopState},
-};
+use tcpwin_model::judge::Judge;
 
 use crate::{
     cli::TopArgs,
@@ -35,9 +32,13 @@ use crate::{
     },
     kernel::log::LogLevel,
     kernel::{attach::Backend, maps, maps::OwnerSync, ring::Ring, tracer::Tracer},
-    view::{
+    ui::{
         text::event_short,
-        top::{draw, header_lines, MIN_SIZE},
+        top::{
+            draw, header_lines,
+            state::{Action, Key, TopState},
+            MIN_SIZE,
+        },
     },
 };
 

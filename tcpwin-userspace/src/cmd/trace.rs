@@ -18,7 +18,6 @@ use tcpwin_model::{
         Counters, EbpfLogLines, HeaderLine, HeaderTag, Histograms, SummaryLine, SummaryTag,
         VerdictLine,
     },
-    shown::{as_step, in_time_order, Directions, Fold, Folds, Next, Shown},
     timeline::{Last, Sockets},
     verdict::Side,
     workload::Workload,
@@ -41,7 +40,10 @@ use crate::{
         ring::Ring,
         tracer::Tracer,
     },
-    view,
+    ui::{
+        self,
+        shown::{as_step, in_time_order, Directions, Fold, Folds, Next, Shown},
+    },
 };
 
 /// The one workload a trace selected: the traced process's (`--pid`), or the container's or
@@ -92,7 +94,7 @@ impl Out {
     /// A socket's folded steps, as a line in time order.
     fn fold(&mut self, f: &Fold, side: Option<Side>) -> Result<()> {
         self.printed_ns = self.printed_ns.max(f.last.ev.ts_ns);
-        let line = view::text::fold_line(f, self.t0_ns, self.printed_ns, side);
+        let line = ui::text::fold_line(f, self.t0_ns, self.printed_ns, side);
         writeln!(self.w, "{line}")?;
         Ok(())
     }
@@ -143,7 +145,7 @@ fn emit(out: &mut Out, r: &Record, side: Option<Side>, before: Option<&Last>) ->
     writeln!(
         out.w,
         "{}",
-        view::text::text_line(
+        ui::text::text_line(
             &r,
             out.t0_ns,
             out.pid,
@@ -176,7 +178,7 @@ fn emit_verdict(out: &mut Out, v: &VerdictLine) -> Result<()> {
         writeln!(
             out.w,
             "{}",
-            view::text::verdict_text(v, out.t0_ns, out.extended)
+            ui::text::verdict_text(v, out.t0_ns, out.extended)
         )?;
     }
     Ok(())
@@ -657,7 +659,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         serde_json::to_writer(&mut out.w, &summary)?;
         writeln!(out.w)?;
     } else {
-        view::summary::render(&summary, &mut out.w)?;
+        ui::summary::render(&summary, &mut out.w)?;
     }
     out.w.flush()?;
     if missed_runs > 0 {

@@ -30,7 +30,7 @@ use crate::{
         signals::{install_stop_handler, wait_or_stop},
     },
     kernel::iter::Counting,
-    view::openmetrics,
+    ui::openmetrics,
 };
 
 /// One scrape: the encoded body.

@@ -230,7 +230,7 @@ impl Shared {
                 .headers()
                 .get(header::ACCEPT)
                 .and_then(|v| v.to_str().ok());
-            Ask::Metrics(crate::view::openmetrics::content_type(accept))
+            Ask::Metrics(crate::ui::openmetrics::content_type(accept))
         } else if path == peer::PATH && self.sockets {
             match peer::Query::parse(req.uri().query().unwrap_or("")) {
                 Ok(q) => Ask::Sockets(q),

@@ -192,7 +192,7 @@ fn draw_wan(dir: &std::path::Path, rows: &[tcpwin_model::rows::WanRow]) -> Resul
     write_svg(
         dir,
         "wan.svg",
-        crate::view::plot::bars_svg(
+        crate::ui::plot::bars_svg(
             "predicted (window / RTT, capped by the path) vs measured throughput",
             "Mbit/s",
             &labels,
@@ -228,7 +228,7 @@ fn draw_wan(dir: &std::path::Path, rows: &[tcpwin_model::rows::WanRow]) -> Resul
         write_svg(
             dir,
             "window-sweep.svg",
-            crate::view::plot::sweep_svg(
+            crate::ui::plot::sweep_svg(
                 &format!(
                     "window sweep: {} ms RTT, {} bottleneck",
                     r.rtt_ms,
@@ -381,7 +381,7 @@ fn lab(args: crate::cli::LabArgs) -> Result<()> {
         write_svg(
             d,
             "lab.svg",
-            crate::view::plot::bars_svg(
+            crate::ui::plot::bars_svg(
                 &format!("scaling_ratio per packet shape (Linux {})", result.kernel),
                 "scaling_ratio (256ths)",
                 &labels,

@@ -30,7 +30,7 @@ pub struct LabResult {
     pub sysctl: Vec<AdvWinScaleRow>,
 }
 
-use crate::view::or_dash as opt;
+use crate::ui::or_dash as opt;
 
 impl Row {
     pub fn share(&self) -> Option<f64> {

@@ -1,8 +1,8 @@
 //! Live event lines as text: one grep-friendly line per event with kernel / `ss` field names.
 use tcpwin_common::flag;
-use tcpwin_model::{
-    decode::Record, kind::EventKind, schema::VerdictLine, shown::Fold, verdict::Side,
-};
+use tcpwin_model::{decode::Record, kind::EventKind, schema::VerdictLine, verdict::Side};
+
+use super::shown::Fold;
 
 fn arrow<T: std::fmt::Display + PartialEq>(prev: Option<T>, now: T) -> String {
     match prev {
@@ -31,7 +31,7 @@ pub fn direction(side: Option<Side>) -> &'static str {
 }
 
 /// One grep-friendly line with the JSON's field names: the socket, the direction data flows
-/// (`side`, from [`tcpwin_model::shown::Directions`]), and the values the event is about
+/// (`side`, from [`super::shown::Directions`]), and the values the event is about
 /// (`prev->now` where one changed).
 pub fn text_line(
     r: &Record,

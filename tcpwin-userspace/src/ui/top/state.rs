@@ -3,7 +3,7 @@
 //! turn into state changes here. Pure: snapshots and keys in, what to draw out.
 use std::collections::{HashMap, VecDeque};
 
-use crate::{
+use tcpwin_model::{
     facts::SockFacts,
     schema::SocketId,
     verdict::{Limit, Side, Verdict},
@@ -279,7 +279,7 @@ impl TopState {
     /// The other end of `r`'s connection, where it was read too (another namespace, or a
     /// peer's exporter): the row with the same four-tuple, reversed.
     pub fn other_end(&self, r: &Row) -> Option<&Row> {
-        let want = crate::id::other_end(&r.id);
+        let want = tcpwin_model::id::other_end(&r.id);
         self.rows
             .iter()
             .find(|x| x.cookie != r.cookie && x.id.tuple() == want)
@@ -342,13 +342,13 @@ impl TopState {
 #[cfg(test)]
 pub mod tests {
     use super::*;
-    use crate::verdict::{Limit, Side};
+    use tcpwin_model::verdict::{Limit, Side};
 
     pub fn verdict(rate: u64, ceiling: u64, limit: Limit) -> Verdict {
         Verdict {
             limit,
             side: Side::Receiving,
-            basis: crate::verdict::Basis::Interval,
+            basis: tcpwin_model::verdict::Basis::Interval,
             window_limited: Some(rate * 10 >= ceiling * 7),
             rate_bps: Some(rate),
             rtt_us: Some(20_000),
@@ -452,7 +452,7 @@ pub mod tests {
     fn rows_name_the_workload() {
         let mut s = TopState::default();
         let mut snap = snapshot(128);
-        snap[0].0.workload = crate::workload::from_cgroup(
+        snap[0].0.workload = tcpwin_model::workload::from_cgroup(
             "0::/machine.slice/libpod-f2557d61c3a14e1f8e6b0a9d7c5b3e1f2a4c6e8b0d1f3a5c7e9b1d3f5a7c9e1b.scope\n",
         );
         s.update(snap);

@@ -11,9 +11,12 @@ use ratatui::{
 };
 use tcpwin_model::{
     check::{CheckReport, Era},
-    top::{Row, TopState},
     verdict::Side,
 };
+
+use self::state::{Row, TopState};
+
+pub mod state;
 
 /// The smallest terminal `top` draws in.
 pub const MIN_SIZE: (u16, u16) = (80, 24);
@@ -503,10 +506,10 @@ mod tests {
         assert!(wide[h + 1].contains("4242/iperf3"), "{}", wide[h + 1]);
         // typing a filter shows on the key line; applying it leaves one row
         for k in ['/', '4', '4', '3'] {
-            s.key(tcpwin_model::top::Key::Char(k));
+            s.key(state::Key::Char(k));
         }
         assert!(render(&s, 80, 24)[23].contains("filter (port, pid or text"));
-        s.key(tcpwin_model::top::Key::Enter);
+        s.key(state::Key::Enter);
         let f = render(&s, 80, 24);
         assert!(f[0].contains("2 sockets, 1 shown"), "{}", f[0]);
         assert!(f[23].contains("[443]"), "{}", f[23]);

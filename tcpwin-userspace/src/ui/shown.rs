@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use tcpwin_common::flag;
 
-use crate::{decode::Record, kind::EventKind, timeline::Last, verdict::Side};
+use tcpwin_model::{decode::Record, kind::EventKind, timeline::Last, verdict::Side};
 
 /// The names `--events` accepts: the event kinds and `verdict`.
 pub const EVENT_NAMES: [&str; 6] = ["init", "ratio", "space", "seen", "close", "verdict"];
@@ -310,7 +310,7 @@ mod tests {
     /// seen. Replayed through the timeline, in either order, each step is printed once.
     #[test]
     fn a_step_two_observers_report_is_printed_once() {
-        use crate::timeline::Sockets;
+        use tcpwin_model::timeline::Sockets;
         let mut catch_up = space(909_457, (2_682_115, 2_694_559), (3_000_000, 3_000_000));
         catch_up.ev.hook = tcpwin_common::hook::ITER_CATCH_UP;
         let hooked = [
