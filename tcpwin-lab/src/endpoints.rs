@@ -9,8 +9,9 @@ use std::{
     time::Duration,
 };
 
+use crate::rows::EndpointReport;
 use anyhow::{Context, Result};
-use tcpwin_model::{rows::EndpointReport, tcp_info::TcpInfo};
+use tcpwin_model::tcp_info::TcpInfo;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum TransferCmd {

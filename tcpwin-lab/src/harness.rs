@@ -11,8 +11,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::rows::EndpointReport;
 use anyhow::{bail, Context, Result};
-use tcpwin_model::rows::EndpointReport;
 
 use crate::netns::Pair;
 

@@ -9,11 +9,13 @@
 //!   connection from the owning process (the ground truth);
 //! - `sysctl`: global sysctls set for an experiment and restored;
 //! - `harness`: the tracer and the endpoints as child processes, bounded waits, Ctrl-C;
-//! - `pty`: a pseudo-terminal for the tests of full-screen commands.
+//! - `pty`: a pseudo-terminal for the tests of full-screen commands;
+//! - `rows`: what the lab, its endpoints and the benchmark write (JSON lines), as typed structs.
 pub mod apps;
 pub mod delay;
 pub mod endpoints;
 pub mod harness;
 pub mod netns;
 pub mod pty;
+pub mod rows;
 pub mod sysctl;

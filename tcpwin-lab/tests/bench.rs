@@ -3,7 +3,7 @@
 //! there and sane (hits counted, no drops), never against a target.
 use std::process::Command;
 
-use tcpwin_model::rows::BenchRow;
+use tcpwin_lab::rows::BenchRow;
 
 #[test]
 fn bench_reports_every_figure_per_mode() {

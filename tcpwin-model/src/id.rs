@@ -13,7 +13,7 @@ pub fn other_end(id: &SocketId) -> FourTuple {
 
 /// A key that must be present, whose value may be null: absent facts are `null`, and a line
 /// missing the key is not this schema (so a flattened part missing all its keys is `None`).
-pub(crate) fn nullable<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+pub fn nullable<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,

@@ -6,20 +6,19 @@
 //! - `kernel_notes`: what each kernel version changed or gets wrong about receive windows;
 //! - `kind`: event kinds;
 //! - `decode`: a kernel event decoded into a `Record`, with absent facts made explicit;
-//! - `schema`: every serialized shape (event, verdict, sample, header and summary lines; `ss`,
-//!   lab and bench rows) and the socket identity they share: the JSON key names live there;
+//! - `schema`: every serialized shape (event, verdict, sample, header and summary lines; `ss`
+//!   lines) and the socket identity they share: the JSON key names live there;
 //! - `recording`: a recording parsed, per-socket series, the figures `report A B` compares;
 //! - `timeline`: per-socket last and final values;
 //! - `hist`: histograms;
 //! - `tcp_info`: `struct tcp_info` from its bytes;
-//! - `facts`: what verdicts read (a socket, the host limits);
+//! - `facts`: what verdicts read (a socket, the host limits, an end's recorded readings);
 //! - `verdict`: which limit binds a window, and the change that lifts it;
 //! - `judge`: the one stateful judge every front end uses (readings in, verdicts out);
 //! - `units`: rates, durations and paths as users write them;
 //! - `check`: the host audited, and whether a bandwidth-delay product fits;
 //! - `select`: which judged sockets `ss` shows (state, limited, active, ports);
 //! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`);
-//! - `rows`: the lab's and the bench's result rows;
 //! - `metrics`: what the exporter publishes (the metric names live there);
 //! - `workload`: whose a socket is (container, pod, unit) from its owner's cgroup.
 pub mod check;
@@ -33,7 +32,6 @@ pub mod kind;
 pub mod metrics;
 pub mod peer;
 pub mod recording;
-pub mod rows;
 pub mod schema;
 pub mod select;
 pub mod sockdiag;

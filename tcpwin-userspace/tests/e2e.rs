@@ -13,6 +13,7 @@ use std::{
 };
 
 use tcpwin_common::formula::{self, win_from_space};
+use tcpwin_lab::rows::EndpointReport;
 use tcpwin_lab::{
     endpoints::ground_truth,
     harness::{wait_bounded, Proc, Tracer, Transfer},
@@ -20,7 +21,6 @@ use tcpwin_lab::{
 };
 use tcpwin_model::{
     kind::EventKind,
-    rows::EndpointReport,
     schema::{parse_line, EventLine, Family, Line, SummaryLine},
 };
 

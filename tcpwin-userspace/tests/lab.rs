@@ -6,7 +6,7 @@ use std::{
 };
 
 use tcpwin_common::formula::{self, win_from_space};
-use tcpwin_model::rows::{LabLine, MatrixRow};
+use tcpwin_lab::rows::{LabLine, MatrixRow};
 
 fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_tcpwin-trace")
@@ -283,10 +283,8 @@ fn wait(child: &mut std::process::Child, secs: u64, what: &str) -> std::process:
 /// proof` holds them. Nothing is left behind, the global rmem_max is restored.
 #[test]
 fn wan_scenarios_show_their_verdicts() {
-    use tcpwin_model::{
-        rows::{Read, View, WanRow},
-        verdict::Limit,
-    };
+    use tcpwin_lab::rows::{Read, View, WanRow};
+    use tcpwin_model::verdict::Limit;
     require_root();
     let before = rmem_max();
     let mut child = Command::new(exe())

@@ -15,10 +15,8 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use tcpwin_model::{
-    rows::{BenchRow, View, WanRow},
-    verdict::Limit,
-};
+use tcpwin_lab::rows::{BenchRow, View, WanRow};
+use tcpwin_model::verdict::Limit;
 
 use crate::root;
 
@@ -704,13 +702,13 @@ mod tests {
         let mut progs = BTreeMap::new();
         progs.insert(
             "tcp_probe".to_string(),
-            tcpwin_model::rows::ProgramCost {
+            tcpwin_lab::rows::ProgramCost {
                 hits: 600,
                 ns_per_hit: 100.0,
                 ns_above_floor: None,
             },
         );
-        let row = BenchRow::Churn(tcpwin_model::rows::ChurnRow {
+        let row = BenchRow::Churn(tcpwin_lab::rows::ChurnRow {
             mode: "default".into(),
             conns: 100,
             conns_per_sec_ratio: 1.0,
@@ -782,7 +780,7 @@ mod tests {
     /// moves the absolute figures, not these.
     #[test]
     fn bench_figures_are_held_against_the_runs_own_floors() {
-        use tcpwin_model::rows::{ChurnRow, ExporterBenchRow, SsBenchRow};
+        use tcpwin_lab::rows::{ChurnRow, ExporterBenchRow, SsBenchRow};
         let churn = |mode: &str, us: f64| {
             BenchRow::Churn(ChurnRow {
                 mode: mode.into(),

@@ -18,9 +18,9 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use tcpwin_lab::rows::EndpointReport;
 use tcpwin_model::{
     kind::EventKind,
-    rows::EndpointReport,
     schema::{parse_line, EventLine, Line},
 };
 

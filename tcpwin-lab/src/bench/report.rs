@@ -2,7 +2,7 @@
 //! runs of the same pairs.
 use std::collections::HashMap;
 
-use tcpwin_model::rows::{BenchRow, BulkRow, ChurnRow, ProgramCost};
+use tcpwin_lab::rows::{BenchRow, BulkRow, ChurnRow, ProgramCost};
 
 use crate::{stats::median, Mode, Sample, CHURN_BYTES, FLOOR_PROG};
 

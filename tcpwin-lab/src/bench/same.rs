@@ -21,11 +21,11 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+use tcpwin_lab::rows::{BenchRow, SamePacketsRow as SameRow};
 use tcpwin_lab::{
     harness::{check_stop, Tracer, Transfer},
     netns::Pair,
 };
-use tcpwin_model::rows::{BenchRow, SamePacketsRow as SameRow};
 
 use crate::{
     observers::start_bpftrace,

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 use tcpwin_lab::netns::Pair;
-use tcpwin_model::rows::{BenchRow, ExporterBenchRow, SsBenchRow};
+use tcpwin_lab::rows::{BenchRow, ExporterBenchRow, SsBenchRow};
 
 use crate::{
     observers::start_exporter,

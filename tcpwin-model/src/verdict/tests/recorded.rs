@@ -2,7 +2,7 @@
 //! 2 s, a quarter second later and at 5 s, with its namespace's limits): a miss seen in the lab
 //! is a unit test from its own facts, not from facts written to fit the fix.
 use super::*;
-use crate::rows::RecordedEnd;
+use crate::facts::RecordedEnd;
 
 #[derive(serde::Deserialize)]
 struct Recorded {

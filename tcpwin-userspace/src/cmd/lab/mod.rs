@@ -5,13 +5,13 @@ use std::{process::Stdio, time::Duration};
 
 use anyhow::{bail, Context, Result};
 
+use tcpwin_lab::rows::EndpointReport;
 use tcpwin_lab::{
     harness::{check_stop, install_stop_handler, Tracer, Transfer},
     netns::Pair,
 };
 use tcpwin_model::{
     kind::EventKind,
-    rows::EndpointReport,
     schema::{parse_trace, EventLine},
 };
 
@@ -22,7 +22,7 @@ pub mod table;
 pub mod wan;
 
 use table::{LabResult, Row};
-use tcpwin_model::rows::{AdvWinScaleRow, HandshakeRow};
+use tcpwin_lab::rows::{AdvWinScaleRow, HandshakeRow};
 
 pub const PINNED: u32 = 1 << 20;
 const SMALL_BUF: u32 = 64 << 10;
@@ -177,7 +177,7 @@ fn mbit(v: f64) -> String {
 }
 
 /// The WAN rows drawn: predicted vs measured per row, and the window sweep.
-fn draw_wan(dir: &std::path::Path, rows: &[tcpwin_model::rows::WanRow]) -> Result<()> {
+fn draw_wan(dir: &std::path::Path, rows: &[tcpwin_lab::rows::WanRow]) -> Result<()> {
     let labels: Vec<String> = rows
         .iter()
         .map(|r| {
@@ -249,7 +249,7 @@ pub fn run(args: crate::cli::LabArgs) -> Result<()> {
 
 /// A scenario run's tables and its outcome: the notes, the accuracy table, the fix loops and the
 /// summary; an error when a verdict differed or a fix did not close.
-fn tables(rows: &[tcpwin_model::rows::WanRow]) -> Result<()> {
+fn tables(rows: &[tcpwin_lab::rows::WanRow]) -> Result<()> {
     let acc = wan::accuracy(rows);
     table::wan_notes(rows);
     table::print_accuracy(&acc);
@@ -274,7 +274,7 @@ fn tables_from(f: &std::path::Path, markdown: bool) -> Result<()> {
         .filter(|l| !l.trim().is_empty())
         .enumerate()
         .map(|(i, l)| {
-            serde_json::from_str::<tcpwin_model::rows::WanRow>(l).with_context(|| {
+            serde_json::from_str::<tcpwin_lab::rows::WanRow>(l).with_context(|| {
                 format!(
                     "--from {}: line {} is not a row of `lab --scenario ... --json`",
                     f.display(),
@@ -307,7 +307,7 @@ fn lab(args: crate::cli::LabArgs) -> Result<()> {
         if !json {
             table::wan_header();
         }
-        let mut show = |r: &tcpwin_model::rows::WanRow| -> Result<()> {
+        let mut show = |r: &tcpwin_lab::rows::WanRow| -> Result<()> {
             if json {
                 println!("{}", serde_json::to_string(r)?);
             } else {

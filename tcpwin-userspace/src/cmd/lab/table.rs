@@ -1,10 +1,9 @@
 //! Lab results as text tables or JSON lines.
 use std::collections::BTreeMap;
 
-use tcpwin_model::{
-    rows::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow},
-    verdict::{fmt_rate, Limit},
-};
+use tcpwin_model::verdict::{fmt_rate, Limit};
+
+use tcpwin_lab::rows::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow};
 
 use super::{on, Condition};
 
@@ -438,13 +437,13 @@ pub fn print_accuracy(t: &super::wan::Accuracy) {
             format!(
                 "{} {} {}",
                 match k.read {
-                    tcpwin_model::rows::Read::Snapshot => "snapshot",
-                    tcpwin_model::rows::Read::Interval => "interval",
+                    tcpwin_lab::rows::Read::Snapshot => "snapshot",
+                    tcpwin_lab::rows::Read::Interval => "interval",
                 },
                 match k.view {
-                    tcpwin_model::rows::View::Both => "both",
-                    tcpwin_model::rows::View::Alone => "alone",
-                    tcpwin_model::rows::View::Peer => "peer",
+                    tcpwin_lab::rows::View::Both => "both",
+                    tcpwin_lab::rows::View::Alone => "alone",
+                    tcpwin_lab::rows::View::Peer => "peer",
                 },
                 k.end
             ),

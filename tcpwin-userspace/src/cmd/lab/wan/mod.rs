@@ -14,12 +14,13 @@
 //! makes the lab exit non-zero. `--apply-fix` applies each window limit's fix as its JSON gives
 //! it, runs the transfer again and holds it to the same path's rate with nothing set.
 use anyhow::{Context, Result};
+use tcpwin_lab::rows::{FixedRun, Round, WanRow, FIX_CLOSES_SHARE};
 use tcpwin_lab::{
     apps::App,
     harness::{check_stop, Interrupted},
 };
+use tcpwin_model::facts::RecordedEnd;
 use tcpwin_model::{
-    rows::{FixedRun, RecordedEnd, Round, WanRow, FIX_CLOSES_SHARE},
     units::PathSpec,
     verdict::{Limit, Verdict},
 };

@@ -2,9 +2,9 @@
 //! second reading of the sockets moving data a quarter second later) or an interval (`ss -i`),
 //! both ends' namespaces together (one host, `--netns all`) or each end's alone (two hosts);
 //! and what each way is expected to name: an end alone can only tell what it sees.
+use tcpwin_lab::rows::{Read, ReadVerdict, View};
 use tcpwin_model::{
     judge::Judge,
-    rows::{Read, ReadVerdict, View},
     verdict::{Class, Limit, Verdict},
 };
 

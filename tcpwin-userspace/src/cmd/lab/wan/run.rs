@@ -4,13 +4,13 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use tcpwin_lab::rows::EndpointReport;
 use tcpwin_lab::{
     apps::App,
     harness::{Proc, SendOpts, Transfer},
     netns::Pair,
     sysctl::GlobalSysctl,
 };
-use tcpwin_model::rows::EndpointReport;
 
 use super::specs::{Path, Recv, Spec};
 use crate::{

@@ -4,10 +4,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
-use tcpwin_model::{
-    rows::{Read, View, WanRow},
-    verdict::Limit,
-};
+use tcpwin_lab::rows::{Read, View, WanRow};
+use tcpwin_model::verdict::Limit;
 
 /// One line of the accuracy table: a scenario's row with one congestion control, one way of
 /// reading, one end.
@@ -282,7 +280,7 @@ pub fn checked(rows: &[WanRow]) -> (u32, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcpwin_model::rows::FixedRun;
+    use tcpwin_lab::rows::FixedRun;
 
     fn row(expected: Limit, got: Limit, cc: &str) -> WanRow {
         WanRow {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::id::nullable;
+use tcpwin_model::{facts::RecordedEnd, id::nullable};
 
 /// What the built-in endpoints report about a connection from its owning process: getsockopt
 /// `TCP_INFO`, `TCP_WINDOW_CLAMP`, `SO_COOKIE`, `SO_RCVBUF`. The ground truth tests and the lab
@@ -87,12 +87,12 @@ pub struct WanRow {
     /// the window the sender saw advertised when it stopped writing (its `tcpi_snd_wnd`)
     pub snd_wnd: Option<u32>,
     /// the receiving end's and the sending end's verdicts (both ends read and judged together)
-    pub verdict: Option<crate::verdict::Limit>,
-    pub sender_verdict: Option<crate::verdict::Limit>,
+    pub verdict: Option<tcpwin_model::verdict::Limit>,
+    pub sender_verdict: Option<tcpwin_model::verdict::Limit>,
     /// the limit this scenario is built to show, and a second verdict that says the same where
     /// the path decides between them (`not-window-limited` or `path-queue`)
-    pub expected: crate::verdict::Limit,
-    pub also_expected: Option<crate::verdict::Limit>,
+    pub expected: tcpwin_model::verdict::Limit,
+    pub also_expected: Option<tcpwin_model::verdict::Limit>,
     /// the verdict's numbers: RTT, base RTT, the queue
     pub rtt_us: Option<u32>,
     pub base_rtt_us: Option<u32>,
@@ -101,7 +101,7 @@ pub struct WanRow {
     pub suggested: Option<String>,
     /// the other limits the receiver's verdict names beside its own (both ends read together)
     #[serde(default)]
-    pub factors: Vec<crate::verdict::Limit>,
+    pub factors: Vec<tcpwin_model::verdict::Limit>,
     pub scaling_ratio: Option<u8>,
     pub window_clamp: Option<u32>,
     pub sk_rcvbuf: Option<u32>,
@@ -148,22 +148,13 @@ pub struct WanRow {
     /// `--apply-fix`: the fix the verdict gave (as its JSON has it) and the transfer run again
     /// with it applied
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fix: Option<crate::verdict::Fix>,
+    pub fix: Option<tcpwin_model::verdict::Fix>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed: Option<FixedRun>,
     /// the transfer's ends as read (at 2 s, a quarter second later, at 5 s) with their
     /// namespaces' limits: a verdict can be judged again from them (a unit test from the facts)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recorded: Vec<RecordedEnd>,
-}
-
-/// One end of a lab transfer as the lab read it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RecordedEnd {
-    /// `receiver` or `sender`
-    pub end: String,
-    pub readings: Vec<crate::facts::SockFacts>,
-    pub host: crate::facts::HostLimits,
 }
 
 /// How a transfer was read.
@@ -196,7 +187,7 @@ pub struct ReadVerdict {
     pub view: View,
     /// `receiver` or `sender`
     pub end: String,
-    pub verdict: Option<crate::verdict::Limit>,
+    pub verdict: Option<tcpwin_model::verdict::Limit>,
     /// the scenario's expectation for this read holds it
     pub accepted: bool,
     /// what the judge's own check refused in this verdict (its why, fix and facts disagree)
@@ -212,8 +203,8 @@ pub struct FixedRun {
     pub throughput_bps: Option<u64>,
     /// the same path with nothing set (the rate a repaired transfer should reach)
     pub baseline_bps: Option<u64>,
-    pub verdict: Option<crate::verdict::Limit>,
-    pub sender_verdict: Option<crate::verdict::Limit>,
+    pub verdict: Option<tcpwin_model::verdict::Limit>,
+    pub sender_verdict: Option<tcpwin_model::verdict::Limit>,
     /// the receiver after the fix: its window, ratio and window_clamp
     #[serde(default)]
     pub window: Option<u64>,
@@ -253,8 +244,8 @@ pub struct FixedRun {
 pub struct Round {
     pub applied: Vec<String>,
     pub throughput_bps: Option<u64>,
-    pub verdict: Option<crate::verdict::Limit>,
-    pub sender_verdict: Option<crate::verdict::Limit>,
+    pub verdict: Option<tcpwin_model::verdict::Limit>,
+    pub sender_verdict: Option<tcpwin_model::verdict::Limit>,
     /// the limit named after this round is the one the scenario sets up to bind next
     pub named_next: bool,
     /// the transfer after this round read four ways
@@ -332,7 +323,7 @@ impl WanRow {
     }
 
     /// The verdict is one the scenario is built to show.
-    pub fn accepts(&self, got: Option<crate::verdict::Limit>) -> bool {
+    pub fn accepts(&self, got: Option<tcpwin_model::verdict::Limit>) -> bool {
         got.is_some_and(|g| g == self.expected || Some(g) == self.also_expected)
     }
 }
