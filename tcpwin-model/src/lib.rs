@@ -18,7 +18,6 @@
 //! - `units`: rates, durations and paths as users write them;
 //! - `check`: the host audited, and whether a bandwidth-delay product fits;
 //! - `select`: which judged sockets `ss` shows (state, limited, active, ports);
-//! - `sockdiag`: sock_diag replies parsed into facts (the fallback of `ss`);
 //! - `metrics`: what the exporter publishes (the metric names live there);
 //! - `workload`: whose a socket is (container, pod, unit) from its owner's cgroup.
 pub mod check;
@@ -34,7 +33,6 @@ pub mod peer;
 pub mod recording;
 pub mod schema;
 pub mod select;
-pub mod sockdiag;
 pub mod tcp_info;
 pub mod timeline;
 pub mod units;

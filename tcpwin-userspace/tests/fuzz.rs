@@ -2,14 +2,17 @@
 //! (property tests, proptest; the model's are in tcpwin-model/tests/fuzz.rs): the kernel's BTF
 //! (this machine's, cut and changed), the socket iterator's records, `/proc/net/tcp`,
 //! `/proc/net/sockstat`, `/proc/config.gz`'s text, `ip -o link`, an HTTP `Accept` header, the
-//! exporter's web config and Authorization header. Each
+//! exporter's web config and Authorization header, sock_diag replies. Each
 //! answers (a value or an error), never panics or hangs. No root needed. Run by the gate with
 //! the debug profile (overflow checks on) and a bounded number of cases; a failure is kept in
 //! tests/fuzz.proptest-regressions and replayed first.
 use proptest::{prelude::*, test_runner::FileFailurePersistence};
 use tcpwin_userspace::{
     cmd::exporter::webconfig::{basic_credentials, WebConfig},
-    host::{ifname::parse_ip_link, kconfig, owner::parse_listeners, sysctl::memory_pressure},
+    host::{
+        ifname::parse_ip_link, kconfig, owner::parse_listeners, sockdiag::wire::parse_replies,
+        sysctl::memory_pressure,
+    },
     kernel::{btf::Resolver, iter::parse_records},
     ui::openmetrics::content_type,
 };
@@ -180,5 +183,35 @@ proptest! {
             base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
         );
         prop_assert_eq!(basic_credentials(&h), Some((user, password)));
+    }
+
+    #[test]
+    fn fuzz_sock_diag(b in prop::collection::vec(any::<u8>(), 0..600)) {
+        let _ = parse_replies(&b, 0);
+    }
+
+    /// netlink messages with sane headers (length, type) and arbitrary bodies: the shape a
+    /// kernel sends, with every length and type a kernel could get wrong.
+    #[test]
+    fn fuzz_sock_diag_messages(
+        msgs in prop::collection::vec(
+            (prop_oneof![Just(2u16), Just(3u16), Just(20u16), any::<u16>()],
+             prop::collection::vec(any::<u8>(), 0..300),
+             0u32..8),
+            1..5,
+        )
+    ) {
+        let mut buf = Vec::new();
+        for (ty, body, slack) in msgs {
+            let len = 16 + body.len() as u32;
+            buf.extend_from_slice(&(len.saturating_sub(slack % 2 * slack)).to_ne_bytes());
+            buf.extend_from_slice(&ty.to_ne_bytes());
+            buf.extend_from_slice(&[0u8; 10]);
+            buf.extend_from_slice(&body);
+            while buf.len() % 4 != 0 {
+                buf.push(0);
+            }
+        }
+        let _ = parse_replies(&buf, 0);
     }
 }

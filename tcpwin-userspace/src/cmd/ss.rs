@@ -43,7 +43,7 @@ pub fn run(args: SsArgs) -> Result<()> {
     if source == SourceKind::SockDiag {
         eprintln!(
             "tcpwin-trace: reading sock_diag (what iproute2's ss reads): {} are null{}",
-            tcpwin_model::sockdiag::MISSING.join(", "),
+            crate::host::sockdiag::MISSING.join(", "),
             if crate::kernel::object::check_privileges().is_err() {
                 "; without root only this namespace is read and other users' sockets have no owner"
             } else {

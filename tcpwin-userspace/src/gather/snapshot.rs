@@ -5,14 +5,15 @@ use std::path::Path;
 
 use anyhow::Result;
 use tcpwin_common::{tcp_state, Offsets, SockRecord};
-use tcpwin_model::{
-    facts::{HostLimits, SockFacts},
-    sockdiag::MISSING,
-};
+use tcpwin_model::facts::{HostLimits, SockFacts};
 
 use crate::{
     gather::scope::{Namespaces, Scope},
-    host::{monotonic_ns, netdev, netns, owner, route, sockdiag, sysctl},
+    host::{
+        monotonic_ns, netdev, netns, owner, route,
+        sockdiag::{self, MISSING},
+        sysctl,
+    },
     kernel::iter::{Counting, SocketIter},
 };
 

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use anyhow::{bail, Result};
 
-use crate::{facts::SockFacts, tcp_info::TcpInfo};
+use tcpwin_model::{facts::SockFacts, tcp_info::TcpInfo};
 
 /// What a sock_diag reading cannot give (reported as null).
 pub const MISSING: [&str; 5] = [
@@ -77,7 +77,7 @@ fn parse_msg(b: &[u8], ts_ns: u64) -> Option<SockFacts> {
     let inode = u32_at(b, 68) as u64;
     let mut f = SockFacts {
         ts_ns,
-        id: crate::schema::SocketId {
+        id: tcpwin_model::schema::SocketId {
             cookie: Some(cookie),
             netns: None,
             laddr: Some(addr(8)),

@@ -3,7 +3,12 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use anyhow::{Context, Result};
-use tcpwin_model::{facts::SockFacts, sockdiag};
+use tcpwin_model::facts::SockFacts;
+
+use self::wire as sockdiag;
+pub use self::wire::MISSING;
+
+pub mod wire;
 
 const NETLINK_SOCK_DIAG: i32 = 4;
 
