@@ -37,7 +37,7 @@ fn moving(f: &tcpwin_model::facts::SockFacts) -> bool {
 pub fn run(args: SsArgs) -> Result<()> {
     args.kernel.validate()?;
     // a process's sockets live in its namespace: read that one unless --netns says otherwise
-    let mut targets = snapshot::Targets::new(args.sockets.scope()?);
+    let mut rereading = snapshot::Rereading::new(args.sockets.scope()?);
     let source = args.source.into();
     let mut src = Source::open(source, &args.kernel.btf, args.kernel.obj.as_deref())?;
     if source == SourceKind::SockDiag {
@@ -61,11 +61,11 @@ pub fn run(args: SsArgs) -> Result<()> {
         eprintln!("tcpwin-trace: the kernel's CONFIG_HZ is unknown (no /boot/config-* or /proc/config.gz): busy/rwnd-limited/sndbuf-limited times are null");
     }
     let mut peers = args.peer.peers()?;
-    let port = targets.scope.port;
+    let port = rereading.scope.port;
     // a reading, and the peers' ends of its connections at the same moment
     let mut read =
-        |targets: &mut snapshot::Targets, src: &mut Source| -> Result<Vec<snapshot::Seen>> {
-            let mut seen = targets.read(src, hz)?;
+        |rereading: &mut snapshot::Rereading, src: &mut Source| -> Result<Vec<snapshot::Seen>> {
+            let mut seen = rereading.read(src, hz)?;
             if let Some(p) = peers.as_mut() {
                 let theirs = p.read(&seen, port);
                 seen.extend(theirs);
@@ -87,7 +87,7 @@ pub fn run(args: SsArgs) -> Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     loop {
         let t0 = Instant::now();
-        let mut seen = match read(&mut targets, &mut src) {
+        let mut seen = match read(&mut rereading, &mut src) {
             Ok(seen) => seen,
             // `-i`: the process or workload watched ended since the last reading
             Err(e) if taken > 0 && scope::ended(&e).is_some() => {
@@ -104,7 +104,7 @@ pub fn run(args: SsArgs) -> Result<()> {
             if wait_or_stop(SECOND_READING) {
                 break;
             }
-            seen = read(&mut targets, &mut src)?;
+            seen = read(&mut rereading, &mut src)?;
             eprintln!(
                 "tcpwin-trace: verdicts over the {} ms between two readings (one reading has no rate to hold against a window; -i MS for longer intervals)",
                 SECOND_READING.as_millis()
@@ -175,10 +175,10 @@ pub fn run(args: SsArgs) -> Result<()> {
             break;
         }
     }
-    if targets.gone > 0 {
+    if rereading.gone > 0 {
         eprintln!(
             "tcpwin-trace: {} namespace(s) disappeared between listing and reading (skipped)",
-            targets.gone
+            rereading.gone
         );
     }
     Ok(())

@@ -198,7 +198,7 @@ pub fn run(args: TopArgs) -> Result<()> {
     if let Some(e) = too_small(w, h) {
         bail!(e);
     }
-    let mut targets = snapshot::Targets::new(scope.clone());
+    let mut rereading = snapshot::Rereading::new(scope.clone());
     let mut peers = args.peer.peers()?;
     let mut src = Source::open(
         SourceKind::Auto,
@@ -243,14 +243,14 @@ pub fn run(args: TopArgs) -> Result<()> {
         }
         if Instant::now() >= next {
             next = Instant::now() + every;
-            let mut seen = match targets.read(&mut src, hz) {
+            let mut seen = match rereading.read(&mut src, hz) {
                 Ok(s) => s,
                 Err(e) => break Err(e),
             };
             snapshot::add_owners(&mut seen);
             // the peers' ends at the same moment; what they could not answer in the header
             if let Some(p) = peers.as_mut() {
-                let theirs = p.read(&seen, targets.scope.port);
+                let theirs = p.read(&seen, rereading.scope.port);
                 seen.extend(theirs);
                 for n in p.news() {
                     state.header.push(format!("peer: {n}"));
@@ -263,15 +263,15 @@ pub fn run(args: TopArgs) -> Result<()> {
                 .map(|(x, v)| (x.facts, v, x.line_ns))
                 .collect::<Vec<_>>();
             state.update(rows);
-            if targets.gone > 0 {
+            if rereading.gone > 0 {
                 const GONE: &str = "namespaces gone while read (skipped): ";
                 state.header.retain(|h| !h.starts_with(GONE));
-                state.header.insert(0, format!("{GONE}{}", targets.gone));
+                state.header.insert(0, format!("{GONE}{}", rereading.gone));
             }
         }
         if let Some(t) = tracing.as_mut() {
             if let Err(e) = t.drain(&mut state) {
-                break Err(targets.scope.why_failed(e));
+                break Err(rereading.scope.why_failed(e));
             }
         }
         let size = match term.size() {

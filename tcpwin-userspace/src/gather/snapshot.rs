@@ -147,15 +147,15 @@ pub fn read(
 /// one that disappears between the listing and its reading is skipped and counted in `gone`. A
 /// namespace named on the command line, or a process's, that disappears is an error: what was
 /// asked for is gone.
-pub struct Targets {
+pub struct Rereading {
     pub scope: Scope,
     /// namespaces of an `all` listing that were gone when read
     pub gone: u64,
 }
 
-impl Targets {
+impl Rereading {
     pub fn new(scope: Scope) -> Self {
-        Targets { scope, gone: 0 }
+        Rereading { scope, gone: 0 }
     }
 
     /// One reading of every namespace covered now; an [`Ended`](crate::gather::scope::Ended)
