@@ -457,7 +457,7 @@ fn header(attached: &Attached, t0_ns: u64) -> HeaderLine {
         event: HeaderTag::Header,
         tool: "tcpwin-trace".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        kernel: read("/proc/sys/kernel/osrelease"),
+        kernel: crate::host::kconfig::release(),
         host: read("/proc/sys/kernel/hostname"),
         backend: attached.backend.to_string(),
         hooks: attached.hook_list(),

@@ -13,7 +13,7 @@ use tcpwin_model::{
 
 use crate::{
     gather::scope::{Namespaces, Scope},
-    host::{monotonic_ns, netdev, netns, sysctl},
+    host::{kconfig, monotonic_ns, netdev, netns, sysctl},
     kernel::{cache, iter::SocketIter, object},
 };
 
@@ -115,10 +115,7 @@ pub fn report(a: &Audit) -> Result<CheckReport> {
     let run_in = ns.exec_prefix();
     let kernel = match &a.assume_kernel {
         Some(k) => k.clone(),
-        None => std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
+        None => kconfig::release(),
     };
     let era = if cache::has_scaling_ratio(a.btf)? {
         Era::MeasuredRatio

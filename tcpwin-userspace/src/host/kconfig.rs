@@ -1,7 +1,9 @@
-//! The running kernel's build configuration (`/boot/config-RELEASE` or `/proc/config.gz`).
+//! The running kernel: its release, and its build configuration (`/boot/config-RELEASE` or
+//! `/proc/config.gz`).
 use std::io::Read;
 
-fn release() -> String {
+/// The running kernel's release (`uname -r`), empty where it cannot be read.
+pub fn release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .unwrap_or_default()
         .trim()

@@ -46,9 +46,7 @@ pub fn host_limits() -> HostLimits {
         remote: None,
         routes: Vec::new(),
         ifaces: Vec::new(),
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .ok()
-            .map(|k| k.trim().to_string()),
+        kernel: Some(super::kconfig::release()).filter(|k| !k.is_empty()),
     }
 }
 

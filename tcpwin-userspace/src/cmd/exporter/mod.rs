@@ -315,9 +315,7 @@ pub fn run(args: ExporterArgs) -> Result<()> {
         hz: kconfig::hz(),
         args,
         judge: Judge::new(None),
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|k| k.trim().to_string())
-            .unwrap_or_default(),
+        kernel: kconfig::release(),
         counters: Counters::default(),
         counting,
         blind_spots: if scraper_all {

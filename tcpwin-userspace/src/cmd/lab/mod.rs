@@ -498,10 +498,7 @@ fn run_in(pair: &Pair, exe: &std::path::Path, opts: &LabOpts) -> Result<LabResul
             window_clamp: Some(d.receiver.window_clamp as u64),
         })
         .collect();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_string();
+    let kernel = crate::host::kconfig::release();
     Ok(LabResult {
         kernel,
         rows,
