@@ -732,9 +732,7 @@ impl DelayLine {
                 std::thread::Builder::new()
                     .name(format!("delay-{from}"))
                     .spawn(move || -> Result<()> {
-                        // SAFETY: setns on an open namespace fd, for this thread only.
-                        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                            let e = std::io::Error::last_os_error();
+                        if let Err(e) = crate::netns::enter_thread(&ns) {
                             let _ = ready.send(Err(format!("entering the path namespace: {e}")));
                             return Ok(());
                         }

@@ -4,7 +4,6 @@
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
-    os::fd::AsRawFd,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -26,10 +25,7 @@ fn open_sockets(ns: &str, n: usize) -> Result<Vec<TcpStream>> {
     std::thread::scope(|s| {
         s.spawn(|| -> Result<Vec<TcpStream>> {
             let f = std::fs::File::open(&path).with_context(|| path.clone())?;
-            // SAFETY: setns on an open namespace fd, for this thread only.
-            if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                bail!("setns {path}: {}", std::io::Error::last_os_error());
-            }
+            tcpwin_lab::netns::enter_thread(&f).with_context(|| format!("setns {path}"))?;
             let lim = libc::rlimit {
                 rlim_cur: (n + 1024) as u64,
                 rlim_max: (n + 1024) as u64,

@@ -4,7 +4,7 @@
 use std::{
     collections::BTreeMap,
     fs::File,
-    os::{fd::AsRawFd, unix::fs::MetadataExt},
+    os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
 };
 
@@ -233,12 +233,9 @@ pub struct Entered {
     home: Option<File>,
 }
 
+/// CLONE_NEWNET: the kernel checks that `f` is a network namespace.
 fn setns(f: &File) -> std::io::Result<()> {
-    // SAFETY: setns on an open namespace fd; CLONE_NEWNET checks it is a network namespace.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)
 }
 
 /// Moves the calling thread into `ns` (a namespace that vanished is an error naming it).
