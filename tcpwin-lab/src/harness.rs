@@ -6,7 +6,7 @@ use std::{
     process::{Child, Command, Stdio},
     sync::{
         atomic::{AtomicBool, Ordering},
-        mpsc,
+        mpsc, Arc, OnceLock,
     },
     time::{Duration, Instant},
 };
@@ -368,20 +368,26 @@ fn drain<R: Read + Send + 'static>(out: Option<R>) -> std::thread::JoinHandle<St
     })
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// Raised by Ctrl-C / SIGTERM once [`install_stop_handler`] ran.
+fn stop_flag() -> &'static Arc<AtomicBool> {
+    static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    STOP.get_or_init(|| Arc::new(AtomicBool::new(false)))
+}
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
+fn stopped() -> bool {
+    stop_flag().load(Ordering::SeqCst)
 }
 
 /// Ctrl-C / SIGTERM stop the lab or the bench between steps; everything it created is then
 /// removed (a default handler would kill the process before `Pair` could remove the namespaces).
 pub fn install_stop_handler() {
-    // SAFETY: the handler only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // only the two signals every process may handle: registering cannot be refused
+            signal_hook::flag::register(s, stop_flag().clone()).expect("SIGINT/SIGTERM handler");
+        }
+    });
 }
 
 /// Sleeps up to `d`, waking early on Ctrl-C / SIGTERM (after [`install_stop_handler`]); true when
@@ -389,7 +395,7 @@ pub fn install_stop_handler() {
 pub fn wait_or_stop(d: Duration) -> bool {
     let deadline = Instant::now() + d;
     while Instant::now() < deadline {
-        if STOP.load(Ordering::SeqCst) {
+        if stopped() {
             return true;
         }
         std::thread::sleep(
@@ -398,7 +404,7 @@ pub fn wait_or_stop(d: Duration) -> bool {
                 .min(Duration::from_millis(20)),
         );
     }
-    STOP.load(Ordering::SeqCst)
+    stopped()
 }
 
 /// The lab or the bench stopped on Ctrl-C / SIGTERM.
@@ -414,7 +420,7 @@ impl std::fmt::Display for Interrupted {
 impl std::error::Error for Interrupted {}
 
 pub fn check_stop() -> Result<()> {
-    if STOP.load(Ordering::SeqCst) {
+    if stopped() {
         return Err(Interrupted.into());
     }
     Ok(())
@@ -433,7 +439,7 @@ pub fn interruption_alone(e: anyhow::Error) -> anyhow::Error {
 /// On Ctrl-C / SIGTERM (after [`install_stop_handler`]) while waiting for `child`: stops it and
 /// says the lab was interrupted, so the lab stops now rather than after a transfer's seconds.
 pub fn stop_child_if_asked(child: &mut Child) -> Result<()> {
-    if STOP.load(Ordering::SeqCst) {
+    if stopped() {
         let _ = child.kill();
         let _ = child.wait();
     }

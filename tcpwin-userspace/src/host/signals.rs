@@ -2,26 +2,35 @@
 //! between two readings, with their terminal, sockets and programs released by their own drops
 //! (a default handler would kill the process first).
 use std::{
-    sync::atomic::{AtomicBool, Ordering},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, OnceLock,
+    },
     time::{Duration, Instant},
 };
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// Raised by Ctrl-C / SIGTERM once [`install_stop_handler`] ran.
+fn stop_flag() -> &'static Arc<AtomicBool> {
+    static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    STOP.get_or_init(|| Arc::new(AtomicBool::new(false)))
+}
+
+fn stopped() -> bool {
+    stop_flag().load(Ordering::SeqCst)
+}
 
 /// How often a wait looks at the flag.
 const POLL: Duration = Duration::from_millis(20);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
 /// Ctrl-C / SIGTERM raise the flag instead of ending the process.
 pub fn install_stop_handler() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // only the two signals every process may handle: registering cannot be refused
+            signal_hook::flag::register(s, stop_flag().clone()).expect("SIGINT/SIGTERM handler");
+        }
+    });
 }
 
 /// Sleeps up to `d`, waking early on Ctrl-C / SIGTERM (after [`install_stop_handler`]); true when
@@ -29,10 +38,10 @@ pub fn install_stop_handler() {
 pub fn wait_or_stop(d: Duration) -> bool {
     let deadline = Instant::now() + d;
     while Instant::now() < deadline {
-        if STOP.load(Ordering::SeqCst) {
+        if stopped() {
             return true;
         }
         std::thread::sleep(deadline.saturating_duration_since(Instant::now()).min(POLL));
     }
-    STOP.load(Ordering::SeqCst)
+    stopped()
 }
