@@ -1,7 +1,7 @@
 //! The product's parsers of what comes from outside, under generated and mutated input
 //! (property tests, proptest; the model's are in tcpwin-model/tests/fuzz.rs): the kernel's BTF
 //! (this machine's, cut and changed), the socket iterator's records, `/proc/net/tcp`,
-//! `/proc/net/sockstat`, `/proc/config.gz`'s text, `ip -o link`, an HTTP `Accept` header, the
+//! `/proc/net/sockstat`, `/proc/config.gz`'s text, an HTTP `Accept` header, the
 //! exporter's web config and Authorization header, sock_diag replies. Each
 //! answers (a value or an error), never panics or hangs. No root needed. Run by the gate with
 //! the debug profile (overflow checks on) and a bounded number of cases; a failure is kept in
@@ -10,8 +10,7 @@ use proptest::{prelude::*, test_runner::FileFailurePersistence};
 use tcpwin_userspace::{
     cmd::exporter::webconfig::{basic_credentials, WebConfig},
     host::{
-        ifname::parse_ip_link, kconfig, owner::parse_listeners, sockdiag::wire::parse_replies,
-        sysctl::memory_pressure,
+        kconfig, owner::parse_listeners, sockdiag::wire::parse_replies, sysctl::memory_pressure,
     },
     kernel::{btf::Resolver, iter::parse_records},
     ui::openmetrics::content_type,
@@ -137,11 +136,6 @@ proptest! {
     #[test]
     fn fuzz_kconfig(text in "(.{0,60}\n){0,5}", key in "CONFIG_[A-Z_]{0,10}") {
         let _ = kconfig::value(&text, &key);
-    }
-
-    #[test]
-    fn fuzz_ip_link(text in "(.{0,80}\n){0,5}") {
-        let _ = parse_ip_link(&text);
     }
 
     #[test]

@@ -1,28 +1,13 @@
-//! Interface names for `(netns, ifindex)` pairs: the tracer's own namespace from /sys/class/net,
-//! named namespaces (`ip netns`) through `ip -n NAME link`.
-use std::{collections::HashMap, fs, os::unix::fs::MetadataExt, process::Command};
+//! Interface names for `(netns, ifindex)` pairs (the packet histogram's keys), listed through
+//! rtnetlink in that namespace: the tracer's own as `NAME`, a named one (`ip netns`) as
+//! `NAME@NETNS`; one the tool cannot see or enter as `ifINDEX@netnsINODE`.
+use std::collections::HashMap;
+
+use super::{netdev, netns};
 
 #[derive(Default)]
 pub struct IfNames {
     cache: HashMap<(u32, u32), String>,
-}
-
-fn own_netns() -> Option<u32> {
-    fs::metadata("/proc/self/ns/net")
-        .ok()
-        .map(|m| m.ino() as u32)
-}
-
-/// `3: veth0@if2: <...>` lines from `ip -o link`.
-pub fn parse_ip_link(text: &str) -> Vec<(u32, String)> {
-    text.lines()
-        .filter_map(|l| {
-            let mut parts = l.splitn(3, ": ");
-            let idx = parts.next()?.trim().parse().ok()?;
-            let name = parts.next()?.split('@').next()?.to_string();
-            Some((idx, name))
-        })
-        .collect()
 }
 
 impl IfNames {
@@ -40,33 +25,25 @@ impl IfNames {
             .unwrap_or_else(|| format!("if{ifindex}@netns{netns}"))
     }
 
-    fn load(&mut self, netns: u32) {
-        if Some(netns) == own_netns() {
-            if let Ok(dir) = fs::read_dir("/sys/class/net") {
-                for e in dir.flatten() {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    if let Ok(idx) = fs::read_to_string(e.path().join("ifindex")) {
-                        if let Ok(idx) = idx.trim().parse() {
-                            self.cache.insert((netns, idx), name);
-                        }
-                    }
-                }
-            }
-            return;
-        }
-        let Ok(dir) = fs::read_dir("/run/netns") else {
+    fn load(&mut self, inode: u32) {
+        let own = netns::own().ok().filter(|n| n.inode as u32 == inode);
+        let Some(ns) = own.or_else(|| netns::named().into_iter().find(|n| n.inode as u32 == inode))
+        else {
             return;
         };
-        for e in dir.flatten() {
-            if e.metadata().ok().map(|m| m.ino() as u32) != Some(netns) {
-                continue;
-            }
-            let ns = e.file_name().to_string_lossy().into_owned();
-            if let Ok(out) = Command::new("ip").args(["-n", &ns, "-o", "link"]).output() {
-                for (idx, name) in parse_ip_link(&String::from_utf8_lossy(&out.stdout)) {
-                    self.cache.insert((netns, idx), format!("{name}@{ns}"));
-                }
-            }
+        let Ok(_inside) = netns::enter(&ns) else {
+            return;
+        };
+        let Ok(links) = netdev::names() else {
+            return;
+        };
+        for (idx, name) in links {
+            let shown = if ns.name == "-" {
+                name
+            } else {
+                format!("{name}@{}", ns.name)
+            };
+            self.cache.insert((inode, idx), shown);
         }
     }
 }
@@ -76,19 +53,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_ip_link_output() {
-        let t = "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue\n3: veth0@if2: <BROADCAST> mtu 1500\n";
-        assert_eq!(
-            parse_ip_link(t),
-            vec![(1, "lo".to_string()), (3, "veth0".to_string())]
-        );
-    }
-
-    #[test]
     fn loopback_in_own_namespace() {
         let mut n = IfNames::default();
-        let ns = own_netns().unwrap();
+        let ns = netns::own().unwrap().inode as u32;
         assert_eq!(n.name(ns, 1), "lo");
         assert_eq!(n.name(ns, 0), "unknown-if");
+        assert_eq!(n.name(ns, 999_999), format!("if999999@netns{ns}"));
+    }
+
+    /// A named namespace's interfaces are listed inside it: its loopback (index 1 in every
+    /// namespace) is named with the namespace's name. Needs root (the gate runs as root).
+    #[test]
+    fn loopback_in_a_named_namespace() {
+        let name = format!("tcpwin-ifname-{}", std::process::id());
+        let ok = std::process::Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "ip netns add {name}: this test needs root");
+        struct Gone(String);
+        impl Drop for Gone {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "del", &self.0])
+                    .status();
+            }
+        }
+        let _gone = Gone(name.clone());
+        let ns = netns::named().into_iter().find(|n| n.name == name).unwrap();
+        let mut n = IfNames::default();
+        assert_eq!(n.name(ns.inode as u32, 1), format!("lo@{name}"));
     }
 }

@@ -102,6 +102,18 @@ async fn features(by_name: &mut BTreeMap<String, Iface>) -> Result<()> {
     Ok(())
 }
 
+/// `(ifindex, name)` of every interface of the calling thread's namespace.
+pub fn names() -> Result<Vec<(u32, String)>> {
+    super::netlink::exchange(|| async {
+        let mut by_name = BTreeMap::new();
+        links(&mut by_name).await?;
+        Ok(by_name
+            .into_values()
+            .filter_map(|i| Some((i.index?, i.name)))
+            .collect())
+    })
+}
+
 /// Every interface of the calling thread's namespace. Features the kernel does not report stay
 /// absent (e.g. without ethtool netlink, before 5.6). Callable from inside a runtime too (see
 /// `netlink::exchange`).
