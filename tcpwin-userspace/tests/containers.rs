@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tcpwin_model::schema::SsLine;
+use tcpwin_model::schema::{parse_trace, EventLine, SsLine};
 
 const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 
@@ -105,7 +105,10 @@ impl Podman {
                 "CONTAINER TESTS CANNOT RUN: {p} is missing (apt-get install podman buildah runc busybox-static; `cargo xtask test` installs them). Failing, not skipping."
             );
         }
-        let dir = std::env::temp_dir().join(format!("tcpwt-podman-{}", std::process::id()));
+        // one directory per test (tests of one binary share a PID when run in parallel)
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("tcpwt-podman-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let conf = dir.join("containers.conf");
         std::fs::write(
@@ -179,21 +182,26 @@ impl Drop for Podman {
     }
 }
 
-/// The events of a trace's `--json` output (its other lines: the summary).
-fn events_of(stdout: &str) -> Vec<serde_json::Value> {
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .filter(|v: &serde_json::Value| v.get("event").is_some())
-        .collect()
+/// The events of a trace's `--json` output, read through the schema (the whole output must
+/// parse, its summary last).
+fn events_of(stdout: &str) -> Vec<EventLine> {
+    parse_trace(stdout)
+        .unwrap_or_else(|e| panic!("the trace's --json: {e:#}\n{stdout}"))
+        .events
+}
+
+/// The workload an event names.
+fn workload_of(e: &EventLine) -> Option<&str> {
+    e.workload.as_ref().and_then(|w| w.name.as_deref())
 }
 
 /// Every event a trace printed names `name`'s workload, or none (softirq, no process).
-fn only_of(events: &[serde_json::Value], name: &str) {
+fn only_of(events: &[EventLine], name: &str) {
     assert!(
-        events
-            .iter()
-            .all(|e| e["workload"].is_null() || e["workload"]["name"] == name),
+        events.iter().all(|e| e
+            .workload
+            .as_ref()
+            .is_none_or(|w| w.name.as_deref() == Some(name))),
         "only {name}'s: {events:?}"
     );
 }
@@ -351,9 +359,9 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let events = events_of(&String::from_utf8_lossy(&out.stdout));
-    let named: Vec<&serde_json::Value> = events
+    let named: Vec<&EventLine> = events
         .iter()
-        .filter(|e| e["workload"]["name"] == client.as_str())
+        .filter(|e| workload_of(e) == Some(client.as_str()))
         .collect();
     assert!(
         !named.is_empty(),
@@ -417,10 +425,10 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     assert!(status.success(), "{err}");
     let events = events_of(&printed.join().unwrap());
     // the client ends of the exec'd wgets: to port 8080 from web's namespace, named web's
-    let execs: std::collections::BTreeSet<u64> = events
+    let execs: std::collections::BTreeSet<u16> = events
         .iter()
-        .filter(|e| e["rport"] == 8080 && e["workload"]["name"] == web.as_str())
-        .filter_map(|e| e["lport"].as_u64())
+        .filter(|e| e.id.rport == 8080 && workload_of(e) == Some(web.as_str()))
+        .map(|e| e.id.lport)
         .collect();
     assert_eq!(
         execs.len(),
@@ -672,7 +680,7 @@ fn a_pods_containers_are_named_as_containers() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let trace = tcpwin_model::schema::parse_trace(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let trace = parse_trace(&String::from_utf8_lossy(&out.stdout)).unwrap();
     let named: Vec<_> = trace
         .events
         .iter()
