@@ -1022,13 +1022,21 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
     let (p, b) = (receiver(&peer), receiver(&both));
     assert_eq!(b.verdict.limit, Limit::Sndbuf, "{b:?}");
     assert_eq!(p.verdict.limit, Limit::Sndbuf, "with --peer: {p:?}\n{perr}");
-    // the trace with --peer: the receiving socket's verdict is the connection's too
-    let t = traced
+    // the trace with --peer: the receiving socket's verdicts are the connection's too (each
+    // over one second: a second in which a busy machine starved the sending application is
+    // rightly not window-limited, so one second that names the sender's buffer is asked for)
+    let joined: Vec<_> = traced
         .iter()
-        .rev()
-        .find(|v| v.id.lport == 5362 && v.verdict.peer.is_some())
-        .unwrap_or_else(|| panic!("no verdict with the peer's end from the trace: {said}"));
-    assert_eq!(t.verdict.limit, Limit::Sndbuf, "{t:?}");
+        .filter(|v| v.id.lport == 5362 && v.verdict.peer.is_some())
+        .collect();
+    assert!(
+        !joined.is_empty(),
+        "no verdict with the peer's end from the trace: {said}"
+    );
+    assert!(
+        joined.iter().any(|t| t.verdict.limit == Limit::Sndbuf),
+        "{joined:?}"
+    );
     let (pf, bf) = (
         p.verdict.fix.clone().unwrap(),
         b.verdict.fix.clone().unwrap(),
