@@ -1,3 +1,5 @@
+//! The binary `tcpwin-trace`: parse the command line, run the command, say its error in one line
+//! (a reader that left, `| head`, is not one).
 use clap::Parser;
 use tcpwin_userspace::{
     cli::{Cli, Cmd},
