@@ -5,6 +5,7 @@
 //! - `netns`: two network namespaces joined by veth, or by a path namespace (a WAN), removed on
 //!   drop;
 //! - `delay`: the path's delay line (AF_PACKET forwarder; this machine kind has no netem);
+//! - `enter`: a thread entering a network namespace (nix's setns);
 //! - `endpoints`: the built-in receiver and sender, reporting the kernel's view of each
 //!   connection from the owning process (the ground truth);
 //! - `sysctl`: global sysctls set for an experiment and restored;
@@ -14,6 +15,7 @@
 pub mod apps;
 pub mod delay;
 pub mod endpoints;
+pub mod enter;
 pub mod harness;
 pub mod netns;
 pub mod pty;

@@ -405,11 +405,6 @@ impl Drop for Pair {
     }
 }
 
-/// Moves the calling thread (only it) into the network namespace open as `ns`.
-pub fn enter_thread(ns: &std::fs::File) -> std::io::Result<()> {
-    nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)
-}
-
 /// Runs `f` on a thread inside the named namespace `ns` (sockets it opens live there); for tests
 /// and the bench.
 pub fn in_netns<T: Send + 'static>(
@@ -419,7 +414,7 @@ pub fn in_netns<T: Send + 'static>(
     let file = std::fs::File::open(format!("/run/netns/{ns}"))
         .unwrap_or_else(|e| panic!("namespace {ns}: {e}"));
     std::thread::spawn(move || {
-        if let Err(e) = enter_thread(&file) {
+        if let Err(e) = crate::enter::enter_thread(&file) {
             panic!("setns: {e}");
         }
         f()
