@@ -1,7 +1,8 @@
 //! tcpwin-lab: test hosts for tcpwin-trace, apart from the tracer's core. Used by the product's
 //! `lab` and `demo` commands, the end-to-end tests and the benchmark (`tcpwin-bench`).
 //!
-//! - `apps`: real programs as traffic (iperf3, nginx and curl), run inside the namespaces;
+//! - `programs`: real programs as traffic (iperf3, nginx, curl, wget, python), run inside the
+//!   namespaces;
 //! - `netns`: two network namespaces joined by veth, or by a path namespace (a WAN), removed on
 //!   drop;
 //! - `delay`: the path's delay line (AF_PACKET forwarder; this machine kind has no netem);
@@ -12,12 +13,12 @@
 //! - `harness`: the tracer and the endpoints as child processes, bounded waits, Ctrl-C;
 //! - `pty`: a pseudo-terminal for the tests of full-screen commands;
 //! - `rows`: what the lab, its endpoints and the benchmark write (JSON lines), as typed structs.
-pub mod apps;
 pub mod delay;
 pub mod endpoints;
 pub mod enter;
 pub mod harness;
 pub mod netns;
+pub mod programs;
 pub mod pty;
 pub mod rows;
 pub mod sysctl;

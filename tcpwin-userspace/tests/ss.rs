@@ -756,7 +756,7 @@ fn ss_all_follows_namespaces_that_come_and_go() {
 #[test]
 fn ss_pid_of_a_forking_servers_master_names_its_workers_connections() {
     require_root();
-    tcpwin_lab::apps::require("nginx", "nginx-light").unwrap();
+    tcpwin_lab::programs::require("nginx", "nginx-light").unwrap();
     let port = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()

@@ -23,18 +23,18 @@ use tcpwin_lab::{
 };
 use tcpwin_model::schema::parse_trace;
 
+mod measure;
 mod observers;
-mod report;
+mod output;
 mod same;
 mod sockets;
-mod stats;
 
-use observers::{load_empty, start_observer, Observer};
-use report::{report, report_churn};
-use stats::{
+use measure::{
     bpf_stats, cpu_seconds, peak_rss_bytes, proc_cpu_seconds, program_ids, stats_delta, BpfStats,
     ProgStats,
 };
+use observers::{load_empty, start_observer, Observer};
+use output::{report, report_churn};
 
 const PORT: u16 = 5402;
 

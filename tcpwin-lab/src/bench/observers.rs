@@ -15,7 +15,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use tcpwin_lab::{harness::Tracer, netns::Pair};
 
-use crate::{stats::wait_with_output_rusage, Env, Mode, FLOOR_PROG, PORT};
+use crate::{measure::wait_with_output_rusage, Env, Mode, FLOOR_PROG, PORT};
 
 /// A running observer for one traced run.
 pub enum Observer {

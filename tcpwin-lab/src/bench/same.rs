@@ -28,10 +28,9 @@ use tcpwin_lab::{
 };
 
 use crate::{
+    measure::{bpf_stats, median, program_ids, stats_delta},
     observers::start_bpftrace,
-    pin_this_thread,
-    stats::{bpf_stats, median, program_ids, stats_delta},
-    Env, PORT,
+    pin_this_thread, Env, PORT,
 };
 
 /// One observer of a pair.
@@ -130,7 +129,7 @@ type Code = BTreeMap<&'static str, u64>;
 /// Per hook: (ns, hits) of one side's programs over a run.
 type PerHook = BTreeMap<&'static str, (u64, u64)>;
 
-fn per_hook(stats: &crate::stats::ProgStats) -> PerHook {
+fn per_hook(stats: &crate::measure::ProgStats) -> PerHook {
     let mut m = PerHook::new();
     for (name, (ns, n)) in stats {
         if let Some(h) = hook_of(name) {

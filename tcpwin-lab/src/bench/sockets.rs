@@ -13,9 +13,9 @@ use tcpwin_lab::netns::Pair;
 use tcpwin_lab::rows::{BenchRow, ExporterBenchRow, SsBenchRow};
 
 use crate::{
+    measure::{median, peak_rss_bytes, proc_cpu_seconds},
     observers::start_exporter,
-    report::print_row,
-    stats::{median, peak_rss_bytes, proc_cpu_seconds},
+    output::print_row,
     Env,
 };
 

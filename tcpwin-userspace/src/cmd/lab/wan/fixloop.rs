@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use tcpwin_lab::{
-    apps::{App, Client},
+    programs::{App, Client},
     sysctl::GlobalSysctl,
 };
 use tcpwin_model::verdict::Fix;

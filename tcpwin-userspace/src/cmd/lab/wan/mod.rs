@@ -16,8 +16,8 @@
 use anyhow::{Context, Result};
 use tcpwin_lab::rows::{FixedRun, Round, WanRow, FIX_CLOSES_SHARE};
 use tcpwin_lab::{
-    apps::App,
     harness::{check_stop, Interrupted},
+    programs::App,
 };
 use tcpwin_model::facts::RecordedEnd;
 use tcpwin_model::{

@@ -6,9 +6,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tcpwin_lab::rows::EndpointReport;
 use tcpwin_lab::{
-    apps::App,
     harness::{Proc, SendOpts, Transfer},
     netns::Pair,
+    programs::App,
     sysctl::GlobalSysctl,
 };
 

@@ -1,7 +1,7 @@
 //! The lab's scenarios: each row a path, the receiver's (or sender's) setting, the traffic (the
 //! lab's own endpoints or a real program), and the limit it is built to show.
 use anyhow::{bail, Result};
-use tcpwin_lab::apps::{App, ClampWhen, Client};
+use tcpwin_lab::programs::{App, ClampWhen, Client};
 use tcpwin_model::verdict::Limit;
 
 /// What the receiver's side is set to in a row.

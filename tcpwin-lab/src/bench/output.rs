@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use tcpwin_lab::rows::{BenchRow, BulkRow, ChurnRow, ProgramCost};
 
-use crate::{stats::median, Mode, Sample, CHURN_BYTES, FLOOR_PROG};
+use crate::{measure::median, Mode, Sample, CHURN_BYTES, FLOOR_PROG};
 
 /// One JSON row on stdout.
 pub fn print_row(row: &BenchRow) {
