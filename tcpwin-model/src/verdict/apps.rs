@@ -174,11 +174,13 @@ fn backlog(
                 && unread(b) >= BACKLOG_SHARE * w
                 && ((adv as f64) < 0.75 * w || far_under);
             // at RTTs of µs "far under window / RTT" says nothing (the ACK clock and srtt's
-            // granularity): only on paths whose base RTT is a millisecond or more
+            // granularity): only on paths whose base RTT is a millisecond or more; data unread
+            // at both readings (nginx taking an upload into a locked 64 KiB buffer in bursts
+            // held 36 KB at one reading of two: the buffer held the window, not the reader)
             let held = base >= super::path::QUEUE_MIN_US
                 && rwnd_share.is_some_and(|x| x >= 0.5)
                 && under_window
-                && (unread(r.now) >= mss || unread(b) >= mss);
+                && (unread(r.now) >= mss && unread(b) >= mss);
             below_cap && (persistent || held)
         }
         None => unread(r.now) >= 0.5 * w && (adv as f64) < 0.5 * w,

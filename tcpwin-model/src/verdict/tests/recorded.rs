@@ -378,3 +378,24 @@ fn a_backlog_is_the_reader_before_any_small_advertised_window() {
         assert_eq!(v.limit, Limit::AppNotReading, "{span:?}: {v:?}");
     }
 }
+
+/// An upload to nginx whose listener asks `rcvbuf=64k` (reno): nginx takes the body in bursts,
+/// and the later of the snapshot's two readings caught 35,854 B unread (the earlier one none)
+/// while the sender was rwnd-limited all its busy time. It was judged `app-not-reading` from
+/// that one backlog; the locked buffer is what holds the window (the interval says so), and a
+/// reader that holds data at one moment of two is taking it in bursts, not failing to read.
+#[test]
+fn a_bursty_readers_one_backlog_is_not_a_slow_reader() {
+    let json = include_str!("recorded/upload-rcvbuf-64k-reno-burst.json");
+    let (vr, vs) = judged_over(json, (0, 1));
+    assert_eq!(
+        (vr.limit, vs.limit),
+        (Limit::RcvbufLocked, Limit::RcvbufLocked),
+        "{vr:?}"
+    );
+    let (vr, vs) = judged(json);
+    assert_eq!(
+        (vr.limit, vs.limit),
+        (Limit::RcvbufLocked, Limit::RcvbufLocked)
+    );
+}
