@@ -155,6 +155,11 @@ pub struct WanRow {
     /// namespaces' limits: a verdict can be judged again from them (a unit test from the facts)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recorded: Vec<RecordedEnd>,
+    /// with each end's peer over the network: the other end as that end's peer exporter
+    /// answered it at the same three readings (`end` names the end that asked), so a verdict of
+    /// the fifth way can be judged again beside `recorded`'s own readings
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peer_recorded: Vec<RecordedEnd>,
 }
 
 /// How a transfer was read.

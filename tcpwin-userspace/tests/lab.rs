@@ -441,6 +441,12 @@ fn wan_scenarios_show_their_verdicts() {
             12,
             "two reads x three views (both ends, one end, one end with its peer's exporter) x two ends: {ctx}"
         );
+        // what each end's peer exporter answered is kept beside the ends' own readings (a
+        // fifth-way verdict can be judged again from them)
+        assert!(
+            r.peer_recorded.iter().any(|p| !p.readings.is_empty()),
+            "no peer readings kept: {ctx}"
+        );
         // the judge's own check (why, fix and facts agree) holds in every reading, before and
         // after the fix: a refusal is a defect of the judge whatever the scheduling
         for read in r.reads.iter().chain(r.fixed.iter().flat_map(|f| &f.reads)) {

@@ -215,6 +215,27 @@ fn judge_run(
                 })
             })
             .collect(),
+        peer_recorded: [("receiver", Some(rx)), ("sender", tx)]
+            .into_iter()
+            .filter_map(|(end, i)| {
+                let me = &last[i?];
+                let want = tcpwin_model::id::other_end(&me.facts.id);
+                let theirs: Vec<&snapshot::Seen> = r
+                    .peer_readings
+                    .as_ref()?
+                    .iter()
+                    .filter_map(|p| {
+                        let (_, seen) = p.iter().find(|(ns, _)| *ns == me.line_ns)?;
+                        seen.iter().find(|x| x.facts.id.tuple() == want)
+                    })
+                    .collect();
+                Some(RecordedEnd {
+                    end: end.into(),
+                    host: (*theirs.last()?.host).clone(),
+                    readings: theirs.iter().map(|x| x.facts.clone()).collect(),
+                })
+            })
+            .collect(),
     };
     Ok(Judged {
         row,

@@ -330,6 +330,7 @@ mod tests {
             fix: None,
             fixed: None,
             recorded: Vec::new(),
+            peer_recorded: Vec::new(),
         }
     }
 
