@@ -399,3 +399,20 @@ fn a_bursty_readers_one_backlog_is_not_a_slow_reader() {
         (Limit::RcvbufLocked, Limit::RcvbufLocked)
     );
 }
+
+/// iperf3 -C cubic losing 1 % of its frames on a 20 ms, 300 Mbit/s path: 7.2 Mbit/s, the
+/// congestion window cut to 11 segments by 16 retransmissions in the interval. At the later
+/// reading the sender's RTT stood 3.1 ms over the base for a moment, and the queue was asked
+/// before the losses: `path-queue`, where a flow of 9-12 segments in flight has no standing
+/// queue of its own. Losses that hold the window come before a queue of a quarter of the base
+/// or less.
+#[test]
+fn losses_come_before_a_short_queue() {
+    let (vr, vs) = judged(include_str!("recorded/loss-cubic-1pct-short-queue.json"));
+    assert_eq!(
+        (vr.limit, vs.limit),
+        (Limit::Congestion, Limit::Congestion),
+        "{vs:?}"
+    );
+    assert!(vr.refused.is_empty() && vs.refused.is_empty(), "{vs:?}");
+}
