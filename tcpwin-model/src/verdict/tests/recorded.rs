@@ -416,3 +416,17 @@ fn losses_come_before_a_short_queue() {
     );
     assert!(vr.refused.is_empty() && vs.refused.is_empty(), "{vs:?}");
 }
+
+/// The same upload read from the receiving end alone over an interval: 54 KB advertised at both
+/// readings (70 KB between them) under a 98 KB clamp, 25.1 Mbit/s over the interval, 1.18x what
+/// 54 KB lets through over the RTT. It was judged `not-window-limited` (the rate past 1.15x the
+/// advertised window's ceiling); a rate over an interval follows the window's average.
+#[test]
+fn an_advertised_window_that_moves_between_readings_still_holds() {
+    let v = alone(
+        include_str!("recorded/upload-rcvbuf-64k-reno-advertised-moves.json"),
+        "receiver",
+        (0, 2),
+    );
+    assert_eq!(v.limit, Limit::RcvbufLocked, "{v:?}");
+}
