@@ -115,6 +115,11 @@ fn judge_run(
         _ => u64::MAX,
     };
     let sender_report = r.sender.as_ref();
+    // each end's socket, as the last reading holds it
+    let ends: Vec<(&str, &snapshot::Seen)> = [("receiver", Some(rx)), ("sender", tx)]
+        .into_iter()
+        .filter_map(|(end, i)| Some((end, &last[i?])))
+        .collect();
     let row = WanRow {
         scenario: s.scenario.into(),
         condition: s.recv.describe()
@@ -199,41 +204,29 @@ fn judge_run(
         ),
         fix: None,
         fixed: None,
-        recorded: [("receiver", Some(rx)), ("sender", tx)]
-            .into_iter()
-            .filter_map(|(end, i)| {
-                let cookie = last[i?].facts.id.cookie;
-                let seen: Vec<&snapshot::Seen> = r
-                    .readings
-                    .iter()
-                    .filter_map(|rd| rd.iter().find(|x| x.facts.id.cookie == cookie))
-                    .collect();
-                Some(RecordedEnd {
-                    end: end.into(),
-                    host: (*seen.last()?.host).clone(),
-                    readings: seen.iter().map(|x| x.facts.clone()).collect(),
-                })
+        recorded: ends
+            .iter()
+            .filter_map(|(end, me)| {
+                let cookie = me.facts.id.cookie;
+                recorded_end(
+                    end,
+                    r.readings
+                        .iter()
+                        .filter_map(|rd| rd.iter().find(|x| x.facts.id.cookie == cookie)),
+                )
             })
             .collect(),
-        peer_recorded: [("receiver", Some(rx)), ("sender", tx)]
-            .into_iter()
-            .filter_map(|(end, i)| {
-                let me = &last[i?];
+        peer_recorded: ends
+            .iter()
+            .filter_map(|(end, me)| {
                 let want = tcpwin_model::id::other_end(&me.facts.id);
-                let theirs: Vec<&snapshot::Seen> = r
-                    .peer_readings
-                    .as_ref()?
-                    .iter()
-                    .filter_map(|p| {
+                recorded_end(
+                    end,
+                    r.peer_readings.as_ref()?.iter().filter_map(|p| {
                         let (_, seen) = p.iter().find(|(ns, _)| *ns == me.line_ns)?;
                         seen.iter().find(|x| x.facts.id.tuple() == want)
-                    })
-                    .collect();
-                Some(RecordedEnd {
-                    end: end.into(),
-                    host: (*theirs.last()?.host).clone(),
-                    readings: theirs.iter().map(|x| x.facts.clone()).collect(),
-                })
+                    }),
+                )
             })
             .collect(),
     };
@@ -242,6 +235,20 @@ fn judge_run(
         receiver: v,
         sender: sv,
         alone: reads::alone(first, last, rx, target),
+    })
+}
+
+/// One end's readings in time order (those it was found in), with its namespace's limits as the
+/// last of them gives them; None when it was found in none.
+fn recorded_end<'a>(
+    end: &str,
+    seen: impl Iterator<Item = &'a snapshot::Seen>,
+) -> Option<RecordedEnd> {
+    let seen: Vec<&snapshot::Seen> = seen.collect();
+    Some(RecordedEnd {
+        end: end.into(),
+        host: (*seen.last()?.host).clone(),
+        readings: seen.iter().map(|x| x.facts.clone()).collect(),
     })
 }
 

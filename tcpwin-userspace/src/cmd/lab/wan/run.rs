@@ -58,8 +58,8 @@ const EXPORTER_PORT: u16 = 9943;
 /// in the bottleneck's queue, and on a 100 ms path was answered after the transfer had ended.
 pub(super) struct PeerViews {
     _exporters: Vec<Proc>,
-    /// (an end's namespace, its client of the other end's exporter)
-    ends: Vec<(String, std::sync::Mutex<Peers>)>,
+    /// (an end's namespace, resolved once, its client of the other end's exporter)
+    ends: Vec<(netns::Netns, std::sync::Mutex<Peers>)>,
 }
 
 impl PeerViews {
@@ -82,8 +82,8 @@ impl PeerViews {
         let mut ends = Vec::new();
         for (ns, other_ip) in [(&pair.a, ip_b), (&pair.b, ip_a)] {
             // the other end's exporter answers from this end's namespace
-            let target = netns::resolve(Some(ns))?;
-            let _in = netns::enter(&target[0])?;
+            let target = netns::resolve(Some(ns))?.remove(0);
+            let _in = netns::enter(&target)?;
             let until = std::time::Instant::now() + Duration::from_secs(20);
             while std::net::TcpStream::connect((other_ip, EXPORTER_PORT)).is_err() {
                 if std::time::Instant::now() > until {
@@ -95,7 +95,7 @@ impl PeerViews {
             }
             let peers = Peers::new(&[format!("http://{other_ip}:{EXPORTER_PORT}")], None)?
                 .context("a peer")?;
-            ends.push((ns.clone(), std::sync::Mutex::new(peers)));
+            ends.push((target, std::sync::Mutex::new(peers)));
         }
         Ok(PeerViews {
             _exporters: exporters,
@@ -113,19 +113,18 @@ impl PeerViews {
                 .iter()
                 .map(|(ns, peers)| {
                     sc.spawn(move || -> Result<(String, Vec<snapshot::Seen>)> {
-                        let target = netns::resolve(Some(ns))?;
-                        let _in = netns::enter(&target[0])?;
+                        let _in = netns::enter(ns)?;
                         let local: Vec<snapshot::Seen> = reading
                             .iter()
-                            .filter(|s| &s.line_ns == ns)
+                            .filter(|s| s.line_ns == ns.name)
                             .cloned()
                             .collect();
                         let mut p = peers.lock().map_err(|_| anyhow::anyhow!("peer poisoned"))?;
                         let theirs = p.read(&local, Some(PORT));
                         for n in p.news() {
-                            eprintln!("lab: {ns}: {n}");
+                            eprintln!("lab: {}: {n}", ns.name);
                         }
-                        Ok((ns.clone(), theirs))
+                        Ok((ns.name.clone(), theirs))
                     })
                 })
                 .collect();
