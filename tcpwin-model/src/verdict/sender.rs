@@ -337,22 +337,34 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     // interval's rate at what it let into flight then over the RTT: the buffer set the rate, and
     // this reading caught the writer between two writes (the lab's sender at tcp_wmem[2]
     // 256 KiB, its writer descheduled for a moment on a busy host: 66 KB queued, the kernel's
-    // app-limited mark set, where a quarter second before 200 KB were)
-    let full_before = s.before.filter(|_| fixed && !full).and_then(|b| {
-        let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
-        let full = queued as f64 >= SNDBUF_FULL * sndbuf as f64
-            && inflight as f64 >= SNDBUF_SENT * queued as f64;
-        let follows =
-            rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(inflight, rtt) as f64);
-        (full && follows).then_some((queued, inflight))
-    });
+    // app-limited mark set, where a quarter second before 200 KB were), or caught half of it
+    // waiting for the pacer (bbr paces at the rate it measured, which the buffer set: 123 KB
+    // queued of 128 KiB with 54 KB unsent and the congestion window 4x what was in flight,
+    // where a second before 103 KB of 116 KB were in flight)
+    let full_before = s
+        .before
+        .filter(|_| fixed && !(full && all_sent))
+        .and_then(|b| {
+            let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
+            let full = queued as f64 >= SNDBUF_FULL * sndbuf as f64
+                && inflight as f64 >= SNDBUF_SENT * queued as f64;
+            let follows = rate
+                .is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(inflight, rtt) as f64);
+            (full && follows).then_some((queued, inflight))
+        });
     (room && moving && ((full && all_sent) || full_before.is_some() || follows_fixed)).then(|| {
-        let state = if full {
+        let state = if full && all_sent {
             format!("is full ({queued} B queued)")
         } else if let Some((was, out)) = full_before {
             format!(
-                "cannot grow: it was full at the earlier reading ({was} B queued, {out} B in flight) and the rate ({}) is what that lets out over the RTT; at this reading {queued} B queued (the writer between two writes)",
-                fmt_rate(rate.unwrap_or(0))
+                "cannot grow: it was full at the earlier reading ({was} B queued, {out} B in flight) and the rate ({}) is what that lets out over the RTT; at this reading {queued} B queued, {} B in flight ({})",
+                fmt_rate(rate.unwrap_or(0)),
+                inflight,
+                if full {
+                    "the rest waiting for the pacer"
+                } else {
+                    "the writer between two writes"
+                }
             )
         } else {
             format!(
@@ -360,7 +372,7 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
                 fmt_rate(rate.unwrap_or(0))
             )
         };
-        let locked = if f.sndbuf_locked != Some(true) && !full {
+        let locked = if f.sndbuf_locked != Some(true) && !(full && all_sent) {
             "autotuned up to tcp_wmem[2]"
         } else {
             locked

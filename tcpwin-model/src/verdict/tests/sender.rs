@@ -42,6 +42,49 @@ fn a_small_send_buffer_is_found_without_the_chrono() {
     );
 }
 
+/// The lab's sender at tcp_wmem[2] 128 KiB on a 20 ms path with bbr, a second apart: full at
+/// the earlier reading with most of it in flight (116 KB queued, 103 KB out), and at the later
+/// one 123 KB queued of which 54 KB wait for the pacer (bbr paces at the rate it measured,
+/// which the buffer set); the kernel counted 43 % of the interval sndbuf-limited. The rate
+/// (40.5 Mbit/s) is what the earlier reading let into flight over the RTT: the buffer, not
+/// the path (it was judged `not-window-limited`).
+#[test]
+fn a_send_buffer_at_its_maximum_half_waiting_for_the_pacer_binds() {
+    let s = |ts: f64, acked: u64, busy: u64, limited: u64, queued: u32, out: u32, cwnd: u32| {
+        let mut f = snd(ts, acked, busy, 0);
+        f.sk_sndbuf = Some(131_072);
+        f.wmem_queued = Some(queued);
+        f.packets_out = Some(out);
+        f.snd_cwnd = Some(cwnd);
+        f.unsent = Some(queued.saturating_sub(out * 1448 + 15_000));
+        f.sndbuf_limited_us = Some(limited);
+        f.snd_wnd = Some(593_920);
+        f.srtt_us = Some(20_974);
+        f.rttvar_us = Some(884);
+        f.min_rtt_us = Some(20_088);
+        f
+    };
+    let h = HostLimits {
+        tcp_wmem: Some([4096, 16384, 131_072]),
+        ..host()
+    };
+    let before = s(1.0, 2_716_729, 588_000, 192_000, 116_120, 71, 236);
+    let now = s(1.996, 7_764_297, 1_584_000, 616_000, 122_928, 41, 192);
+    let v = judge(&before, &now, &h, None);
+    assert_eq!(v.limit, Limit::Sndbuf, "{v:?}");
+    assert!(
+        v.setting
+            .as_ref()
+            .unwrap()
+            .contains("waiting for the pacer"),
+        "{v:?}"
+    );
+    // the same later reading after an earlier one the path held (little of the buffer in
+    // flight): nothing says the buffer set the rate
+    let held = s(1.0, 2_716_729, 588_000, 192_000, 116_120, 20, 236);
+    assert_ne!(judge(&held, &now, &h, None).limit, Limit::Sndbuf);
+}
+
 /// nginx after its fix (`sndbuf=943642`: sk_sndbuf 1 887 284) behind 300 Mbit/s with bbr, read
 /// in one snapshot while the RTT stood at 60 ms over a 20 ms path: the rate follows what the
 /// buffer lets out over that RTT, but the buffer lets out the 300 Mbit/s asked at the base RTT:
