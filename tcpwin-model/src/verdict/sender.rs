@@ -333,6 +333,17 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
             .is_some_and(|t| sndbuf as f64 >= WMEM_AT_MAX * t[2] as f64);
     let follows_fixed = fixed
         && rate.is_some_and(|r| r as f64 >= SNDBUF_FULL * ceiling_bps(2 * sndbuf, rtt) as f64);
+    // a buffer that cannot grow with the writer blocked on it (queued at sk_sndbuf or more at
+    // both readings: the kernel takes no more from the application) and the rate at what the
+    // buffer lets out over the RTT: the buffer set the rate, whatever share of it the pacer held
+    // back at these readings (bbr paces under the rate the buffer set in its 0.75 gain phase:
+    // 181 KB queued of 128 KiB, 48 KB in flight and 124 KB unsent, 44 Mbit/s where 128 KiB over
+    // 22 ms is 47)
+    let blocked = fixed
+        && queued >= sndbuf
+        && s.before
+            .is_none_or(|b| b.wmem_queued.is_some_and(|q| q as u64 >= sndbuf))
+        && rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(sndbuf, rtt) as f64);
     // a buffer that cannot grow, full at the earlier reading with most of it in flight, and the
     // interval's rate at what it let into flight then over the RTT: the buffer set the rate, and
     // this reading caught the writer between two writes (the lab's sender at tcp_wmem[2]
@@ -352,9 +363,15 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
                 .is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(inflight, rtt) as f64);
             (full && follows).then_some((queued, inflight))
         });
-    (room && moving && ((full && all_sent) || full_before.is_some() || follows_fixed)).then(|| {
+    (room && moving && ((full && all_sent) || full_before.is_some() || follows_fixed || blocked))
+        .then(|| {
         let state = if full && all_sent {
             format!("is full ({queued} B queued)")
+        } else if blocked {
+            format!(
+                "cannot grow and holds the writer ({queued} B queued, {inflight} B of it in flight, the rest waiting for the pacer), and the rate ({}) is what it lets out over the RTT",
+                fmt_rate(rate.unwrap_or(0))
+            )
         } else if let Some((was, out)) = full_before {
             format!(
                 "cannot grow: it was full at the earlier reading ({was} B queued, {out} B in flight) and the rate ({}) is what that lets out over the RTT; at this reading {queued} B queued, {} B in flight ({})",

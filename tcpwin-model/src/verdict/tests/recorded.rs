@@ -430,3 +430,24 @@ fn an_advertised_window_that_moves_between_readings_still_holds() {
     );
     assert_eq!(v.limit, Limit::RcvbufLocked, "{v:?}");
 }
+
+/// The receiver with its peer's end as the sending host's exporter answered it, 25-32 ms after
+/// the local readings (tcp_wmem[2] 128 KiB on the sender, bbr): the sender's buffer holds the
+/// writer at both readings (158-199 KB queued of 128 KiB) with most of it waiting for the pacer
+/// (30-55 segments in flight, 108-124 KB unsent), the kernel counted 41 % of the time
+/// sndbuf-limited, and the rate (44 Mbit/s) is 93 % of what 128 KiB lets out over the RTT. It
+/// was judged `not-window-limited` in the peer view where the local readings (less of it
+/// waiting) said `sndbuf`.
+#[test]
+fn a_send_buffer_holding_the_writer_with_the_rest_paced_binds() {
+    let json = include_str!("recorded/two-limits-sndbuf-128k-20ms-300mbit-bbr-peer-view.json");
+    for k in [1, 2] {
+        let (rx, tx) = judged_over(json, (0, k));
+        assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
+        assert_eq!(tx.limit, Limit::Sndbuf, "{tx:?}");
+        assert!(
+            tx.setting.as_ref().unwrap().contains("holds the writer"),
+            "{tx:?}"
+        );
+    }
+}
