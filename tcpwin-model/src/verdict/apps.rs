@@ -92,12 +92,15 @@ pub(super) fn backlog_binds(
     true
 }
 
-/// A sender alone, held by the peer's window most of its busy time, yet sending at under half
-/// what the window it sees now allows at the base RTT (on a path of a millisecond or more): the
-/// peer's window was mostly far smaller, closed by its reader (`curl --limit-rate`). Where the
-/// RTT looks queued, at under half what the window allows even over that RTT: a queue drains a
-/// full window at window / RTT (Little's law), zero-window stalls do not (and swing the RTT
-/// they are measured over). The verdict into `v`, true when it is that.
+/// A sender held by the peer's window most of its busy time, yet sending at under half what the
+/// window allows at the base RTT (on a path of a millisecond or more): the peer's window was
+/// mostly far smaller, closed by its reader (`curl --limit-rate`). Where the RTT looks queued, at
+/// under half what the window allows even over that RTT: a queue drains a full window at
+/// window / RTT (Little's law), zero-window stalls do not (and swing the RTT they are measured
+/// over). `window`: the one the sender sees now, or with the receiver in view (`seen`) its
+/// largest, whose readings then caught the reader just after it drained (a window that size
+/// held as long, with nothing unread, would have let the rate through). The verdict into `v`,
+/// true when it is that.
 pub(super) fn peer_stalls(
     v: &mut Verdict,
     s: End,
@@ -105,6 +108,7 @@ pub(super) fn peer_stalls(
     window: u64,
     (base, rtt): (u32, u32),
     queued: bool,
+    seen: bool,
 ) -> bool {
     let held =
         v.rwnd_limited_share.is_some_and(|x| x >= 0.5) && super::sender::cwnd_bound(s).is_none();
@@ -118,6 +122,17 @@ pub(super) fn peer_stalls(
     }
     v.limit = Limit::AppNotReading;
     v.window = Some(window);
+    if seen {
+        v.setting = Some(format!(
+            "the receiver's window held the sender {:.0} % of its busy time, yet it sent {} where that window ({window} B) allows {}: the window was mostly closed by the receiving application, reading slower than the path delivers (these readings caught it just after it drained its buffer)",
+            v.rwnd_limited_share.unwrap_or(0.0) * 100.0,
+            fmt_rate(rate),
+            fmt_rate(ceiling_bps(window, base)),
+        ));
+        v.suggested =
+            Some("the application must read faster: a larger buffer only delays the stall".into());
+        return true;
+    }
     v.setting = Some(format!(
         "the peer's window held this sender {:.0} % of its busy time, yet it sent {} where the window it advertises now ({window} B) allows {}: the window was mostly far smaller, closed by the peer's application reading slower than the path delivers",
         v.rwnd_limited_share.unwrap_or(0.0) * 100.0,

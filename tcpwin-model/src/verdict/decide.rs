@@ -308,11 +308,14 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     }) {
         return;
     }
-    // a sender alone, held by a peer window that was mostly closed: the peer's reader (a queue
-    // would hold a full window as long, but drain it at window / RTT: Little's law)
-    if receiver.is_none()
-        && sender.is_some_and(|s| apps::peer_stalls(v, s, rate, window, (base, rtt), queued))
-    {
+    // a sender held by a peer window that was mostly closed: the peer's reader (a queue would
+    // hold a full window as long, but drain it at window / RTT: Little's law); with the
+    // receiver in view too, when neither of its readings caught the backlog (a reader in bursts
+    // just drained it: `curl --limit-rate`)
+    if sender.is_some_and(|s| {
+        apps::peer_stalls(v, s, rate, window, (base, rtt), queued, receiver.is_some())
+    }) {
+        reader_caps(v, receiver, sender, i.target_bps);
         return;
     }
     // 3. does the window bind?

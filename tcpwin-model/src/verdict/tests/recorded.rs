@@ -451,3 +451,26 @@ fn a_send_buffer_holding_the_writer_with_the_rest_paced_binds() {
         );
     }
 }
+
+/// `curl --limit-rate 2M` from nginx (bbr), the receiver with its peer's end as the sending
+/// host's exporter answered it: both receiver readings a quarter second apart caught curl just
+/// after it drained its buffer (nothing unread, the window open), while the sender was held by
+/// that window 86 % of its busy time and sent 16.6 Mbit/s where the window allows 202: the
+/// window was mostly closed by the reader. It was judged `not-window-limited` ("autotuning can
+/// still grow the buffer"); the sender alone already said `app-not-reading`.
+#[test]
+fn a_reader_in_bursts_caught_just_after_it_drained_is_the_reader() {
+    let json = include_str!("recorded/nginx-curl-limit-rate-2m-20ms-300mbit-bbr-peer-view.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::AppNotReading, "{rx:?}");
+    assert_eq!(tx.limit, Limit::AppNotReading, "{tx:?}");
+    assert!(
+        rx.setting
+            .as_ref()
+            .unwrap()
+            .contains("just after it drained"),
+        "{rx:?}"
+    );
+    // the receiver alone cannot tell: nothing unread at either reading, the window open
+    assert_ne!(alone(json, "receiver", (0, 1)).limit, Limit::AppNotReading);
+}
