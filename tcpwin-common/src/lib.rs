@@ -3,10 +3,13 @@
 //! Every struct here is `repr(C)` and has one layout whatever backend produced it. The kernel side
 //! never knows a struct offset at build time: userspace resolves them from the running kernel's BTF
 //! and writes an [`Offsets`] into the programs' `.rodata` before load.
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(not(any(test, feature = "user")), no_std)]
 
 pub mod formula;
 pub mod names;
+/// Ctrl-C / SIGTERM as a flag (userspace only)
+#[cfg(feature = "user")]
+pub mod stop;
 
 mod config;
 mod event;

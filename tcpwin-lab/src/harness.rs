@@ -4,15 +4,13 @@ use std::{
     io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        mpsc, Arc, OnceLock,
-    },
+    sync::mpsc,
     time::{Duration, Instant},
 };
 
 use crate::rows::EndpointReport;
 use anyhow::{bail, Context, Result};
+use tcpwin_common::stop::stopped;
 
 use crate::netns::Pair;
 
@@ -366,45 +364,6 @@ fn drain<R: Read + Send + 'static>(out: Option<R>) -> std::thread::JoinHandle<St
         }
         text
     })
-}
-
-/// Raised by Ctrl-C / SIGTERM once [`install_stop_handler`] ran.
-fn stop_flag() -> &'static Arc<AtomicBool> {
-    static STOP: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-    STOP.get_or_init(|| Arc::new(AtomicBool::new(false)))
-}
-
-fn stopped() -> bool {
-    stop_flag().load(Ordering::SeqCst)
-}
-
-/// Ctrl-C / SIGTERM stop the lab or the bench between steps; everything it created is then
-/// removed (a default handler would kill the process before `Pair` could remove the namespaces).
-pub fn install_stop_handler() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        for s in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // only the two signals every process may handle: registering cannot be refused
-            signal_hook::flag::register(s, stop_flag().clone()).expect("SIGINT/SIGTERM handler");
-        }
-    });
-}
-
-/// Sleeps up to `d`, waking early on Ctrl-C / SIGTERM (after [`install_stop_handler`]); true when
-/// asked to stop.
-pub fn wait_or_stop(d: Duration) -> bool {
-    let deadline = Instant::now() + d;
-    while Instant::now() < deadline {
-        if stopped() {
-            return true;
-        }
-        std::thread::sleep(
-            deadline
-                .saturating_duration_since(Instant::now())
-                .min(Duration::from_millis(20)),
-        );
-    }
-    stopped()
 }
 
 /// The lab or the bench stopped on Ctrl-C / SIGTERM.

@@ -1,6 +1,6 @@
 //! tcpwin-trace, the userspace side. Dependencies run one way:
 //! `cmd` (commands) -> `gather` (readings that combine kernel and host) -> `kernel` (the only aya
-//! user) / `host` (/proc, /sys, netlink, signals) / `ui` (rendering and its state) -> `tcpwin_model` ->
+//! user) / `host` (/proc, /sys, netlink) / `ui` (rendering and its state) -> `tcpwin_model` ->
 //! `tcpwin_common`. `cli` holds every command's arguments; only the `lab` command uses the test
 //! bench crate (`tcpwin_lab`). `tests/layout.rs` checks these rules.
 pub mod cli;

@@ -18,7 +18,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use tcpwin_lab::{
-    harness::{check_stop, install_stop_handler, require_root, Transfer},
+    harness::{check_stop, require_root, Transfer},
     netns::Pair,
 };
 use tcpwin_model::schema::parse_trace;
@@ -376,7 +376,7 @@ fn run(args: BenchArgs) -> Result<()> {
     Pair::sysctl(&pair.a, "net.ipv4.ip_local_port_range", "1024 65535")?;
     let _stats = BpfStats::enable()?;
     // Ctrl-C ends the bench between runs, with the namespaces removed and the sysctl restored
-    install_stop_handler();
+    tcpwin_common::stop::install_stop_handler();
     let mut modes = vec![Mode::Empty, Mode::Default];
     if !args.no_peers {
         if Command::new("bpftrace").arg("--version").output().is_ok() {

@@ -15,12 +15,10 @@ use crate::{
         scope,
         snapshot::{self, Source, SourceKind},
     },
-    host::{
-        kconfig,
-        signals::{install_stop_handler, wait_or_stop},
-    },
+    host::kconfig,
     ui,
 };
+use tcpwin_common::stop::{install_stop_handler, wait_or_stop};
 
 /// Without `-i`, how long after the first reading the sockets moving data are read again.
 const SECOND_READING: Duration = Duration::from_millis(250);

@@ -26,10 +26,7 @@ use crate::{
         scope::{self, Namespaces, Scope},
         snapshot::{self, Source, SourceKind},
     },
-    host::{
-        kconfig, monotonic_ns,
-        signals::{install_stop_handler, wait_or_stop},
-    },
+    host::{kconfig, monotonic_ns},
     kernel::log::LogLevel,
     kernel::{attach::Backend, maps, maps::OwnerSync, ring::Ring, tracer::Tracer},
     ui::{
@@ -41,6 +38,7 @@ use crate::{
         },
     },
 };
+use tcpwin_common::stop::{install_stop_handler, wait_or_stop};
 
 /// The ring buffer of `top --trace`, KiB (the tracer's default).
 const TOP_RINGBUF_KIB: u32 = 1024;

@@ -9,6 +9,7 @@ use std::{
 use tcpwin_model::units::count;
 
 use anyhow::{Context, Result};
+use tcpwin_common::stop::{install_stop_handler, stopped_by};
 use tcpwin_common::{counter, hook};
 use tcpwin_model::{
     decode::Record,
@@ -22,7 +23,6 @@ use tcpwin_model::{
     verdict::Side,
     workload::Workload,
 };
-use tokio::signal::unix::{signal, SignalKind};
 
 use crate::{
     cli::TraceArgs,
@@ -489,9 +489,9 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         args.ringbuf_kib,
     )?;
 
-    // Before saying "tracing": a signal from then on must reach the clean shutdown path.
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sigterm = signal(SignalKind::terminate())?;
+    // Before saying "tracing": a signal from then on must reach the clean shutdown path (the
+    // flag is looked at every drain tick)
+    install_stop_handler();
     let mut owner = scope.owners().map(OwnerSync::new);
     if let Some(o) = owner.as_mut() {
         o.sync(&mut tracer.bpf)?;
@@ -560,10 +560,11 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
                 r?;
                 session.drain(&mut ring, &tracer.log)?;
             }
-            _ = sigint.recv() => break "SIGINT".to_string(),
-            _ = sigterm.recv() => break "SIGTERM".to_string(),
             _ = &mut sleep => break "duration".to_string(),
             _ = refresh.tick() => {
+                if let Some(by) = stopped_by() {
+                    break by.to_string();
+                }
                 // the kernel side wakes us only when the ring fills up (see emit.rs)
                 session.drain(&mut ring, &tracer.log)?;
                 ticks += 1;

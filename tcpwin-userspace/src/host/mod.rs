@@ -1,5 +1,5 @@
 //! Facts about the host read from /proc, /sys and netlink: which sockets a PID owns, interface
-//! names, network namespaces, sysctls, the kernel's configuration, stop signals, the container
+//! names, network namespaces, sysctls, the kernel's configuration, the container
 //! runtimes' names.
 pub mod conntrack;
 pub mod containers;
@@ -11,7 +11,6 @@ pub mod netns;
 pub mod owner;
 pub mod process;
 pub mod route;
-pub mod signals;
 pub mod sockdiag;
 pub mod sysctl;
 

@@ -25,13 +25,11 @@ use crate::{
         scope::Scope,
         snapshot::{self, Source},
     },
-    host::{
-        kconfig,
-        signals::{install_stop_handler, wait_or_stop},
-    },
+    host::kconfig,
     kernel::iter::Counting,
     ui::openmetrics,
 };
+use tcpwin_common::stop::{install_stop_handler, wait_or_stop};
 
 /// One scrape: the encoded body.
 struct Scraper {

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 
 use tcpwin_lab::rows::EndpointReport;
 use tcpwin_lab::{
-    harness::{check_stop, install_stop_handler, Tracer, Transfer},
+    harness::{check_stop, Tracer, Transfer},
     netns::Pair,
 };
 use tcpwin_model::{
@@ -300,7 +300,7 @@ fn lab(args: crate::cli::LabArgs) -> Result<()> {
     }
     check_privileges()?;
     svg_dir(args.svg.as_deref())?;
-    install_stop_handler();
+    tcpwin_common::stop::install_stop_handler();
     let exe = std::env::current_exe().context("locating tcpwin-trace")?;
     if args.path.is_some() || args.scenario.is_some() {
         let json = args.json;
