@@ -35,6 +35,37 @@ pub struct Checked {
     pub at_jiffies: u64,
 }
 
+impl Checked {
+    /// Whether this slot says `sk` was checked within `RECHECK_JIFFIES` of `now` (jiffies; the
+    /// clock wraps).
+    #[inline(always)]
+    pub const fn holds(&self, sk: u64, now: u64) -> bool {
+        self.sk == sk && now.wrapping_sub(self.at_jiffies) < RECHECK_JIFFIES
+    }
+
+    /// The slot now says `sk` was checked at `now`.
+    #[inline(always)]
+    pub fn mark(&mut self, sk: u64, now: u64) {
+        self.sk = sk;
+        self.at_jiffies = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_check_holds_for_recheck_jiffies_across_the_clocks_wrap() {
+        let mut c = Checked::default();
+        c.mark(7, u64::MAX - 2);
+        assert!(c.holds(7, u64::MAX - 2));
+        assert!(c.holds(7, RECHECK_JIFFIES - 4));
+        assert!(!c.holds(7, RECHECK_JIFFIES - 3));
+        assert!(!c.holds(8, u64::MAX - 2));
+    }
+}
+
 /// An ingress interface of the per-packet histogram; `IF_SLOTS` maps it to a slot of `PKT_HIST`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -12,8 +12,8 @@ use aya_ebpf::{
 use tcpwin_common::{
     counter, flag, hook, kind, tcp_state, Checked, Config, Event, IfKey, InitParams, PortKey,
     TupleKey, HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, MAX_OWNED_CGROUPS, MAX_OWNED_INODES,
-    MAX_OWNED_PORTS, MAX_OWNED_TGIDS, MAX_PENDING_INITS, MAX_TRACKED_SOCKETS, RECHECK_JIFFIES,
-    RECHECK_SLOTS, SOCK_RCVBUF_LOCK,
+    MAX_OWNED_PORTS, MAX_OWNED_TGIDS, MAX_PENDING_INITS, MAX_TRACKED_SOCKETS, RECHECK_SLOTS,
+    SOCK_RCVBUF_LOCK,
 };
 
 use crate::{
@@ -184,12 +184,11 @@ pub fn recently_checked<M: Mem>(sk: u64) -> bool {
     let now = unsafe { bpf_jiffies64() };
     // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
     let c = unsafe { &mut *c };
-    if c.sk == sk && now.wrapping_sub(c.at_jiffies) < RECHECK_JIFFIES {
+    if c.holds(sk, now) {
         count(counter::RECHECK_SKIPPED);
         return true;
     }
-    c.sk = sk;
-    c.at_jiffies = now;
+    c.mark(sk, now);
     false
 }
 
@@ -201,7 +200,7 @@ fn recently_not_owned<M: Mem>(sk: u64) -> bool {
         return false;
     };
     // SAFETY: bpf_jiffies64 takes no arguments and only reads the clock.
-    c.sk == sk && unsafe { bpf_jiffies64() }.wrapping_sub(c.at_jiffies) < RECHECK_JIFFIES
+    c.holds(sk, unsafe { bpf_jiffies64() })
 }
 
 /// Notes in `NOT_OWNED` that the socket is not the trace's (its packets skip the lookups).
@@ -210,10 +209,7 @@ fn note_not_owned<M: Mem>(sk: u64) {
     if let Some(c) = NOT_OWNED.get_ptr_mut(checked_slot::<M>(sk)) {
         // SAFETY: a map value pointer from get_ptr_mut, valid for this program run; a racing
         // CPU only costs one more check.
-        unsafe {
-            (*c).sk = sk;
-            (*c).at_jiffies = bpf_jiffies64();
-        }
+        unsafe { (*c).mark(sk, bpf_jiffies64()) }
     }
 }
 
