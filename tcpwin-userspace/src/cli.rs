@@ -15,7 +15,7 @@ use tcpwin_model::{
 
 use crate::{
     gather::{scope::Scope, snapshot::SourceKind},
-    kernel::{attach::Backend, btf::VMLINUX, log::LogLevel},
+    kernel::{attach::Backend, btf::VMLINUX, log::LogLevel, Kernel},
 };
 
 #[derive(Parser, Debug)]
@@ -125,6 +125,11 @@ impl KernelArgs {
 
     pub fn log_level(&self) -> LogLevel {
         self.ebpf_log.into()
+    }
+
+    /// The kernel these flags name: its BTF and the object to load.
+    pub fn kernel(&self) -> Kernel {
+        Kernel::new(self.btf.clone(), self.obj.clone())
     }
 }
 

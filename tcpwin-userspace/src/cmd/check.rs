@@ -15,7 +15,7 @@ pub fn run(args: CheckArgs) -> Result<i32> {
         bdp: args.bdp,
         ratio: args.ratio,
         assume_kernel: args.assume_kernel.clone(),
-        btf: &args.kernel.btf,
+        kernel: &args.kernel.kernel(),
     })?;
     let mut out = std::io::stdout().lock();
     if args.json {

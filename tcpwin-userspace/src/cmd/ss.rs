@@ -37,7 +37,7 @@ pub fn run(args: SsArgs) -> Result<()> {
     // a process's sockets live in its namespace: read that one unless --netns says otherwise
     let mut rereading = snapshot::Rereading::new(args.sockets.scope()?);
     let source = args.source.into();
-    let mut src = Source::open(source, &args.kernel.btf, args.kernel.obj.as_deref())?;
+    let mut src = Source::open(source, &args.kernel.kernel())?;
     if source == SourceKind::SockDiag {
         eprintln!(
             "tcpwin-trace: reading sock_diag (what iproute2's ss reads): {} are null{}",

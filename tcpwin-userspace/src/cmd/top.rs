@@ -61,8 +61,7 @@ impl Tracing {
             .context("starting the event reader")?;
         let _in = rt.enter();
         let mut tracer = Tracer::load(
-            &args.kernel.btf,
-            args.kernel.obj.as_deref(),
+            &args.kernel.kernel(),
             scope.kernel_filter()?,
             Backend::Auto,
             TOP_RINGBUF_KIB,
@@ -198,11 +197,8 @@ pub fn run(args: TopArgs) -> Result<()> {
     }
     let mut rereading = snapshot::Rereading::new(scope.clone());
     let mut peers = args.peer.peers()?;
-    let mut src = Source::open(
-        SourceKind::Auto,
-        &args.kernel.btf,
-        args.kernel.obj.as_deref(),
-    )?;
+    let kernel = args.kernel.kernel();
+    let mut src = Source::open(SourceKind::Auto, &kernel)?;
     // the header's settings: the namespace read (the caller's, over every namespace)
     let audited = match scope.namespaces {
         Namespaces::All => Scope::default(),
@@ -213,7 +209,7 @@ pub fn run(args: TopArgs) -> Result<()> {
         bdp: None,
         ratio: Some(tcpwin_model::check::DEFAULT_RATIO),
         assume_kernel: None,
-        btf: &args.kernel.btf,
+        kernel: &kernel,
     })
     .map(|r| header_lines(&r))
     .unwrap_or_else(|e| vec![format!("host check unavailable: {e:#}")]);

@@ -482,8 +482,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         None => Box::new(std::io::stdout()),
     };
     let mut tracer = Tracer::load(
-        &args.kernel.btf,
-        args.kernel.obj.as_deref(),
+        &args.kernel.kernel(),
         scope.kernel_filter()?,
         args.backend.into(),
         args.ringbuf_kib,

@@ -1,7 +1,6 @@
 //! The host audited for `check` (and `top`'s header): the kernel's era (measured scaling_ratio
 //! or tcp_adv_win_scale), the namespace's settings and global caps, the interfaces and their
 //! offloads, the ratio to size buffers with and the sockets it was measured on.
-use std::path::Path;
 use tcpwin_model::units::count;
 
 use anyhow::{bail, Result};
@@ -14,7 +13,7 @@ use tcpwin_model::{
 use crate::{
     gather::scope::{Namespaces, Scope},
     host::{kconfig, monotonic_ns, netdev, netns, sysctl},
-    kernel::{cache, iter::SocketIter, object},
+    kernel::{iter::SocketIter, object, Kernel},
 };
 
 /// What to audit: the namespace and sockets of `scope`, a BDP to fit, a ratio to size with.
@@ -25,7 +24,7 @@ pub struct Audit<'a> {
     pub ratio: Option<u8>,
     /// the kernel release the notes are keyed by (None: this one)
     pub assume_kernel: Option<String>,
-    pub btf: &'a Path,
+    pub kernel: &'a Kernel,
 }
 
 /// How many sockets the ratio's source names at most.
@@ -37,7 +36,7 @@ fn measured(a: &Audit) -> std::result::Result<(u8, String), String> {
     if object::check_privileges().is_err() {
         return Err("not root: the sockets' measured ratios need the socket iterator".into());
     }
-    let mut it = SocketIter::load(a.btf, None).map_err(|e| format!("{e:#}"))?;
+    let mut it = SocketIter::load(&a.kernel.built_in()).map_err(|e| format!("{e:#}"))?;
     let o: Offsets = it.offsets;
     let records = it
         .read()
@@ -117,7 +116,7 @@ pub fn report(a: &Audit) -> Result<CheckReport> {
         Some(k) => k.clone(),
         None => kconfig::release(),
     };
-    let era = if cache::has_scaling_ratio(a.btf)? {
+    let era = if a.kernel.has_scaling_ratio()? {
         Era::MeasuredRatio
     } else {
         Era::AdvWinScale

@@ -1,7 +1,6 @@
 //! One reading of the sockets of some namespaces: facts, owners and the limits of each
 //! namespace, from the socket iterator or, where it is refused, from sock_diag. Shared by `ss`,
 //! the lab's WAN scenarios and the tracer's verdicts.
-use std::path::Path;
 
 use anyhow::Result;
 use tcpwin_common::{tcp_state, Offsets, SockRecord};
@@ -14,7 +13,10 @@ use crate::{
         sockdiag::{self, MISSING},
         sysctl,
     },
-    kernel::iter::{Counting, SocketIter},
+    kernel::{
+        iter::{Counting, SocketIter},
+        Kernel,
+    },
 };
 
 /// Which source to read sockets from (`ss --source`).
@@ -38,15 +40,15 @@ impl Source {
     /// Opens the source asked; with `auto` an iterator the kernel refuses falls back to
     /// sock_diag and says which facts are then missing (a missing privilege is an error: the fix
     /// is to run as root, not to read less).
-    pub fn open(arg: SourceKind, btf: &Path, obj: Option<&Path>) -> Result<Source> {
+    pub fn open(arg: SourceKind, kernel: &Kernel) -> Result<Source> {
         if arg != SourceKind::SockDiag {
             crate::kernel::object::check_privileges()
                 .map_err(|e| anyhow::anyhow!("{e:#} (or read less with --source sock-diag)"))?;
         }
         match arg {
             SourceKind::SockDiag => Ok(Source::SockDiag),
-            SourceKind::Iterator => Ok(Source::Iterator(Box::new(SocketIter::load(btf, obj)?))),
-            SourceKind::Auto => match SocketIter::load(btf, obj) {
+            SourceKind::Iterator => Ok(Source::Iterator(Box::new(SocketIter::load(kernel)?))),
+            SourceKind::Auto => match SocketIter::load(kernel) {
                 Ok(it) => Ok(Source::Iterator(Box::new(it))),
                 Err(e) => {
                     eprintln!(
@@ -62,9 +64,9 @@ impl Source {
     /// The exporter's source: the iterator with the counters asked for attached. Without
     /// the per-packet histogram, a kernel that refuses them falls back to sock_diag (then
     /// without counters, and said so); the histogram asked for and refused is an error.
-    pub fn open_counting(btf: &Path, c: &Counting) -> Result<Source> {
+    pub fn open_counting(kernel: &Kernel, c: &Counting) -> Result<Source> {
         crate::kernel::object::check_privileges()?;
-        match SocketIter::load_with(btf, None, c) {
+        match SocketIter::load_with(&kernel.built_in(), c) {
             Ok(it) => Ok(Source::Iterator(Box::new(it))),
             Err(e) if c.packets => Err(e.context(
                 "--packet-histogram needs the eBPF socket iterator and the tcp_probe hook",

@@ -84,7 +84,7 @@ impl Cached {
 
 /// Whether this command may use (and leave) an entry: the running kernel's BTF, the embedded
 /// object, no `--ebpf-log` (its lines need the object loaded by this process), not switched off.
-pub fn applies(btf_path: &Path, obj: Option<&Path>) -> bool {
+pub(super) fn applies(btf_path: &Path, obj: Option<&Path>) -> bool {
     obj.is_none() && super::log::level() == super::log::LogLevel::Off && enabled(btf_path)
 }
 
@@ -230,7 +230,7 @@ pub fn lookup() -> Result<Cached> {
 /// The kernel's BTF parsed for loading programs, with the layout this build resolved for this
 /// kernel before when there is one (the walk over its types is most of a load's time), else
 /// resolved and kept for the next command.
-pub fn kernel_btf(btf_path: &Path) -> Result<std::sync::Arc<KernelBtf>> {
+pub(super) fn kernel_btf(btf_path: &Path) -> Result<std::sync::Arc<KernelBtf>> {
     let (k, resolved) = kernel_btf_with(btf_path, || layout_for(btf_path))?;
     if resolved {
         keep_layout(btf_path, &k.layout);
@@ -240,7 +240,7 @@ pub fn kernel_btf(btf_path: &Path) -> Result<std::sync::Arc<KernelBtf>> {
 
 /// Whether the kernel at `btf_path` has `tcp_sock.scaling_ratio` (6.6+): from this kernel's
 /// entry when there is one, else from its BTF.
-pub fn has_scaling_ratio(btf_path: &Path) -> Result<bool> {
+pub(super) fn has_scaling_ratio(btf_path: &Path) -> Result<bool> {
     if applies(btf_path, None) {
         if let Ok(c) = lookup() {
             return Ok(c.layout.has_scaling_ratio());

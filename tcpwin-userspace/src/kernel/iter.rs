@@ -1,6 +1,6 @@
 //! The socket iterator (`iter/tcp`): a snapshot of every TCP socket of one network namespace,
 //! read as fixed records. Nothing runs per packet; the program runs only while it is read.
-use std::{io::Read, path::Path};
+use std::io::Read;
 
 use anyhow::{Context, Result};
 use aya::{
@@ -13,9 +13,10 @@ use tcpwin_model::metrics::Counts;
 
 use super::{
     attach::reason,
-    cache::{self, kernel_btf},
+    cache,
     log::KernelLog,
     object::{self, LoadOpts},
+    Kernel,
 };
 
 pub struct SocketIter {
@@ -33,9 +34,9 @@ pub struct SocketIter {
 impl SocketIter {
     /// The iterator: the one a previous command pinned when it is this build's for this kernel
     /// (see `cache`), else loaded with the running kernel's offsets (and pinned for the next).
-    pub fn load(btf_path: &Path, obj: Option<&Path>) -> Result<SocketIter> {
-        if !cache::applies(btf_path, obj) {
-            return Self::load_with(btf_path, obj, &Counting::default());
+    pub fn load(kernel: &Kernel) -> Result<SocketIter> {
+        if !kernel.cacheable() {
+            return Self::load_with(kernel, &Counting::default());
         }
         object::check_privileges()?;
         if let Ok(c) = cache::lookup() {
@@ -47,9 +48,9 @@ impl SocketIter {
                 log: KernelLog::default(),
             });
         }
-        let mut it = Self::load_with(btf_path, obj, &Counting::default())?;
+        let mut it = Self::load_with(kernel, &Counting::default())?;
         if let Some(bpf) = it.bpf.as_mut() {
-            let layout = &kernel_btf(btf_path)?.layout;
+            let layout = &kernel.btf()?.layout;
             // best effort: without it the next command loads again (and says why not)
             if let Err(e) = cache::store(bpf, layout) {
                 eprintln!(
@@ -62,22 +63,17 @@ impl SocketIter {
     }
 
     /// Loads the iterator and attaches the exporter's counters asked for.
-    pub fn load_with(btf_path: &Path, obj: Option<&Path>, c: &Counting) -> Result<SocketIter> {
-        object::load_reading_cookies(|by_read| Self::load_config(btf_path, obj, c, by_read))
+    pub fn load_with(kernel: &Kernel, c: &Counting) -> Result<SocketIter> {
+        object::load_reading_cookies(|by_read| Self::load_config(kernel, c, by_read))
             .map(|(it, _)| it)
     }
 
-    fn load_config(
-        btf_path: &Path,
-        obj: Option<&Path>,
-        c: &Counting,
-        cookie_by_read: bool,
-    ) -> Result<SocketIter> {
+    fn load_config(kernel: &Kernel, c: &Counting, cookie_by_read: bool) -> Result<SocketIter> {
         object::check_privileges()?;
-        let k = kernel_btf(btf_path)?;
+        let k = kernel.btf()?;
         let (layout, btf) = (&k.layout, &k.aya);
         let opts = LoadOpts {
-            obj,
+            obj: kernel.obj(),
             config: Config {
                 port: c.filter.port,
                 cookie_by_read: cookie_by_read as u8,
@@ -137,8 +133,8 @@ impl SocketIter {
                 // removed under us (`cache --clear`, another build replacing it): load ours
                 Err(_) => {
                     self.pinned = None;
-                    let btf = Path::new(super::btf::VMLINUX);
-                    self.bpf = Some(Self::load_with(btf, None, &Counting::default())?.take_bpf());
+                    let running = Kernel::default();
+                    self.bpf = Some(Self::load_with(&running, &Counting::default())?.take_bpf());
                 }
             }
         }

@@ -1,6 +1,7 @@
-//! Everything that talks to the kernel's BPF side (the only aya user): the object and privileges,
-//! struct layouts from BTF (parsed once per process), attaching hooks (and the `Backend`
-//! choice), the tracer's programs, the socket iterator, maps, the ring buffer.
+//! Everything that talks to the kernel's BPF side (the only aya user): the `Kernel` a command
+//! opens once (its BTF, parsed once per process, and the object to load), the object and
+//! privileges, struct layouts from BTF, attaching hooks (and the `Backend` choice), the tracer's
+//! programs, the socket iterator, maps, the ring buffer.
 pub mod attach;
 pub mod btf;
 pub mod cache;
@@ -11,3 +12,65 @@ pub mod maps;
 pub mod object;
 pub mod ring;
 pub mod tracer;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use anyhow::Result;
+
+/// The kernel the programs go into: where its BTF is (parsed once per process, see
+/// `btf::kernel_btf`) and which eBPF object to load (the one built into the binary, or
+/// `--obj`). Made once from a command's flags and handed to whatever loads programs or reads
+/// layouts: the tracer, the socket iterator, the audit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    btf: PathBuf,
+    obj: Option<PathBuf>,
+}
+
+impl Default for Kernel {
+    /// The running kernel, with the object built into the binary.
+    fn default() -> Self {
+        Kernel {
+            btf: PathBuf::from(btf::VMLINUX),
+            obj: None,
+        }
+    }
+}
+
+impl Kernel {
+    pub fn new(btf: PathBuf, obj: Option<PathBuf>) -> Kernel {
+        Kernel { btf, obj }
+    }
+
+    /// The object to load instead of the built-in one (`--obj`).
+    pub fn obj(&self) -> Option<&Path> {
+        self.obj.as_deref()
+    }
+
+    /// The same kernel with the object built into the binary (what the exporter's counters and
+    /// the audit load).
+    pub fn built_in(&self) -> Kernel {
+        Kernel {
+            btf: self.btf.clone(),
+            obj: None,
+        }
+    }
+
+    /// Its BTF, parsed (once per process) with the layout the programs read at.
+    pub fn btf(&self) -> Result<Arc<btf::KernelBtf>> {
+        cache::kernel_btf(&self.btf)
+    }
+
+    /// Whether it has `tcp_sock.scaling_ratio` (6.6+).
+    pub fn has_scaling_ratio(&self) -> Result<bool> {
+        cache::has_scaling_ratio(&self.btf)
+    }
+
+    /// Whether the socket iterator loaded for it may be kept between commands (`cache`).
+    pub fn cacheable(&self) -> bool {
+        cache::applies(&self.btf, self.obj())
+    }
+}

@@ -1,8 +1,6 @@
 //! The tracer's programs: the object loaded with the running kernel's offsets and the session's
 //! filters, the hooks of the backend asked attached, and the socket iterator of the same object
 //! (the verdicts read the traced sockets through it).
-use std::path::Path;
-
 use anyhow::Result;
 use aya::Ebpf;
 use tcpwin_common::{counter, hook, Config, SockRecord};
@@ -10,7 +8,6 @@ use tcpwin_common::{counter, hook, Config, SockRecord};
 use super::{
     attach::{self, Attached, Backend},
     btf::{KernelBtf, Layout},
-    cache::kernel_btf,
     iter,
     log::{KernelLog, LogCount, LogLevel},
     maps,
@@ -29,8 +26,7 @@ pub struct Tracer {
 impl Tracer {
     /// Loads the object with `config` (the --pid / --port filters) and attaches `backend`.
     pub fn load(
-        btf_path: &Path,
-        obj: Option<&Path>,
+        kernel: &super::Kernel,
         config: Config,
         backend: Backend,
         ringbuf_kib: u32,
@@ -40,7 +36,7 @@ impl Tracer {
                 cookie_by_read: by_read as u8,
                 ..config
             };
-            Self::load_config(btf_path, obj, config, backend, ringbuf_kib)
+            Self::load_config(kernel, config, backend, ringbuf_kib)
         })?;
         if by_read {
             t.attached.notes.push(object::COOKIE_BY_READ_NOTE.into());
@@ -49,16 +45,15 @@ impl Tracer {
     }
 
     fn load_config(
-        btf_path: &Path,
-        obj: Option<&Path>,
+        kernel: &super::Kernel,
         config: Config,
         backend: Backend,
         ringbuf_kib: u32,
     ) -> Result<Tracer> {
         object::check_privileges()?;
-        let k = kernel_btf(btf_path)?;
+        let k = kernel.btf()?;
         let opts = LoadOpts {
-            obj,
+            obj: kernel.obj(),
             config,
             ringbuf_bytes: ringbuf_kib * 1024,
         };

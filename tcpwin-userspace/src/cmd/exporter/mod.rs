@@ -263,7 +263,7 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     let counting = scope.owners().is_none();
     let scraper_all = scope.namespaces == crate::gather::scope::Namespaces::All;
     let src = Source::open_counting(
-        &args.kernel.btf,
+        &args.kernel.kernel(),
         &Counting {
             states: counting,
             packets: args.packet_histogram,

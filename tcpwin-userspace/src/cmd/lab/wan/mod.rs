@@ -27,7 +27,7 @@ use tcpwin_model::{
 
 use crate::{
     gather::snapshot,
-    kernel::{btf::VMLINUX, iter::SocketIter},
+    kernel::{iter::SocketIter, Kernel},
 };
 
 mod fixloop;
@@ -495,10 +495,7 @@ pub fn scenarios(
     each: &mut dyn FnMut(&WanRow) -> Result<()>,
 ) -> Result<Vec<WanRow>> {
     let specs = rows(plan.scenario, plan.quick)?;
-    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(
-        std::path::Path::new(VMLINUX),
-        None,
-    )?));
+    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(&Kernel::default())?));
     let mut out = Vec::new();
     let mut n = 0;
     for run_no in 1..=plan.repeat {
@@ -552,10 +549,7 @@ pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
         },
         ..BASE
     };
-    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(
-        std::path::Path::new(VMLINUX),
-        None,
-    )?));
+    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(&Kernel::default())?));
     let plan = Plan {
         scenario: s.scenario,
         quick: false,
