@@ -237,28 +237,10 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     }
     // the window that could bind: the receiver's largest, or the one the sender sees
     let cap_window = receiver.and_then(scale::receiver_window);
-    let Some(window) = cap_window.or_else(|| sender.and_then(|s| s.now.snd_wnd.map(u64::from)))
-    else {
-        v.setting = Some(match sender {
-            Some(_) => "snd_wnd not read by this source".into(),
-            None => "window_clamp or wscale_ok not read by this source".into(),
-        });
+    let Some(window) = window_that_could_bind(v, sender, cap_window, (rtt, base)) else {
         return;
     };
-    v.window = Some(window);
-    v.ceiling_bps = (window > 0).then(|| ceiling_bps(window, rtt));
-    v.base_ceiling_bps = (window > 0).then(|| ceiling_bps(window, base));
-    let sizing = Sizing {
-        base_us: base,
-        target: i.target_bps,
-    };
-    v.target_bps = i.target_bps;
-    // the target as the payload a link at that rate carries, in this connection's segments
-    let mss = sender
-        .and_then(|s| s.now.mss_cache)
-        .or_else(|| receiver.and_then(|r| r.now.advmss));
-    v.target_payload_bps = i.target_bps.map(|t| payload_rate(t, mss));
-    v.bdp_bytes = Some(sizing.bdp());
+    let sizing = sizing(v, sender, receiver, base, i.target_bps);
     let Some(rate) = rate else {
         // one reading of a receiver alone: no rate to hold against the window
         no_rate(v, receiver, window, i.target_bps);
@@ -277,13 +259,130 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
         reader_caps(v, receiver, sender, i.target_bps);
         return;
     }
-    // a receiver read alone that advertised less than its largest window at its readings with
-    // little unread (no backlog of the reader's: that is asked above), the rate filling what it
-    // advertised and not what the largest allows (nor more than the advertised one lets
-    // through: then it was not the window the sender had): that is the window the sender had
-    // (the sender's rwnd-limited time would say so, were it read)
+    let f = Flow {
+        sender,
+        receiver,
+        rate,
+        rtt,
+        base,
+        queued,
+        window: advertised_window(v, sender, receiver, cap_window, window, rate, (rtt, base)),
+        target: i.target_bps,
+    };
+    // 2b. the sending end holds the flow: its buffer, or its peer's reader
+    if sending_end_holds(v, f, &sizing) {
+        return;
+    }
+    // 3. does the window bind?
+    let binds_at = if queued { base } else { rtt };
+    let binds = window_binds(v, f, binds_at);
+    v.window_limited = Some(binds);
+    if !binds {
+        path::window_unbound(
+            v,
+            path::Unbound {
+                sender,
+                receiver,
+                rate,
+                window: f.window,
+                rtt,
+                base,
+                queued,
+                binds_at,
+                target: i.target_bps,
+            },
+        );
+        return;
+    }
+    // 4. the window binds: which cap makes it what it is
+    match receiver {
+        Some(r) if cap_window.is_some() => caps::caps(v, r, sender, Some(f.window), i.target_bps),
+        _ => {
+            let s = sender.expect("a window without a receiver comes from the sender");
+            if s.now.wscale_ok == Some(false) && f.window <= 65535 {
+                sender::wscale_off(v, s, f.window, binds_at, &sizing);
+            } else {
+                sender::peer_window(v, s, f.window, binds_at, &sizing);
+            }
+        }
+    }
+}
+
+/// A moving connection as the later steps judge it: its ends, its rate, the RTT and the base
+/// RTT, whether the path queues, the window that could bind and the rate asked (`--target`).
+#[derive(Clone, Copy)]
+struct Flow<'a> {
+    sender: Option<End<'a>>,
+    receiver: Option<End<'a>>,
+    rate: u64,
+    rtt: u32,
+    base: u32,
+    queued: bool,
+    window: u64,
+    target: Option<u64>,
+}
+
+/// The window that could bind (the receiver's largest, `cap_window`, or the one the sender
+/// sees) into `v` with its ceilings; None (and why, into `v`) where this source did not read it.
+fn window_that_could_bind(
+    v: &mut Verdict,
+    sender: Option<End>,
+    cap_window: Option<u64>,
+    (rtt, base): (u32, u32),
+) -> Option<u64> {
+    let Some(window) = cap_window.or_else(|| sender.and_then(|s| s.now.snd_wnd.map(u64::from)))
+    else {
+        v.setting = Some(match sender {
+            Some(_) => "snd_wnd not read by this source".into(),
+            None => "window_clamp or wscale_ok not read by this source".into(),
+        });
+        return None;
+    };
+    v.window = Some(window);
+    v.ceiling_bps = (window > 0).then(|| ceiling_bps(window, rtt));
+    v.base_ceiling_bps = (window > 0).then(|| ceiling_bps(window, base));
+    Some(window)
+}
+
+/// What a fix is sized for (the target, or each 100 Mbit/s, at the base RTT), with the target
+/// and the BDP into `v`.
+fn sizing(
+    v: &mut Verdict,
+    sender: Option<End>,
+    receiver: Option<End>,
+    base: u32,
+    target: Option<u64>,
+) -> Sizing {
+    let sizing = Sizing {
+        base_us: base,
+        target,
+    };
+    v.target_bps = target;
+    // the target as the payload a link at that rate carries, in this connection's segments
+    let mss = sender
+        .and_then(|s| s.now.mss_cache)
+        .or_else(|| receiver.and_then(|r| r.now.advmss));
+    v.target_payload_bps = target.map(|t| payload_rate(t, mss));
+    v.bdp_bytes = Some(sizing.bdp());
+    sizing
+}
+
+/// A receiver read alone that advertised less than its largest window at its readings with
+/// little unread (no backlog of the reader's: that is asked before), the rate filling what it
+/// advertised and not what the largest allows (nor more than the advertised one lets through:
+/// then it was not the window the sender had): that is the window the sender had (the sender's
+/// rwnd-limited time would say so, were it read), into `v` with its ceilings. Else `window`.
+fn advertised_window(
+    v: &mut Verdict,
+    sender: Option<End>,
+    receiver: Option<End>,
+    cap_window: Option<u64>,
+    window: u64,
+    rate: u64,
+    (rtt, base): (u32, u32),
+) -> u64 {
     let fills = |w: u64, share: f64| rate as f64 >= share * ceiling_bps(w, rtt) as f64;
-    let window = match receiver
+    match receiver
         .filter(|_| sender.is_none() && cap_window.is_some())
         .filter(|r| apps::little_unread(*r, window))
         .and_then(|r| scale::advertised_below(r, window))
@@ -299,34 +398,43 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
             a
         }
         _ => window,
+    }
+}
+
+/// The sending end holds the flow, the verdict into `v`: its own buffer (not behind a queue:
+/// Little's law fills any buffer there; but a queue of a quarter of the base RTT behind a full
+/// buffer is the buffer's bursts), or a peer window that was mostly closed: the peer's reader (a
+/// queue would hold a full window as long, but drain it at window / RTT: Little's law); with the
+/// receiver in view too, when neither of its readings caught the backlog (a reader in bursts
+/// just drained it: `curl --limit-rate`).
+fn sending_end_holds(v: &mut Verdict, f: Flow, sizing: &Sizing) -> bool {
+    let Some(s) = f.sender else {
+        return false;
     };
-    // 2b. the sender's own buffer (not behind a queue: Little's law fills any buffer there;
-    // but a queue of a quarter of the base RTT behind a full buffer is the buffer's bursts)
-    if sender.is_some_and(|s| {
-        (!queued || sender::queue_of_the_buffer(s, rtt, base))
-            && sender::sndbuf_binds(v, s, Some(rate), rtt, &sizing)
-    }) {
-        return;
+    if (!f.queued || sender::queue_of_the_buffer(s, f.rtt, f.base))
+        && sender::sndbuf_binds(v, s, Some(f.rate), f.rtt, sizing)
+    {
+        return true;
     }
-    // a sender held by a peer window that was mostly closed: the peer's reader (a queue would
-    // hold a full window as long, but drain it at window / RTT: Little's law); with the
-    // receiver in view too, when neither of its readings caught the backlog (a reader in bursts
-    // just drained it: `curl --limit-rate`)
-    if sender.is_some_and(|s| {
-        apps::peer_stalls(v, s, rate, window, (base, rtt), queued, receiver.is_some())
-    }) {
-        reader_caps(v, receiver, sender, i.target_bps);
-        return;
+    let seen = f.receiver.is_some();
+    if apps::peer_stalls(v, s, f.rate, f.window, (f.base, f.rtt), f.queued, seen) {
+        reader_caps(v, f.receiver, f.sender, f.target);
+        return true;
     }
-    // 3. does the window bind?
-    let binds_at = if queued { base } else { rtt };
+    false
+}
+
+/// Whether the window binds the flow, its ceiling taken at `binds_at` (the base RTT behind a
+/// queue).
+fn window_binds(v: &Verdict, f: Flow, binds_at: u32) -> bool {
+    let (rate, window, sender) = (f.rate, f.window, f.sender);
     // on a path without a queue, a sender the kernel saw stopped by the peer's window a good
     // part of its busy time is window-bound even when it uses less of window / RTT (at RTTs of
     // µs the ACK clock leaves the window partly unused: iperf3 -w 8K on veth)
     // (most of its busy time: the window, even where the later reading caught a congestion
     // window cut by a recovery; the kernel's chrono counts a cwnd-bound sender busy, never
     // rwnd-limited, so the congestion window held it for less than the window did)
-    let rwnd_stopped = !queued
+    let rwnd_stopped = !f.queued
         && v.rwnd_limited_share.is_some_and(|x| {
             x >= RWND_MOST_SHARE
                 || (x >= RWND_SUPPORT_SHARE && sender.is_some_and(|s| !sender::cwnd_held(s)))
@@ -335,55 +443,25 @@ fn judge_connection(v: &mut Verdict, sender: Option<End>, receiver: Option<End>,
     // full it runs: lifting it would not raise the rate towards the target
     let allows_target = v
         .target_payload_bps
-        .is_some_and(|t| ceiling_bps(window, base) >= t);
+        .is_some_and(|t| ceiling_bps(window, f.base) >= t);
     // behind a queue a flow at window / RTT is ambiguous (a bottleneck at its rate, or a window
     // whose bursts queue): with `--target` it is not, a window too small for the target at the
     // base RTT that the flow runs full over the RTT it sees (or that stops the sender most of its
     // busy time, or a good part of it while the flow uses most of window / RTT: bbr paces, and
     // shows 27-35 % rwnd-limited where a slow reader's window holds it) holds it
     let stopped = |share: f64| v.rwnd_limited_share.is_some_and(|x| x >= share);
-    let short_of_target = queued
-        && i.target_bps.is_some()
-        && (rate as f64 >= FULL_WINDOW_SHARE * ceiling_bps(window, rtt) as f64
+    let short_of_target = f.queued
+        && f.target.is_some()
+        && (rate as f64 >= FULL_WINDOW_SHARE * ceiling_bps(window, f.rtt) as f64
             || stopped(0.5)
             || (stopped(RWND_SUPPORT_SHARE)
-                && rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64
+                && rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, f.rtt) as f64
                 && sender.is_some_and(|s| !sender::cwnd_held(s))));
-    let binds = window > 0
+    window > 0
         && !allows_target
         && (rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, binds_at) as f64
             || rwnd_stopped
-            || short_of_target);
-    v.window_limited = Some(binds);
-    if !binds {
-        path::window_unbound(
-            v,
-            path::Unbound {
-                sender,
-                receiver,
-                rate,
-                window,
-                rtt,
-                base,
-                queued,
-                binds_at,
-                target: i.target_bps,
-            },
-        );
-        return;
-    }
-    // 4. the window binds: which cap makes it what it is
-    match receiver {
-        Some(r) if cap_window.is_some() => caps::caps(v, r, sender, Some(window), i.target_bps),
-        _ => {
-            let s = sender.expect("a window without a receiver comes from the sender");
-            if s.now.wscale_ok == Some(false) && window <= 65535 {
-                sender::wscale_off(v, s, window, binds_at, &sizing);
-            } else {
-                sender::peer_window(v, s, window, binds_at, &sizing);
-            }
-        }
-    }
+            || short_of_target)
 }
 
 /// Nothing moves: no data over the interval (or over the life so far), or the socket's own
