@@ -58,16 +58,25 @@ struct Judged {
     alone: Option<Verdict>,
 }
 
+/// What stays the same through one row's runs: the tracer to run, the row, its congestion
+/// control and which of the `--repeat` runs it is.
+#[derive(Clone, Copy)]
+struct RowRun<'a> {
+    exe: &'a std::path::Path,
+    spec: &'a Spec,
+    cc: &'a str,
+    run_no: u32,
+}
+
 /// One transfer on the row's setup, judged (the interval verdicts, both ends read together,
 /// are the row's own; the four ways of reading in `reads`).
-fn judge_run(
-    exe: &std::path::Path,
-    it: &mut snapshot::Source,
-    s: &Spec,
-    st: &run::Setup,
-    cc: &str,
-    run_no: u32,
-) -> Result<Judged> {
+fn judge_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Judged> {
+    let RowRun {
+        exe,
+        spec: s,
+        cc,
+        run_no,
+    } = r;
     // a transfer that fails or never ends says what the delay line did meanwhile
     let r = run::transfer(exe, it, s, st, cc).with_context(|| {
         format!(
@@ -283,17 +292,10 @@ fn still_limited(l: Option<Limit>) -> bool {
 }
 
 /// A transfer on a set-up path, run again (up to `ATTEMPTS`) while its delay line is late.
-fn on_time_run(
-    exe: &std::path::Path,
-    it: &mut snapshot::Source,
-    s: &Spec,
-    st: &run::Setup,
-    cc: &str,
-    run_no: u32,
-) -> Result<Judged> {
+fn on_time_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Judged> {
     let mut attempt = 1;
     loop {
-        let j = judge_run(exe, it, s, st, cc, run_no)?;
+        let j = judge_run(r, it, st)?;
         if j.row.path_on_time || attempt == ATTEMPTS {
             return Ok(j);
         }
@@ -328,21 +330,16 @@ impl Plan<'_> {
 
 /// The rows of one scenario run: the row (its path late: run again, up to `ATTEMPTS`), and with
 /// `--apply-fix` its fix applied and the transfer run again beside the same path's baseline.
-fn one_row(
-    exe: &std::path::Path,
-    it: &mut snapshot::Source,
-    s: &Spec,
-    cc: &str,
-    run_no: u32,
-    n: &mut usize,
-    plan: &Plan,
-) -> Result<WanRow> {
+fn one_row(r: RowRun, it: &mut snapshot::Source, n: &mut usize, plan: &Plan) -> Result<WanRow> {
+    let RowRun {
+        exe, spec: s, cc, ..
+    } = r;
     let mut attempt = 1;
     let (mut j, mut st) = loop {
         // each end's peer over the network: the fifth way of reading
         let st = run::setup(s, cc, *n, Some(exe))?;
         *n += 1;
-        let mut j = match judge_run(exe, it, s, &st, cc, run_no) {
+        let mut j = match judge_run(r, it, &st) {
             Ok(j) => j,
             // a transfer that gave nothing to judge (a program that failed to start or to
             // connect, a connection closed before the readings) is run again like a late path;
@@ -387,7 +384,7 @@ fn one_row(
         let (after, applied, gro_merged) = loop {
             check_stop()?;
             let applied = fixloop::apply(&this, &mut st)?;
-            let (after, gro_merged) = fixed_run(exe, it, s, &st, cc, run_no, &this)?;
+            let (after, gro_merged) = fixed_run(r, it, &st, &this)?;
             let next = s
                 .then
                 .filter(|_| earlier.is_empty() && still_limited(after.row.verdict))
@@ -415,7 +412,7 @@ fn one_row(
             let base = s.baseline();
             let bst = run::setup(&base, cc, *n, None)?;
             *n += 1;
-            let b = on_time_run(exe, it, &base, &bst, cc, run_no)?;
+            let b = on_time_run(RowRun { spec: &base, ..r }, it, &bst)?;
             Some((b.row.throughput_bps, b.row.path_on_time))
         } else {
             None
@@ -457,15 +454,12 @@ fn one_row(
 /// frames waiting together; on a busy machine it can poll each alone. Run again while the ratio
 /// shows nothing merged, then say so rather than judge the fix on it).
 fn fixed_run(
-    exe: &std::path::Path,
+    r: RowRun,
     it: &mut snapshot::Source,
-    s: &Spec,
     st: &run::Setup,
-    cc: &str,
-    run_no: u32,
     fix: &tcpwin_model::verdict::Fix,
 ) -> Result<(Judged, bool)> {
-    let mut after = on_time_run(exe, it, s, st, cc, run_no)?;
+    let mut after = on_time_run(r, it, st)?;
     let turns_gro_on = fix.commands.iter().any(|c| c.contains(" gro on"));
     let mut attempt = 1;
     while turns_gro_on && !merged(after.row.scaling_ratio) && attempt < ATTEMPTS {
@@ -475,7 +469,7 @@ fn fixed_run(
         );
         attempt += 1;
         check_stop()?;
-        after = on_time_run(exe, it, s, st, cc, run_no)?;
+        after = on_time_run(r, it, st)?;
     }
     let gro_merged = !turns_gro_on || merged(after.row.scaling_ratio);
     Ok((after, gro_merged))
@@ -526,7 +520,13 @@ pub fn scenarios(
                         .unwrap_or_else(|| "own endpoints".into()),
                     s.recv.describe()
                 );
-                let row = one_row(exe, &mut it, s, cc, run_no, &mut n, plan)
+                let run = RowRun {
+                    exe,
+                    spec: s,
+                    cc,
+                    run_no,
+                };
+                let row = one_row(run, &mut it, &mut n, plan)
                     .with_context(|| format!("row {s:?} with {cc}"))?;
                 each(&row)?;
                 out.push(row);
@@ -558,7 +558,13 @@ pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
         apply_fix: false,
         baseline: false,
     };
-    one_row(exe, &mut it, &s, "reno", 1, &mut 0, &plan)
+    let run = RowRun {
+        exe,
+        spec: &s,
+        cc: "reno",
+        run_no: 1,
+    };
+    one_row(run, &mut it, &mut 0, &plan)
 }
 
 #[cfg(test)]
