@@ -44,6 +44,40 @@ fn missing_things() {
     );
 }
 
+/// `--obj` is the object every command loads, never passed over: one that is not an eBPF object
+/// is what each command says it could not load (check and the exporter then go on without it,
+/// and say so), and one that does not exist is refused before anything runs.
+#[test]
+fn every_command_loads_the_object_asked_for() {
+    let not_bpf = "/etc/hostname";
+    fails_with(
+        &["ss", "--obj", not_bpf, "--source", "iterator"],
+        "error parsing ELF",
+    );
+    fails_with(
+        &["check", "--obj", "/nonexistent.o"],
+        "cargo xtask build-ebpf",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpwin-trace"))
+        .args(["check", "--obj", not_bpf])
+        .output()
+        .expect("run tcpwin-trace");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("error parsing ELF"), "{said}");
+    // the exporter: said at start, then it serves from sock_diag until stopped
+    let mut exporter = Command::new(env!("CARGO_BIN_EXE_tcpwin-trace"))
+        .args(["exporter", "--listen", "127.0.0.1:0", "--obj", not_bpf])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the exporter");
+    let mut err = std::io::BufReader::new(exporter.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    let _ = exporter.kill();
+    let _ = exporter.wait();
+    assert!(first.contains("error parsing ELF"), "{first}");
+}
+
 /// A forced backend that this kernel refuses names the hook and the kernel's reason; where the
 /// kernel accepts it the run succeeds.
 #[test]

@@ -9,6 +9,7 @@ use crate::{cli::CheckArgs, gather::audit, ui};
 
 /// Runs the audit; Ok(the exit status: `tcpwin_model::check::exit`).
 pub fn run(args: CheckArgs) -> Result<i32> {
+    args.kernel.validate()?;
     let scope = args.sockets.scope()?;
     let r = audit::report(&audit::Audit {
         scope: &scope,

@@ -36,7 +36,7 @@ fn measured(a: &Audit) -> std::result::Result<(u8, String), String> {
     if object::check_privileges().is_err() {
         return Err("not root: the sockets' measured ratios need the socket iterator".into());
     }
-    let mut it = SocketIter::load(&a.kernel.built_in()).map_err(|e| format!("{e:#}"))?;
+    let mut it = SocketIter::load(a.kernel).map_err(|e| format!("{e:#}"))?;
     let o: Offsets = it.offsets;
     let records = it
         .read()

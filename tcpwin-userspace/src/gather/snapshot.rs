@@ -66,7 +66,7 @@ impl Source {
     /// without counters, and said so); the histogram asked for and refused is an error.
     pub fn open_counting(kernel: &Kernel, c: &Counting) -> Result<Source> {
         crate::kernel::object::check_privileges()?;
-        match SocketIter::load_with(&kernel.built_in(), c) {
+        match SocketIter::load_with(kernel, c) {
             Ok(it) => Ok(Source::Iterator(Box::new(it))),
             Err(e) if c.packets => Err(e.context(
                 "--packet-histogram needs the eBPF socket iterator and the tcp_probe hook",

@@ -50,15 +50,6 @@ impl Kernel {
         self.obj.as_deref()
     }
 
-    /// The same kernel with the object built into the binary (what the exporter's counters and
-    /// the audit load).
-    pub fn built_in(&self) -> Kernel {
-        Kernel {
-            btf: self.btf.clone(),
-            obj: None,
-        }
-    }
-
     /// Its BTF, parsed (once per process) with the layout the programs read at.
     pub fn btf(&self) -> Result<Arc<btf::KernelBtf>> {
         cache::kernel_btf(&self.btf)
