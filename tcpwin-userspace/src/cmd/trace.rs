@@ -530,7 +530,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
             folds: Folds::default(),
             directions: Directions::default(),
             samples: record.is_some(),
-            pid: scope.pid,
+            pid: scope.pid(),
             selected: selected_workload(&scope, &mut workloads),
             workloads,
             t0_ns,

@@ -22,11 +22,9 @@ pub enum Namespaces {
     Named(String),
     /// every namespace with a name or a process, as they come and go
     All,
-    /// the one a process lives in (`--pid` without `--netns`)
-    OfPid(u32),
-    /// those the processes of a container or cgroup live in (`--container`/`--cgroup` without
-    /// `--netns`), looked up at each reading
-    OfWorkload(Selector),
+    /// those the owners live in (`--pid`, `--container`, `--cgroup` without `--netns`): a
+    /// process's own, or a workload's processes' (looked up at each reading)
+    OfOwners,
 }
 
 /// The process or workload a command watches has ended: why it stops, not a fault (`ss -i`,
@@ -47,26 +45,26 @@ pub fn ended(e: &anyhow::Error) -> Option<&str> {
     e.downcast_ref::<Ended>().map(|x| x.0.as_str())
 }
 
-/// Which sockets: the domain form of `--pid`, `--port` and `--netns`.
+/// Which sockets: the domain form of `--pid`, `--container`, `--cgroup`, `--port`, `--addr` and
+/// `--netns`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Scope {
-    pub pid: Option<u32>,
+    /// whose sockets: a process tree (`--pid`) or a workload's processes (`--container`,
+    /// `--cgroup`); None: anyone's
+    pub owners: Option<Owners>,
     pub port: Option<u16>,
     /// `--addr`: either end's address in this network
     pub addr: Option<AddrPrefix>,
     pub namespaces: Namespaces,
-    /// `--container` / `--cgroup`: only the sockets of that workload's processes
-    pub workload: Option<Selector>,
 }
 
 impl Default for Scope {
     fn default() -> Self {
         Scope {
-            pid: None,
+            owners: None,
             port: None,
             addr: None,
             namespaces: Namespaces::Own,
-            workload: None,
         }
     }
 }
@@ -120,38 +118,45 @@ impl Scope {
                 netns::resolve(Some(name))?;
                 Namespaces::Named(name.to_string())
             }
-            (None, Some(pid)) => Namespaces::OfPid(pid),
-            (None, None) => match &workload {
-                Some(w) => Namespaces::OfWorkload(w.clone()),
-                None => Namespaces::Own,
-            },
+            (None, Some(_)) => Namespaces::OfOwners,
+            (None, None) if workload.is_some() => Namespaces::OfOwners,
+            (None, None) => Namespaces::Own,
+        };
+        let owners = match (workload, pid) {
+            (Some(w), _) => Some(Owners::Workload(w)),
+            (None, Some(p)) => Some(Owners::Pid(p)),
+            (None, None) => None,
         };
         Ok(Scope {
-            pid,
+            owners,
             port,
             addr: None,
             namespaces,
-            workload,
         })
+    }
+
+    /// The process `--pid` names.
+    pub fn pid(&self) -> Option<u32> {
+        match self.owners {
+            Some(Owners::Pid(p)) => Some(p),
+            _ => None,
+        }
     }
 
     /// The kernel side's owner filter: the process whose connect()/listen() it marks itself,
     /// `u32::MAX` (no process: a workload's sockets are known from /proc only) for a container
     /// or cgroup, None for every socket.
     pub fn filter_pid(&self) -> Option<u32> {
-        match (&self.workload, self.pid) {
-            (Some(_), _) => Some(u32::MAX),
-            (None, p) => p,
+        match self.owners {
+            Some(Owners::Workload(_)) => Some(u32::MAX),
+            Some(Owners::Pid(p)) => Some(p),
+            None => None,
         }
     }
 
     /// Whose sockets, where the command was told: a process tree or a workload's processes.
     pub fn owners(&self) -> Option<Owners> {
-        match (&self.workload, self.pid) {
-            (Some(w), _) => Some(Owners::Workload(w.clone())),
-            (None, Some(p)) => Some(Owners::Pid(p)),
-            (None, None) => None,
-        }
+        self.owners.clone()
     }
 
     /// An error of a reading, told as [`Ended`] where the owners it reads have ended since.
@@ -199,22 +204,25 @@ impl Scope {
             Namespaces::Own => netns::resolve(None),
             Namespaces::Named(n) => netns::resolve(Some(n)),
             Namespaces::All => netns::resolve(Some("all")),
-            Namespaces::OfPid(pid) => Ok(vec![netns::of_pid(*pid)?]),
-            Namespaces::OfWorkload(w) => {
-                let mut out: Vec<Netns> = Vec::new();
-                for p in owner::members(w) {
-                    // a process that ended since the listing has no namespace to read
-                    if let Ok(n) = netns::of_pid(p) {
-                        if out.iter().all(|o| o.inode != n.inode) {
-                            out.push(n);
+            Namespaces::OfOwners => match &self.owners {
+                Some(Owners::Pid(pid)) => Ok(vec![netns::of_pid(*pid)?]),
+                Some(Owners::Workload(w)) => {
+                    let mut out: Vec<Netns> = Vec::new();
+                    for p in owner::members(w) {
+                        // a process that ended since the listing has no namespace to read
+                        if let Ok(n) = netns::of_pid(p) {
+                            if out.iter().all(|o| o.inode != n.inode) {
+                                out.push(n);
+                            }
                         }
                     }
+                    if out.is_empty() {
+                        bail!("--{}: no process runs in it any more", w.describe());
+                    }
+                    Ok(out)
                 }
-                if out.is_empty() {
-                    bail!("--{}: no process runs in it any more", w.describe());
-                }
-                Ok(out)
-            }
+                None => netns::resolve(None),
+            },
         }
     }
 
@@ -223,7 +231,7 @@ impl Scope {
     /// live (it may be entering its namespace as the trace starts: `ip netns exec`).
     pub fn one_namespace(&self) -> Result<Option<u32>> {
         Ok(match &self.namespaces {
-            Namespaces::All | Namespaces::OfPid(_) | Namespaces::OfWorkload(_) => None,
+            Namespaces::All | Namespaces::OfOwners => None,
             _ => self.resolve()?.first().map(|n| n.inode as u32),
         })
     }
@@ -231,18 +239,18 @@ impl Scope {
     /// In words, for the line a command opens with: "sockets of pid 12 with port 80 in
     /// namespace x".
     pub fn describe(&self) -> String {
-        let who = match (self.pid, self.port) {
+        let who = match (self.pid(), self.port) {
             (Some(p), Some(port)) => format!("sockets of pid {p} with port {port}"),
             (Some(p), None) => format!("sockets of pid {p} (and the processes it forked)"),
             (None, Some(port)) => format!("TCP sockets with port {port}"),
             (None, None) => "every TCP socket".into(),
         };
-        let who = match &self.workload {
-            Some(w) => match self.port {
+        let who = match &self.owners {
+            Some(Owners::Workload(w)) => match self.port {
                 Some(port) => format!("sockets of {} with port {port}", w.describe()),
                 None => format!("sockets of {}", w.describe()),
             },
-            None => who,
+            _ => who,
         };
         let who = match self.addr {
             Some(a) => format!("{who} to or from {a}"),
@@ -252,8 +260,10 @@ impl Scope {
             Namespaces::Own => "in this network namespace (--netns all: every one)".to_string(),
             Namespaces::Named(n) => format!("in network namespace {n}"),
             Namespaces::All => "in every network namespace".into(),
-            Namespaces::OfPid(p) => format!("in the network namespace of pid {p}"),
-            Namespaces::OfWorkload(_) => "in the network namespaces its processes live in".into(),
+            Namespaces::OfOwners => match &self.owners {
+                Some(Owners::Pid(p)) => format!("in the network namespace of pid {p}"),
+                _ => "in the network namespaces its processes live in".into(),
+            },
         };
         format!("{who} {whr}")
     }
@@ -267,7 +277,11 @@ mod tests {
     fn a_pid_is_read_in_its_own_namespace_unless_one_is_named() {
         let me = std::process::id();
         let s = Scope::new(Some(me), None, None, None).unwrap();
-        assert_eq!(s.namespaces, Namespaces::OfPid(me));
+        assert_eq!(s.namespaces, Namespaces::OfOwners);
+        assert_eq!(s.owners(), Some(Owners::Pid(me)));
+        assert!(s
+            .describe()
+            .ends_with(&format!("in the network namespace of pid {me}")));
         assert_eq!(
             Scope::new(Some(me), None, Some("all"), None)
                 .unwrap()
@@ -324,7 +338,7 @@ mod tests {
         let mine = tcpwin_model::workload::from_cgroup(&text).unwrap().cgroup;
         let sel = Selector::Cgroup(mine.clone());
         let s = Scope::new(None, None, None, Some(sel.clone())).unwrap();
-        assert_eq!(s.namespaces, Namespaces::OfWorkload(sel.clone()));
+        assert_eq!(s.namespaces, Namespaces::OfOwners);
         assert_eq!(s.owners(), Some(Owners::Workload(sel.clone())));
         assert_eq!(s.filter_pid(), Some(u32::MAX));
         assert!(owner::members(&sel).contains(&std::process::id()));
