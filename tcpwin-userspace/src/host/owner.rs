@@ -1,5 +1,5 @@
 //! Which sockets belong to a PID: its socket fds (inodes) and its listeners (netns + port), read
-//! from /proc and kept fresh while it runs. The kernel side also marks sockets the PID connects
+//! from /proc (through `procfs`) and kept fresh while it runs. The kernel side also marks sockets the PID connects
 //! or listens on itself (process context), so new sockets are caught before the next refresh.
 use std::{
     collections::{HashMap, HashSet},
@@ -8,6 +8,10 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
+use procfs::{
+    net::{TcpNetEntry, TcpState},
+    process::{FDTarget, MountInfo, Process, Stat},
+};
 use tcpwin_model::workload::{from_cgroup, Names, Selector, Workload};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -48,65 +52,51 @@ fn cgroup2_path(text: &str) -> Option<&str> {
 pub fn cgroup2_mount() -> Option<&'static str> {
     static MOUNT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     MOUNT
-        .get_or_init(|| cgroup2_mount_in(&fs::read_to_string("/proc/self/mountinfo").ok()?))
+        .get_or_init(|| cgroup2_mount_in(Process::myself().ok()?.mountinfo().ok()?.iter()))
         .as_deref()
 }
 
-/// [`cgroup2_mount`] from a `mountinfo` text: a `cgroup2` mount of the hierarchy's root.
-fn cgroup2_mount_in(info: &str) -> Option<String> {
-    info.lines().find_map(|l| {
-        let (mine, theirs) = l.split_once(" - ")?;
-        if theirs.split_whitespace().next()? != "cgroup2" {
-            return None;
-        }
-        // id, parent, major:minor, root, mount point
-        let mut f = mine.split_whitespace().skip(3);
-        let (root, at) = (f.next()?, f.next()?);
-        (root == "/").then(|| at.to_string())
-    })
+/// [`cgroup2_mount`] from a mount table: a `cgroup2` mount of the hierarchy's root.
+fn cgroup2_mount_in<'a>(mut mounts: impl Iterator<Item = &'a MountInfo>) -> Option<String> {
+    mounts
+        .find(|m| m.fs_type == "cgroup2" && m.root == "/")
+        .map(|m| m.mount_point.display().to_string())
 }
 
-/// `net:[4026531840]` -> 4026531840 (also `socket:[N]`).
-fn bracketed(link: &str, prefix: &str) -> Option<u64> {
-    link.strip_prefix(prefix)?
-        .strip_prefix('[')?
-        .strip_suffix(']')?
-        .parse()
-        .ok()
+/// The process `pid` as /proc shows it (None: gone).
+fn process(pid: u32) -> Option<Process> {
+    Process::new(i32::try_from(pid).ok()?).ok()
 }
 
+/// The inode of `pid`'s network namespace (`/proc/PID/ns/net`).
 pub fn netns_of(pid: u32) -> Result<u32> {
-    let link = fs::read_link(format!("/proc/{pid}/ns/net"))
-        .with_context(|| format!("cannot read /proc/{pid}/ns/net (is the process gone?)"))?;
-    bracketed(&link.to_string_lossy(), "net:")
-        .map(|v| v as u32)
-        .context("unexpected /proc/PID/ns/net link")
+    use std::os::unix::fs::MetadataExt;
+    let path = format!("/proc/{pid}/ns/net");
+    let ns = fs::metadata(&path)
+        .with_context(|| format!("cannot read {path} (is the process gone?)"))?;
+    Ok(ns.ino() as u32)
 }
 
-/// Listening sockets (state 0A) in a `/proc/net/tcp{,6}`-format table: (inode, port).
-pub fn parse_listeners(table: &str) -> Vec<(u64, u16)> {
+/// Listening sockets in a TCP table (`/proc/PID/net/tcp{,6}`): (inode, port).
+pub fn listeners<'a>(table: impl IntoIterator<Item = &'a TcpNetEntry>) -> Vec<(u64, u16)> {
     table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 10 || f[3] != "0A" {
-                return None;
-            }
-            let port = u16::from_str_radix(f[1].rsplit(':').next()?, 16).ok()?;
-            Some((f[9].parse().ok()?, port))
-        })
+        .into_iter()
+        .filter(|e| e.state == TcpState::Listen)
+        .map(|e| (e.inode, e.local_address.port()))
         .collect()
 }
 
 /// The socket inodes among a process's fds (empty when it cannot be read: gone, or no right).
 fn socket_inodes(pid: u32) -> impl Iterator<Item = u64> {
-    fs::read_dir(format!("/proc/{pid}/fd"))
+    process(pid)
+        .and_then(|p| p.fd().ok())
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| fs::read_link(e.path()).ok())
-        .filter_map(|link| bracketed(&link.to_string_lossy(), "socket:"))
+        .filter_map(|fd| match fd.target {
+            FDTarget::Socket(inode) => Some(inode),
+            _ => None,
+        })
 }
 
 /// A socket owner: its pid, command name and workload (from `/proc/PID/cgroup`).
@@ -134,11 +124,11 @@ fn workload_in(cgroup: &str, names: &HashMap<String, Names>) -> Option<Workload>
 
 /// Every running process's pid.
 fn pids() -> impl Iterator<Item = u32> {
-    fs::read_dir("/proc")
+    procfs::process::all_processes()
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|p| p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter_map(|p| u32::try_from(p.pid()).ok())
 }
 
 /// The processes in the workloads `sel` selects (a container's, a cgroup's and those under it).
@@ -265,46 +255,38 @@ pub fn socket_owners() -> HashMap<u64, Owner> {
     owners
 }
 
-/// The fields of a `/proc/PID/stat` line after the command name (which may hold spaces and
-/// parentheses: the last `)` ends it): the state, then the parent PID, ...
-fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
-    Some(stat[stat.rfind(')')? + 1..].split_whitespace())
-}
-
-/// The parent PID in a `/proc/PID/stat` line.
-fn ppid_of_stat(stat: &str) -> Option<u32> {
-    stat_fields(stat)?.nth(1)?.parse().ok()
-}
-
-/// A `/proc/PID/stat` line of a process that has exited: a zombie its parent has not reaped yet
+/// A process's `/proc/PID/stat` that says it has exited: a zombie its parent has not reaped yet
 /// (`Z`), or one being torn down (`X`).
-fn exited_in_stat(stat: &str) -> bool {
-    stat_fields(stat)
-        .and_then(|mut f| f.next())
-        .is_some_and(|state| matches!(state, "Z" | "X" | "x"))
+fn exited(stat: &Stat) -> bool {
+    matches!(stat.state, 'Z' | 'X' | 'x')
 }
 
 /// Whether `pid` has ended: gone from /proc, or exited and not yet reaped by its parent (its
 /// sockets and namespaces went with it: only its exit status is left). A thread-group leader that
 /// exited while its other threads run is a zombie too, but its process still runs.
 pub fn has_ended(pid: u32) -> bool {
-    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Some(p) = process(pid) else {
         return true;
     };
-    exited_in_stat(&stat)
-        && fs::read_dir(format!("/proc/{pid}/task")).map_or(true, |threads| threads.count() <= 1)
+    let Ok(stat) = p.stat() else {
+        return true;
+    };
+    exited(&stat) && p.tasks().map_or(true, |threads| threads.count() <= 1)
 }
 
 /// `pid` and every process forked from it, at any depth (a server's workers and the children
 /// that hold its accepted connections): from each process's parent in `/proc/*/stat`.
 pub fn process_tree(pid: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    for child in pids() {
-        if let Some(parent) = fs::read_to_string(format!("/proc/{child}/stat"))
-            .ok()
-            .as_deref()
-            .and_then(ppid_of_stat)
-        {
+    for p in procfs::process::all_processes()
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let Ok(stat) = p.stat() else {
+            continue;
+        };
+        if let (Ok(child), Ok(parent)) = (u32::try_from(stat.pid), u32::try_from(stat.ppid)) {
             children.entry(parent).or_default().push(child);
         }
     }
@@ -347,9 +329,9 @@ fn scan_held(pid: u32, holders: &[u32]) -> Result<Ownership> {
     for p in holders {
         own.inodes.extend(socket_inodes(*p));
     }
-    for table in ["tcp", "tcp6"] {
-        if let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{table}")) {
-            for (ino, port) in parse_listeners(&text) {
+    if let Some(p) = process(pid) {
+        for table in [p.tcp(), p.tcp6()].into_iter().flatten() {
+            for (ino, port) in listeners(&table) {
                 if own.inodes.contains(&ino) {
                     own.listen_ports.insert(port);
                 }
@@ -366,17 +348,19 @@ mod tests {
 
     #[test]
     fn finds_the_cgroup2_mount_unified_or_hybrid() {
+        let mount_of = |text: &str| {
+            let m = <procfs::process::MountInfos as procfs::FromRead>::from_read(text.as_bytes())
+                .unwrap();
+            cgroup2_mount_in(m.iter())
+        };
         let unified = "29 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
-        assert_eq!(cgroup2_mount_in(unified).as_deref(), Some("/sys/fs/cgroup"));
+        assert_eq!(mount_of(unified).as_deref(), Some("/sys/fs/cgroup"));
         let hybrid = "33 23 0:29 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755\n34 33 0:30 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
-        assert_eq!(
-            cgroup2_mount_in(hybrid).as_deref(),
-            Some("/sys/fs/cgroup/unified")
-        );
+        assert_eq!(mount_of(hybrid).as_deref(), Some("/sys/fs/cgroup/unified"));
         // a container's view of its own subtree only is no root of the hierarchy
         let inner = "50 40 0:26 /libpod_parent/libpod-1 /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n";
-        assert_eq!(cgroup2_mount_in(inner), None);
-        assert_eq!(cgroup2_mount_in(""), None);
+        assert_eq!(mount_of(inner), None);
+        assert_eq!(mount_of(""), None);
     }
 
     /// The v2 line of a hybrid host's file among the v1 controllers', the root, and a path a
@@ -403,7 +387,12 @@ mod tests {
     #[test]
     fn parses_proc_net_tcp() {
         let t = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:1451 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 12345 1 0000000000000000 100 0 0 10 0\n   1: 0100007F:1451 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 12346 1 0000000000000000 100 0 0 10 0\n";
-        assert_eq!(parse_listeners(t), vec![(12345, 0x1451)]);
+        let table = <procfs::net::TcpNetEntries as procfs::FromReadSI>::from_read(
+            t.as_bytes(),
+            procfs::current_system_info(),
+        )
+        .unwrap();
+        assert_eq!(listeners(&table.0), vec![(12345, 0x1451)]);
     }
 
     /// Ground truth: a listener this test opens must show up with its port.
@@ -439,22 +428,21 @@ mod tests {
         drop(l);
     }
 
-    #[test]
-    fn parent_pid_read_past_a_command_name_with_parentheses() {
-        assert_eq!(ppid_of_stat("42 (a (b) c) S 7 42 42 0 -1"), Some(7));
-        assert_eq!(ppid_of_stat("1 (init) S 0 1 1"), Some(0));
-        assert_eq!(ppid_of_stat("garbage"), None);
-    }
-
     /// A process that has exited and is not yet reaped is ended (its namespaces went with it),
     /// one asleep or running is not, whatever its name says.
     #[test]
     fn an_unreaped_process_has_ended() {
-        assert!(exited_in_stat("42 (iperf3) Z 1 42 42 0 -1"));
-        assert!(exited_in_stat("42 (a) X 1 42 42"));
-        assert!(!exited_in_stat("42 (a ) Z) S 1 42 42"));
-        assert!(!exited_in_stat("42 (nginx) R 1 42 42"));
-        assert!(!exited_in_stat("garbage"));
+        // a stat line as the kernel writes it (52 fields), its command name with spaces and
+        // parentheses
+        let stat = |comm: &str, state: char| {
+            let line = format!("42 ({comm}) {state} 7 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 300 1000000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n");
+            <Stat as procfs::FromRead>::from_read(line.as_bytes()).unwrap()
+        };
+        assert!(exited(&stat("iperf3", 'Z')));
+        assert!(exited(&stat("a", 'X')));
+        assert!(!exited(&stat("a ) Z", 'S')));
+        assert!(!exited(&stat("nginx", 'R')));
+        assert_eq!(stat("a (b) c", 'S').ppid, 7);
         // a child this process has not waited for yet
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
@@ -513,18 +501,8 @@ mod tests {
         })]
 
         #[test]
-        fn fuzz_proc_stat(comm in ".{0,40}", rest in "[ A-Za-z0-9()-]{0,80}") {
-            let line = format!("123 ({comm}) {rest}");
-            let _ = ppid_of_stat(&line);
-            let _ = exited_in_stat(&line);
-            let _ = ppid_of_stat(&rest);
-        }
-
-        #[test]
-        fn fuzz_cgroup_and_mountinfo(text in "(.{0,100}\n){0,5}") {
+        fn fuzz_cgroup_path(text in "(.{0,100}\n){0,5}") {
             let _ = cgroup2_path(&text);
-            let _ = cgroup2_mount_in(&text);
-            let _ = bracketed(&text, "net:");
         }
     }
 }

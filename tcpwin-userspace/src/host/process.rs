@@ -1,29 +1,17 @@
 //! This process's own figures, as Prometheus clients publish them (`process_*`): CPU time,
-//! memory, file descriptors, start time; read from /proc/self.
+//! memory, file descriptors, start time; read from /proc/self through `procfs`.
 use tcpwin_model::metrics::ProcessStats;
 
 /// The figures now; None when /proc cannot be read.
 pub fn stats() -> Option<ProcessStats> {
-    // SAFETY: sysconf with a valid name has no preconditions.
-    let (tck, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_CLK_TCK).max(1) as f64,
-            libc::sysconf(libc::_SC_PAGESIZE).max(1) as u64,
-        )
-    };
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // fields after the command (which may hold spaces) in parentheses
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // state is field 3 of stat, so index = field - 3
-    let field = |n: usize| f.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-    let (utime, stime, starttime, vsize, rss) =
-        (field(14)?, field(15)?, field(22)?, field(23)?, field(24)?);
-    let boot = std::fs::read_to_string("/proc/stat")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("btime ")?.trim().parse::<u64>().ok())?;
-    let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    let me = procfs::process::Process::myself().ok()?;
+    let stat = me.stat().ok()?;
+    let (tck, page) = (
+        procfs::ticks_per_second().max(1) as f64,
+        procfs::page_size().max(1),
+    );
+    let boot = procfs::boot_time_secs().ok()?;
+    let open_fds = me.fd_count().ok()? as u64;
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -35,12 +23,12 @@ pub fn stats() -> Option<ProcessStats> {
         0
     };
     Some(ProcessStats {
-        cpu_seconds: (utime + stime) as f64 / tck,
-        resident_bytes: rss * page,
-        virtual_bytes: vsize,
+        cpu_seconds: (stat.utime + stat.stime) as f64 / tck,
+        resident_bytes: stat.rss * page,
+        virtual_bytes: stat.vsize,
         open_fds,
         max_fds,
-        start_time_seconds: boot as f64 + starttime as f64 / tck,
+        start_time_seconds: boot as f64 + stat.starttime as f64 / tck,
     })
 }
 
