@@ -118,10 +118,12 @@ pub fn resolve(arg: Option<&str>) -> Result<Vec<Netns>> {
             for n in named() {
                 by_inode.insert(n.inode, n);
             }
-            for p in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-                let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                    continue;
-                };
+            for p in procfs::process::all_processes()
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let pid = p.pid();
                 let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
                 if let Some(inode) = inode_of(&path) {
                     by_inode.entry(inode).or_insert(Netns {
@@ -217,13 +219,10 @@ pub fn blind_spot_kinds_here() -> Vec<(&'static str, Option<String>)> {
         (Some(a), Some(b)) => a != b,
         _ => false,
     };
-    let cap_eff = std::fs::read_to_string("/proc/self/status")
+    let cap_eff = procfs::process::Process::myself()
+        .and_then(|me| me.status())
         .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        });
+        .map(|s| s.capeff);
     blind_spot_kinds(pid_ns, own_mounts, !named().is_empty(), cap_eff)
 }
 

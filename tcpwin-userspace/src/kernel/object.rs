@@ -18,11 +18,10 @@ pub static EMBEDDED: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("TCPWIN_EBPF
 /// enough on its own: root in a container whose capabilities were dropped gets EPERM on the
 /// first map, so the effective capabilities are what is checked.
 pub fn check_privileges() -> Result<()> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let cap_eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok());
+    let cap_eff = procfs::process::Process::myself()
+        .and_then(|me| me.status())
+        .ok()
+        .map(|s| s.capeff);
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     match missing_caps(cap_eff, root) {
