@@ -1,53 +1,40 @@
-//! What a run cost: the machine's and a process's CPU time from /proc, peak RSS, and each BPF
+//! What a run cost: the machine's and a process's CPU time from /proc (procfs), peak RSS, and each BPF
 //! program's run time and count from bpftool (with `kernel.bpf_stats_enabled` on).
 use std::collections::HashSet;
 
 use anyhow::{Context, Result};
 use tcpwin_lab::harness::bpf_programs;
 
-/// Total CPU time of the machine (user+nice+system+irq+softirq), seconds.
+/// Total CPU time of the machine (user+nice+system+irq+softirq+steal), seconds.
 pub fn cpu_seconds() -> f64 {
-    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<f64> = s
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    let busy = [0, 1, 2, 5, 6, 7]
-        .iter()
-        .map(|&i| f.get(i).copied().unwrap_or(0.0))
-        .sum::<f64>();
-    // SAFETY: sysconf has no preconditions.
-    busy / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    use procfs::CurrentSI;
+    let Ok(k) = procfs::KernelStats::current() else {
+        return 0.0;
+    };
+    let t = k.total;
+    let busy = t.user
+        + t.nice
+        + t.system
+        + t.irq.unwrap_or(0)
+        + t.softirq.unwrap_or(0)
+        + t.steal.unwrap_or(0);
+    busy as f64 / procfs::ticks_per_second().max(1) as f64
 }
 
+/// A process's CPU time (user+system), seconds; 0 when it cannot be read.
 pub fn proc_cpu_seconds(pid: u32) -> f64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = s.rsplit(')').next().unwrap_or("");
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    // fields after "(comm)": state=0 ... utime=11 stime=12
-    let (u, st) = (
-        f.get(11).copied().unwrap_or(0.0),
-        f.get(12).copied().unwrap_or(0.0),
-    );
-    // SAFETY: sysconf has no preconditions.
-    (u + st) / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+    procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .map(|s| (s.utime + s.stime) as f64 / procfs::ticks_per_second().max(1) as f64)
+        .unwrap_or(0.0)
 }
 
+/// A process's peak resident memory (VmHWM), bytes.
 pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(|k| k * 1024)
+    let status = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.status())
+        .ok()?;
+    status.vmhwm.map(|k| k * 1024)
 }
 
 /// IDs of every loaded BPF program (bpftool's listing).
@@ -130,4 +117,32 @@ pub fn wait_with_output_rusage(mut child: std::process::Child, pid: i32) -> (Str
         secs(ru.ru_utime) + secs(ru.ru_stime),
         ru.ru_maxrss.max(0) as u64,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process's figures against what the kernel says otherwise: CPU time spent here is
+    /// part of the machine's, and grows while this test spins; the peak resident memory holds a
+    /// buffer just touched.
+    #[test]
+    fn a_busy_process_is_measured() {
+        let me = std::process::id();
+        let (m0, p0) = (cpu_seconds(), proc_cpu_seconds(me));
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let (m1, p1) = (cpu_seconds(), proc_cpu_seconds(me));
+        assert!(p1 - p0 >= 0.1, "{p0} -> {p1}");
+        assert!(
+            m1 - m0 >= p1 - p0 - 0.05,
+            "machine {m0} -> {m1}, process {p0} -> {p1}"
+        );
+        let buf = vec![1u8; 64 << 20];
+        std::hint::black_box(&buf);
+        assert!(peak_rss_bytes(me).unwrap() >= 64 << 20);
+    }
 }

@@ -101,15 +101,12 @@ struct ExporterCost {
     peak_rss_mib: f64,
 }
 
-fn rss_kib(pid: u32, field: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix(field))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+/// A process's resident memory now and at its peak (VmRSS, VmHWM), KiB.
+fn rss_kib(pid: u32) -> (Option<u64>, Option<u64>) {
+    match procfs::process::Process::new(pid as i32).and_then(|p| p.status()) {
+        Ok(s) => (s.vmrss, s.vmhwm),
+        Err(_) => (None, None),
+    }
 }
 
 fn exporter(env: &Env, ns: &str, runs: usize) -> Result<ExporterCost> {
@@ -143,13 +140,14 @@ fn exporter(env: &Env, ns: &str, runs: usize) -> Result<ExporterCost> {
         std::thread::sleep(Duration::from_millis(200));
     }
     let max = ms.iter().cloned().fold(0.0, f64::max);
+    let (rss, peak) = rss_kib(pid);
     Ok(ExporterCost {
         idle_cpu,
         scrape_ms: median(ms),
         scrape_ms_max: max,
         scrapes,
-        rss_mib: rss_kib(pid, "VmRSS:").unwrap_or(0) as f64 / 1024.0,
-        peak_rss_mib: rss_kib(pid, "VmHWM:").unwrap_or(0) as f64 / 1024.0,
+        rss_mib: rss.unwrap_or(0) as f64 / 1024.0,
+        peak_rss_mib: peak.unwrap_or(0) as f64 / 1024.0,
     })
 }
 
