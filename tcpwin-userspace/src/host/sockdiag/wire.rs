@@ -1,6 +1,10 @@
 //! sock_diag (what `ss` itself reads): the netlink replies of an `inet_diag` dump parsed into
 //! facts. It carries `tcp_info` and the socket's memory, not `scaling_ratio`, `window_clamp` or
 //! the SO_RCVBUF lock: those stay `None` ([`MISSING`] names them). Pure: bytes in, facts out.
+//! Written here rather than with netlink-packet-sock-diag (0.5, the rtnetlink family's): its
+//! `TcpInfo` refuses a `tcp_info` shorter than 5.19's (5.10's, in the qemu matrix) and stops
+//! before `tcpi_rcv_wnd` (6.2+); the model's `tcp_info` reader takes any length and says what
+//! is absent.
 use std::net::IpAddr;
 
 use anyhow::{bail, Result};
