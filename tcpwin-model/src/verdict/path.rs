@@ -67,6 +67,10 @@ const AT_TARGET_SHARE: f64 = 0.9;
 /// not what holds the flow: the losses are.
 const LOSSES_BEFORE_QUEUE: u32 = 4;
 
+/// A rate past this many times what the window lets through over the RTT: that RTT was not the
+/// interval's.
+const RTT_NOT_THE_INTERVALS: f64 = 1.3;
+
 /// What tells a queue at the bottleneck from an RTT stretched some other way.
 pub(super) struct QueueEvidence<'a> {
     pub sender: Option<End<'a>>,
@@ -78,13 +82,20 @@ pub(super) struct QueueEvidence<'a> {
 }
 
 /// A queue at the bottleneck holds the RTT well above the base, steadily: the RTT over the base
-/// by a millisecond and an eighth of the base at least; a sender's RTT variance under half of
+/// by a millisecond and an eighth of the base at least, with the rate no more than the window
+/// lets through over it; a sender's RTT variance under half of
 /// that (zero-window stalls and bursts swing the RTT, a standing queue does not); a receiver
 /// alone only when its window is full (its own RTT estimate spans the gaps of a sender that
 /// pauses: `nginx limit_rate` read 112 ms on a 21 ms path).
 pub(super) fn queued(q: &QueueEvidence) -> bool {
     let over = q.rtt.saturating_sub(q.base);
     if over < QUEUE_MIN_US.max(q.base / QUEUE_MIN_SHARE) {
+        return false;
+    }
+    // a window holds at most itself in flight (Little's law): a rate well over what it lets
+    // through over this RTT says the RTT is not the interval's (a receiver's estimate that caught
+    // one late segment: 1.1 ms on a 4 µs veth, at 7.7 Gbit/s through a 12 KB window)
+    if q.window > 0 && q.rate as f64 > RTT_NOT_THE_INTERVALS * ceiling_bps(q.window, q.rtt) as f64 {
         return false;
     }
     if let Some(var) = q.sender.and_then(|s| s.now.rttvar_us) {

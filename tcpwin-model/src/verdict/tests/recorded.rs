@@ -474,3 +474,15 @@ fn a_reader_in_bursts_caught_just_after_it_drained_is_the_reader() {
     // the receiver alone cannot tell: nothing unread at either reading, the window open
     assert_ne!(alone(json, "receiver", (0, 1)).limit, Limit::AppNotReading);
 }
+
+/// `iperf3 -w 8K` on a veth (reno), its receiver read alone over the interval: the receiver's
+/// RTT estimate at the later reading caught one late segment (1,127 µs on a 4 µs path) while the
+/// flow ran at 7.7 Gbit/s through a 12 KB window, 85 times what that window lets through over
+/// 1.1 ms. It was judged `path-queue`; a window holds at most itself in flight, so that RTT was
+/// not the interval's, and the locked buffer is named as the snapshot names it.
+#[test]
+fn a_rate_a_window_cannot_carry_over_the_rtt_is_no_queue() {
+    let json = include_str!("recorded/iperf3-w-8k-veth-reno-late-rcv-rtt.json");
+    let v = alone(json, "receiver", (0, 2));
+    assert_eq!(v.limit, Limit::RcvbufLocked, "{v:?}");
+}
