@@ -11,6 +11,9 @@ use crate::facts::SockFacts;
 /// Unread data at this share of the window, with the advertised window under half of it, at both
 /// ends of an interval: the application's backlog, not the buffer, sets the window.
 const BACKLOG_SHARE: f64 = 0.25;
+/// A flow under this share of what the window lets through over the RTT, with half the window
+/// unread at one of two readings, was held by its reader.
+const DRAINED_RATE_SHARE: f64 = 0.25;
 
 /// An application not reading stalls the connection at any rate (either end may show it: the
 /// receiver its unread data, the sender the zero window it is offered): the verdict into `v`,
@@ -196,7 +199,16 @@ fn backlog(
                 && rwnd_share.is_some_and(|x| x >= 0.5)
                 && under_window
                 && (unread(r.now) >= mss && unread(b) >= mss);
-            below_cap && (persistent || held)
+            // a reader that drained between the readings: half the window unread at one of
+            // them, and the flow under a quarter of what the window allows over the RTT, far
+            // under what a window or a path at its rate would hold it to (`curl --limit-rate 1M`:
+            // 325 KB unread at the earlier reading, none at the later, at 7 % of window / RTT)
+            let drained = base >= super::path::QUEUE_MIN_US
+                && rate.is_some_and(|x| {
+                    (x as f64) < DRAINED_RATE_SHARE * ceiling_bps(window, rtt) as f64
+                })
+                && (unread(r.now) >= 0.5 * w || unread(b) >= 0.5 * w);
+            below_cap && (persistent || held || drained)
         }
         None => unread(r.now) >= 0.5 * w && (adv as f64) < 0.5 * w,
     }
