@@ -35,16 +35,20 @@ const ADVERTISED_BELOW: f64 = 0.9;
 
 /// The window a receiver advertised below `cap` (its largest) at its readings: its buffer partly
 /// full at an ACK (an application that drains it in bursts: nginx taking an upload into its body
-/// buffer, 54 KB advertised under a 98 KB clamp). The larger of the readings' windows that were
-/// below it (a reading may catch the reader just drained, the window back at the clamp); None
-/// with one reading, or where neither was below.
+/// buffer, 54 KB advertised under a 98 KB clamp). Where both readings' windows were below it,
+/// their mean (an interval's rate follows the window's average, not either reading: 56 KB then
+/// 85 KB under a 98 KB clamp); where one was, that one (the other may catch the reader just
+/// drained, the window back at the clamp); None with one reading, or where neither was below.
 pub(super) fn advertised_below(r: End, cap: u64) -> Option<u64> {
     let below = |w: Option<u32>| {
         w.map(u64::from)
             .filter(|w| *w > 0 && (*w as f64) < ADVERTISED_BELOW * cap as f64)
     };
     let before = r.before?;
-    below(r.now.rcv_wnd).max(below(before.rcv_wnd))
+    match (below(before.rcv_wnd), below(r.now.rcv_wnd)) {
+        (Some(a), Some(b)) => Some((a + b) / 2),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The route to the peer, when it carries a `window` metric.
