@@ -498,3 +498,15 @@ fn a_burst_reader_behind_a_locked_buffer_is_held_by_what_it_advertises() {
     let v = alone(json, "receiver", (0, 1));
     assert_eq!(v.limit, Limit::RcvbufLocked, "{v:?}");
 }
+
+/// `curl --limit-rate 1M` from nginx (bbr), its receiver read alone over the interval: 325 KB
+/// unread at the earlier reading, none at the later (curl had just taken its chunk, the window
+/// open again), the flow at 7.6 Mbit/s where the window allows 108. It was judged
+/// `not-window-limited`; one backlog of half the window with the flow under a quarter of what
+/// the window allows is the reader.
+#[test]
+fn a_reader_that_drained_between_the_readings_is_the_reader() {
+    let json = include_str!("recorded/nginx-curl-limit-rate-1m-20ms-300mbit-bbr-drained.json");
+    let v = alone(json, "receiver", (0, 2));
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+}
