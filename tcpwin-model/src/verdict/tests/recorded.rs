@@ -510,3 +510,16 @@ fn a_reader_that_drained_between_the_readings_is_the_reader() {
     let v = alone(json, "receiver", (0, 2));
     assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
 }
+
+/// nginx `limit_rate 2000k` serving curl (reno), the receiver with its peer's end as the
+/// sending host's exporter answered it: both of the sender's readings caught a burst nginx had
+/// just written (1.8 then 1.6 MB unsent, the congestion window full), while its busy time says it
+/// had data to send or in flight 11 % of the interval. It was judged `path-queue` from the 3.8 ms
+/// its bursts left at the bottleneck; a sender idle most of the interval is its application.
+#[test]
+fn a_sender_idle_most_of_the_interval_is_its_application() {
+    let json = include_str!("recorded/nginx-limit-rate-2m-20ms-300mbit-reno-peer-view-burst.json");
+    let (rx, tx) = judged_over(json, (0, 2));
+    assert_eq!(rx.limit, Limit::AppLimited, "{rx:?}");
+    assert_eq!(tx.limit, Limit::AppLimited, "{tx:?}");
+}
