@@ -523,3 +523,17 @@ fn a_sender_idle_most_of_the_interval_is_its_application() {
     assert_eq!(rx.limit, Limit::AppLimited, "{rx:?}");
     assert_eq!(tx.limit, Limit::AppLimited, "{tx:?}");
 }
+
+/// iperf3 -C cubic through a path that loses 1 % (bbr on the path's hosts), the receiver with its
+/// peer's end as the sending host's exporter answered it: 17 segments retransmitted (1.1 % of
+/// those delivered), 237 KB waiting unsent, and the congestion window 9 of 12 segments in flight
+/// at the reading (PRR sends as ACKs return; 30 ms earlier the local reading found it full). It
+/// was judged `not-window-limited`; a sender in recovery with most of its window in flight is
+/// held by it.
+#[test]
+fn a_sender_in_loss_recovery_is_held_by_its_congestion_window() {
+    let json = include_str!("recorded/loss-cubic-1pct-peer-view-recovery.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::Congestion, "{rx:?}");
+    assert_eq!(tx.limit, Limit::Congestion, "{tx:?}");
+}
