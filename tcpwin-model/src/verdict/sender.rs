@@ -144,7 +144,9 @@ fn recovering(s: End) -> Option<u64> {
     let inflight = f.inflight_bytes()?;
     let waiting = f.unsent? as u64 >= mss;
     let retransmitting = s.grew(|f| f.total_retrans).is_some_and(|r| r > 0);
-    let window_room = f.snd_wnd.is_some_and(|w| w as u64 >= cwnd.saturating_mul(2));
+    let window_room = f
+        .snd_wnd
+        .is_some_and(|w| w as u64 >= cwnd.saturating_mul(2));
     (waiting && retransmitting && window_room && inflight as f64 >= RECOVERY_INFLIGHT * cwnd as f64)
         .then_some(inflight)
 }
