@@ -118,12 +118,7 @@ pub fn resolve(arg: Option<&str>) -> Result<Vec<Netns>> {
             for n in named() {
                 by_inode.insert(n.inode, n);
             }
-            for p in procfs::process::all_processes()
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let pid = p.pid();
+            for pid in super::owner::pids() {
                 let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
                 if let Some(inode) = inode_of(&path) {
                     by_inode.entry(inode).or_insert(Netns {
@@ -219,10 +214,7 @@ pub fn blind_spot_kinds_here() -> Vec<(&'static str, Option<String>)> {
         (Some(a), Some(b)) => a != b,
         _ => false,
     };
-    let cap_eff = procfs::process::Process::myself()
-        .and_then(|me| me.status())
-        .ok()
-        .map(|s| s.capeff);
+    let cap_eff = super::process::cap_eff();
     blind_spot_kinds(pid_ns, own_mounts, !named().is_empty(), cap_eff)
 }
 

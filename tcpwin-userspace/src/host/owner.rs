@@ -122,13 +122,19 @@ fn workload_in(cgroup: &str, names: &HashMap<String, Names>) -> Option<Workload>
     Some(w)
 }
 
-/// Every running process's pid.
-fn pids() -> impl Iterator<Item = u32> {
-    procfs::process::all_processes()
+/// Every running process's pid (the numbered entries of /proc: a listing, without opening each
+/// process as `procfs::process::all_processes` does, on a path a trace walks every 100 ms).
+pub(super) fn pids() -> impl Iterator<Item = u32> {
+    fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|p| u32::try_from(p.pid()).ok())
+        .filter_map(|p| p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+}
+
+/// A process's `/proc/PID/stat`, parsed by procfs (None: gone).
+fn stat_of(pid: u32) -> Option<Stat> {
+    <Stat as procfs::FromRead>::from_file(format!("/proc/{pid}/stat")).ok()
 }
 
 /// The processes in the workloads `sel` selects (a container's, a cgroup's and those under it).
@@ -265,28 +271,19 @@ fn exited(stat: &Stat) -> bool {
 /// sockets and namespaces went with it: only its exit status is left). A thread-group leader that
 /// exited while its other threads run is a zombie too, but its process still runs.
 pub fn has_ended(pid: u32) -> bool {
-    let Some(p) = process(pid) else {
+    let Some(stat) = stat_of(pid) else {
         return true;
     };
-    let Ok(stat) = p.stat() else {
-        return true;
-    };
-    exited(&stat) && p.tasks().map_or(true, |threads| threads.count() <= 1)
+    exited(&stat)
+        && fs::read_dir(format!("/proc/{pid}/task")).map_or(true, |threads| threads.count() <= 1)
 }
 
 /// `pid` and every process forked from it, at any depth (a server's workers and the children
 /// that hold its accepted connections): from each process's parent in `/proc/*/stat`.
 pub fn process_tree(pid: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    for p in procfs::process::all_processes()
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let Ok(stat) = p.stat() else {
-            continue;
-        };
-        if let (Ok(child), Ok(parent)) = (u32::try_from(stat.pid), u32::try_from(stat.ppid)) {
+    for child in pids() {
+        if let Some(parent) = stat_of(child).and_then(|s| u32::try_from(s.ppid).ok()) {
             children.entry(parent).or_default().push(child);
         }
     }

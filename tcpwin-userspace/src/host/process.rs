@@ -32,6 +32,14 @@ pub fn stats() -> Option<ProcessStats> {
     })
 }
 
+/// This process's effective capabilities (`CapEff`), None where /proc cannot be read.
+pub fn cap_eff() -> Option<u64> {
+    procfs::process::Process::myself()
+        .and_then(|me| me.status())
+        .ok()
+        .map(|s| s.capeff)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

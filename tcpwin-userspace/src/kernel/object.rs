@@ -18,10 +18,7 @@ pub static EMBEDDED: &Aligned<[u8]> = &Aligned(*include_bytes!(env!("TCPWIN_EBPF
 /// enough on its own: root in a container whose capabilities were dropped gets EPERM on the
 /// first map, so the effective capabilities are what is checked.
 pub fn check_privileges() -> Result<()> {
-    let cap_eff = procfs::process::Process::myself()
-        .and_then(|me| me.status())
-        .ok()
-        .map(|s| s.capeff);
+    let cap_eff = crate::host::process::cap_eff();
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     match missing_caps(cap_eff, root) {
