@@ -229,14 +229,24 @@ pub(super) fn queue_of_the_buffer(s: End, rtt: u32, base: u32) -> bool {
     ) else {
         return false;
     };
-    let fixed = f.sndbuf_locked == Some(true)
-        || s.host
-            .tcp_wmem
-            .is_some_and(|t| sndbuf as f64 >= WMEM_AT_MAX * t[2] as f64);
-    let full = queued as f64 >= SNDBUF_FULL * sndbuf as f64
-        && inflight as f64 >= SNDBUF_SENT * queued as f64;
+    let fixed = cannot_grow(s, sndbuf as u64);
+    let full = full_and_sent(queued as u64, inflight, sndbuf as u64);
     let room = cwnd as f64 * mss as f64 >= CWND_ROOM * inflight as f64;
     rtt.saturating_sub(base) <= base / QUEUE_OF_THE_BUFFER && fixed && full && room
+}
+
+/// The send buffer cannot grow: an application's SO_SNDBUF, or autotuned up to `tcp_wmem[2]`.
+fn cannot_grow(s: End, sndbuf: u64) -> bool {
+    s.now.sndbuf_locked == Some(true)
+        || s.host
+            .tcp_wmem
+            .is_some_and(|t| sndbuf as f64 >= WMEM_AT_MAX * t[2] as f64)
+}
+
+/// Data queued at [`SNDBUF_FULL`] of `sndbuf` or more, with [`SNDBUF_SENT`] of it in flight or
+/// more: the buffer is full, and not held back unsent.
+fn full_and_sent(queued: u64, inflight: u64, sndbuf: u64) -> bool {
+    queued as f64 >= SNDBUF_FULL * sndbuf as f64 && inflight as f64 >= SNDBUF_SENT * queued as f64
 }
 
 /// The sender's own buffer binds: the verdict into `v` with its fix sized by `sizing`, true
@@ -361,10 +371,7 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     // at that ceiling over the RTT follows the buffer, whatever one reading caught (a writer's
     // buffer drained for a moment between two writes: nginx `sndbuf=32k`, our own sender at a
     // 128 KiB tcp_wmem[2] read with 2 KB queued)
-    let fixed = f.sndbuf_locked == Some(true)
-        || s.host
-            .tcp_wmem
-            .is_some_and(|t| sndbuf as f64 >= WMEM_AT_MAX * t[2] as f64);
+    let fixed = cannot_grow(s, sndbuf);
     let follows_fixed = fixed
         && rate.is_some_and(|r| r as f64 >= SNDBUF_FULL * ceiling_bps(2 * sndbuf, rtt) as f64);
     // a buffer that cannot grow with the writer blocked on it (queued at sk_sndbuf or more at
@@ -391,11 +398,9 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
         .filter(|_| fixed && !(full && all_sent))
         .and_then(|b| {
             let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
-            let full = queued as f64 >= SNDBUF_FULL * sndbuf as f64
-                && inflight as f64 >= SNDBUF_SENT * queued as f64;
             let follows = rate
                 .is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(inflight, rtt) as f64);
-            (full && follows).then_some((queued, inflight))
+            (full_and_sent(queued, inflight, sndbuf) && follows).then_some((queued, inflight))
         });
     (room && moving && ((full && all_sent) || full_before.is_some() || follows_fixed || blocked))
         .then(|| {
