@@ -127,6 +127,11 @@ impl SockFacts {
         Some(self.packets_out? as u64 * self.mss_cache? as u64)
     }
 
+    /// The congestion window in bytes (segments x MSS), when both are known.
+    pub fn cwnd_bytes(&self) -> Option<u64> {
+        Some(self.snd_cwnd? as u64 * self.mss_cache? as u64)
+    }
+
     /// The RTT a receiver's window is judged against: its own estimate when it has one, else the
     /// smoothed RTT (a pure receiver's srtt stays at the handshake sample).
     pub fn receiver_rtt_us(&self) -> Option<u32> {

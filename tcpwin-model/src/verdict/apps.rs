@@ -102,7 +102,7 @@ pub(super) fn backlog_binds(
 /// mostly far smaller, closed by its reader (`curl --limit-rate`). Where the RTT looks queued, at
 /// under half what the window allows even over that RTT: a queue drains a full window at
 /// window / RTT (Little's law), zero-window stalls do not (and swing the RTT they are measured
-/// over). `window`: the one the sender sees now, or with the receiver in view (`seen`) its
+/// over). `window`: the one the sender sees now, or with the receiver in view (`receiver`) its
 /// largest, whose readings then caught the reader just after it drained (a window that size
 /// held as long, with nothing unread, would have let the rate through). The verdict into `v`,
 /// true when it is that.
@@ -113,7 +113,7 @@ pub(super) fn peer_stalls(
     window: u64,
     (base, rtt): (u32, u32),
     queued: bool,
-    seen: bool,
+    receiver: Option<End>,
 ) -> bool {
     let held =
         v.rwnd_limited_share.is_some_and(|x| x >= 0.5) && super::sender::cwnd_bound(s).is_none();
@@ -122,9 +122,11 @@ pub(super) fn peer_stalls(
         || !held
         || window == 0
         || rate as f64 >= 0.5 * ceiling_bps(window, over) as f64
+        || receiver.is_some_and(|r| autotuning_grew(r, rate, over))
     {
         return false;
     }
+    let seen = receiver.is_some();
     v.limit = Limit::AppNotReading;
     v.window = Some(window);
     if seen {
@@ -149,6 +151,21 @@ pub(super) fn peer_stalls(
             .into(),
     );
     true
+}
+
+/// The receiver's autotuning grew its window between the readings: its clamp at least doubled,
+/// and the earlier one lets through half the rate or more over `over`. The window held the
+/// sender while it was small; the reader did not close it (wget's receiver: its autotuning held
+/// at 107 KB for two seconds, nothing unread, then 4.2 MB a quarter second later).
+fn autotuning_grew(r: End, rate: u64, over: u32) -> bool {
+    let (Some(before), Some(now)) = (r.before.and_then(|b| b.window_clamp), r.now.window_clamp)
+    else {
+        return false;
+    };
+    let (before, now) = (u64::from(before), u64::from(now));
+    before > 0
+        && before.saturating_mul(2) <= now
+        && rate as f64 >= 0.5 * ceiling_bps(before, over) as f64
 }
 
 /// The application's backlog sets the window that binds, the flow not at what the full window

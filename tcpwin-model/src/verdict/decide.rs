@@ -416,8 +416,15 @@ fn sending_end_holds(v: &mut Verdict, f: Flow, sizing: &Sizing) -> bool {
     {
         return true;
     }
-    let seen = f.receiver.is_some();
-    if apps::peer_stalls(v, s, f.rate, f.window, (f.base, f.rtt), f.queued, seen) {
+    if apps::peer_stalls(
+        v,
+        s,
+        f.rate,
+        f.window,
+        (f.base, f.rtt),
+        f.queued,
+        f.receiver,
+    ) {
         reader_caps(v, f.receiver, f.sender, f.target);
         return true;
     }
@@ -434,11 +441,13 @@ fn window_binds(v: &Verdict, f: Flow, binds_at: u32) -> bool {
     // (most of its busy time: the window, even where the later reading caught a congestion
     // window cut by a recovery; the kernel's chrono counts a cwnd-bound sender busy, never
     // rwnd-limited, so the congestion window held it for less than the window did)
+    // (or the window full at both readings, data waiting and the congestion window with room:
+    // the kernel's own window test failing, which its rwnd-limited count misses under a pacer)
     let rwnd_stopped = !f.queued
-        && v.rwnd_limited_share.is_some_and(|x| {
+        && (v.rwnd_limited_share.is_some_and(|x| {
             x >= RWND_MOST_SHARE
                 || (x >= RWND_SUPPORT_SHARE && sender.is_some_and(|s| !sender::cwnd_held(s)))
-        });
+        }) || sender.is_some_and(sender::window_full));
     // a window that allows the rate asked (`--target`) at the base RTT is not the limit, however
     // full it runs: lifting it would not raise the rate towards the target
     let allows_target = v

@@ -156,8 +156,16 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     // base or less: a flow cut by its losses to a few segments has no standing queue of its own
     // (iperf3 -C cubic at 1 % loss on a 20 ms path: 7 Mbit/s, 9-12 segments in flight, its RTT
     // 3 ms over the base for a moment); a deeper queue is the path's whatever the losses
+    // nor, with `--target`, a queue longer than the most the flow holds in flight takes to drain
+    // at the rate asked: the flow's own data cannot have made it (the same flow, 5.3 ms over the
+    // base with 8 segments of congestion window: 0.3 ms at 300 Mbit/s)
+    let queue = rtt.saturating_sub(base);
+    let not_its_own = u.sender.zip(v.target_payload_bps).is_some_and(|(s, t)| {
+        let most = s.now.inflight_bytes().max(s.now.cwnd_bytes()).unwrap_or(0);
+        t > 0 && most > 0 && f64::from(queue) > most as f64 * 8.0 * 1e6 / t as f64
+    });
     let losses_first =
-        losses.is_some() && !near_target && rtt.saturating_sub(base) <= base / LOSSES_BEFORE_QUEUE;
+        losses.is_some() && !near_target && (queue <= base / LOSSES_BEFORE_QUEUE || not_its_own);
     if let Some(why) = u.sender.and_then(|s| sender::app_limited(s, rate)) {
         held(
             v,
@@ -166,7 +174,6 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
             "nothing in TCP: the sending application's own pace (a rate limit, its disk, its CPU, what it is asked for)",
         );
     } else if u.queued && !losses_first {
-        let queue = rtt.saturating_sub(base);
         v.limit = Limit::PathQueue;
         v.setting = Some(format!(
             "the path's bottleneck holds the flow at {} with a queue of {} (RTT {} over a base of {}): the window of {window} B {}, and would allow {} without the queue",

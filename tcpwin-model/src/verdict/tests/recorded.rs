@@ -537,3 +537,49 @@ fn a_sender_in_loss_recovery_is_held_by_its_congestion_window() {
     assert_eq!(rx.limit, Limit::Congestion, "{rx:?}");
     assert_eq!(tx.limit, Limit::Congestion, "{tx:?}");
 }
+
+/// `iperf3 -w 8K` on a veth (bbr), both ends read over the interval: 1.98 Gbit/s through a 12 KB
+/// window at a 34 µs RTT (66 % of what it lets through), the kernel counting the sender
+/// rwnd-limited 18 % of its busy time (bbr's pacer and the small-queue limit hold it the rest),
+/// yet at each reading 7-9 segments in flight of a window of 8, 5.8 KB waiting and the congestion
+/// window at 146 segments. It was judged `not-window-limited`; a window full at both readings with
+/// data waiting behind it is the window, and the locked buffer is named.
+#[test]
+fn a_window_full_at_both_readings_under_a_pacer_binds() {
+    let json = include_str!("recorded/iperf3-w-8k-veth-bbr-window-full.json");
+    let (rx, tx) = judged_over(json, (0, 2));
+    assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
+    assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
+}
+
+/// nginx serving wget (reno, 20 ms, 100 Mbit/s), both ends read in one snapshot: the receiver's
+/// autotuning had held its window at 107 KB for two seconds (nothing unread, wget reading all)
+/// and grew it to 4.2 MB between the two readings; the sender, held by the small window 96 % of
+/// the quarter second, sent 44.5 Mbit/s, what the earlier window allows. It was judged
+/// `app-not-reading` (a rate far under what the later window allows, read as a reader caught
+/// just after it drained); a window that autotuning grew is not one a reader closed.
+#[test]
+fn a_window_autotuning_grew_between_the_readings_is_not_the_reader() {
+    let json = include_str!("recorded/nginx-wget-20ms-100mbit-reno-autotuning-grew.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    for v in [&rx, &tx] {
+        assert!(
+            matches!(v.limit, Limit::NotWindowLimited | Limit::PathQueue),
+            "{v:?}"
+        );
+    }
+}
+
+/// iperf3 -C cubic through a path that loses 1 % (300 Mbit/s asked, bbr on the path's hosts),
+/// both ends read over the interval: 16 segments retransmitted (0.9 % of those delivered), the
+/// congestion window cut to 8 segments and full, 7 Mbit/s, and the sender's RTT 5.3 ms over the
+/// 20 ms base at the later reading. It was judged `path-queue` (a queue over a quarter of the
+/// base outranks the losses); 8 segments drain in 0.3 ms at the rate asked: the flow cannot
+/// have made that queue, and the losses hold it.
+#[test]
+fn a_queue_the_flow_cannot_have_made_does_not_outrank_its_losses() {
+    let json = include_str!("recorded/loss-cubic-1pct-queue-not-its-own.json");
+    let (rx, tx) = judged_over(json, (0, 2));
+    assert_eq!(rx.limit, Limit::Congestion, "{rx:?}");
+    assert_eq!(tx.limit, Limit::Congestion, "{tx:?}");
+}
