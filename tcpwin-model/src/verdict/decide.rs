@@ -51,7 +51,13 @@ pub fn verdict(i: &Input) -> Verdict {
     // see `idle`)
     let receiver_alone =
         peer.is_none() && i.now.bytes_received.unwrap_or(0) > i.now.bytes_acked.unwrap_or(0);
-    if me.dt_s().is_some() && me.moved() == (0, 0) && recent(i.now) && !receiver_alone {
+    // (so is a peer's interval that moved nothing while this end's did: its readings, taken
+    // milliseconds after this end's by its own exporter, fell in the sender's pause)
+    let paused = |e: &End| e.dt_s().is_some() && e.moved() == (0, 0) && recent(e.now);
+    let peer_paused = peer
+        .as_ref()
+        .is_some_and(|p| paused(p) && me.moved() != (0, 0));
+    if (paused(&me) && !receiver_alone) || peer_paused {
         me.before = None;
         if let Some(p) = peer.as_mut() {
             p.before = None;

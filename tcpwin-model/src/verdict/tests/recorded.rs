@@ -583,3 +583,18 @@ fn a_queue_the_flow_cannot_have_made_does_not_outrank_its_losses() {
     assert_eq!(rx.limit, Limit::Congestion, "{rx:?}");
     assert_eq!(tx.limit, Limit::Congestion, "{tx:?}");
 }
+
+/// nginx `limit_rate 2000k` serving curl (reno), the receiver with its peer's end as the sending
+/// host's exporter answered it, one snapshot: the receiver took 97 KB between its two readings,
+/// but the peer's readings, 48 ms later each, fell in one of nginx's pauses (nothing acknowledged
+/// between them, the last data sent 64 then 360 ms before). It was judged `idle` from the two
+/// ends' acknowledged bytes alone; data that arrived at one end moved, and a sender that paused
+/// within the last second is judged over its connection's life, as one read alone is.
+#[test]
+fn a_peer_read_in_its_senders_pause_is_not_idle() {
+    let json = include_str!(
+        "recorded/nginx-limit-rate-2m-20ms-300mbit-reno-peer-view-between-bursts.json"
+    );
+    let (rx, _) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::AppLimited, "{rx:?}");
+}
