@@ -163,7 +163,8 @@ fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
 /// A sender in loss recovery: data waiting unsent, most of its congestion window in flight,
 /// segments retransmitted since the earlier reading, and the peer's window far from full (PRR
 /// sends as ACKs come back, so a reading may catch the window a few segments short: cubic at 1 %
-/// loss, 9 of 12 segments in flight with 237 KB unsent). What is in flight, or None.
+/// loss, 9 of 12 segments in flight with 237 KB unsent), or the window cut since the earlier
+/// reading. What is in flight, or None.
 fn recovering(s: End) -> Option<u64> {
     let f = s.now;
     let mss = f.mss_cache? as u64;
@@ -174,7 +175,19 @@ fn recovering(s: End) -> Option<u64> {
     let window_room = f
         .snd_wnd
         .is_some_and(|w| w as u64 >= cwnd.saturating_mul(2));
-    (waiting && retransmitting && window_room && inflight as f64 >= RECOVERY_INFLIGHT * cwnd as f64)
+    // or the window was cut since the earlier reading, with segments retransmitted between:
+    // PRR lets the cut window out as ACKs return, so a reading may find a third of it not yet
+    // sent (cubic, 19 segments cut to 12, 8 in flight). Asked only once no window or buffer
+    // binds, and a flow near the rate asked is not held by its losses (bbr on a lossy link)
+    let cut = s
+        .before
+        .and_then(|b| b.snd_cwnd)
+        .zip(f.snd_cwnd)
+        .is_some_and(|(was, is)| is < was);
+    (waiting
+        && retransmitting
+        && window_room
+        && (cut || inflight as f64 >= RECOVERY_INFLIGHT * cwnd as f64))
         .then_some(inflight)
 }
 

@@ -598,3 +598,17 @@ fn a_peer_read_in_its_senders_pause_is_not_idle() {
     let (rx, _) = judged_over(json, (0, 1));
     assert_eq!(rx.limit, Limit::AppLimited, "{rx:?}");
 }
+
+/// iperf3 -C cubic through a path that loses 1 % (bbr on the path's hosts), the receiver with its
+/// peer's end as the sending host's exporter answered it, one snapshot: 3 segments retransmitted
+/// between the readings, the congestion window cut from 19 to 12 segments with 8 in flight (PRR
+/// sending as ACKs return), 272 KB waiting unsent under a peer window of 1.5 MB. It was judged
+/// `not-window-limited` (8 of 12 is under the 70 % a recovery's window is held at); a congestion
+/// window the losses cut between the readings, with data waiting and the peer's window wide
+/// open, is what holds the sender.
+#[test]
+fn a_congestion_window_cut_by_losses_between_the_readings_holds() {
+    let json = include_str!("recorded/loss-cubic-1pct-peer-view-cwnd-cut.json");
+    let (rx, _) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::Congestion, "{rx:?}");
+}
