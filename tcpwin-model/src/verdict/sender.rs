@@ -12,6 +12,9 @@ use crate::facts::SockFacts;
 /// A sender the kernel counted sndbuf-limited for more than this share of its busy time is
 /// bound by its own send buffer.
 const SNDBUF_LIMITED_SHARE: f64 = 0.5;
+/// A send buffer that cannot grow, kept full at both readings, with the sender counted
+/// sndbuf-limited this share of its busy time or more, and the rate at what it lets out: it binds.
+const SNDBUF_KEPT_SHARE: f64 = 0.25;
 /// Segments an interval must deliver for its own share of retransmissions to be read.
 const RETRANS_MIN_SEGMENTS: u64 = 1000;
 /// Data queued to send at this share of the send buffer or more: the application is blocked on
@@ -425,6 +428,20 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
         && s.before
             .is_none_or(|b| b.wmem_queued.is_some_and(|q| q as u64 >= sndbuf))
         && rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(sndbuf, rtt) as f64);
+    // a buffer that cannot grow kept full (half of sk_sndbuf queued or more) at both readings,
+    // the kernel counting the sender sndbuf-limited a quarter of its busy time or more, and the
+    // rate at what the buffer lets out over the RTT: the buffer set the rate, and bbr's pacer,
+    // following it, held part of it unsent at these readings (tcp_wmem[2] 256 KiB read from the
+    // peer's exporter: 285 then 201 KB queued, 90 then 50 segments in flight, 36 % sndbuf-limited,
+    // 77 Mbit/s where 256 KiB over 23 ms is 91)
+    let kept_full = fixed
+        && full
+        && s.before.is_some_and(|b| {
+            b.wmem_queued
+                .is_some_and(|q| q as f64 >= SNDBUF_FULL * sndbuf as f64)
+        })
+        && share.is_some_and(|x| x >= SNDBUF_KEPT_SHARE)
+        && rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(sndbuf, rtt) as f64);
     // a buffer that cannot grow, full at the earlier reading with most of it in flight, and the
     // interval's rate at what it let into flight then over the RTT: the buffer set the rate, and
     // this reading caught the writer between two writes (the lab's sender at tcp_wmem[2]
@@ -442,13 +459,21 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
                 .is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(inflight, rtt) as f64);
             (full_and_sent(queued, inflight, sndbuf) && follows).then_some((queued, inflight))
         });
-    (room && moving && ((full && all_sent) || full_before.is_some() || follows_fixed || blocked))
+    (room
+        && moving
+        && ((full && all_sent) || full_before.is_some() || follows_fixed || blocked || kept_full))
         .then(|| {
         let state = if full && all_sent {
             format!("is full ({queued} B queued)")
         } else if blocked {
             format!(
                 "cannot grow and holds the writer ({queued} B queued, {inflight} B of it in flight, the rest waiting for the pacer), and the rate ({}) is what it lets out over the RTT",
+                fmt_rate(rate.unwrap_or(0))
+            )
+        } else if kept_full {
+            format!(
+                "cannot grow and stayed full ({queued} B queued, {inflight} B of it in flight, the rest waiting for the pacer; the kernel counted {:.0} % of busy time sndbuf-limited), and the rate ({}) is what it lets out over the RTT",
+                share.unwrap_or(0.0) * 100.0,
                 fmt_rate(rate.unwrap_or(0))
             )
         } else if let Some((was, out)) = full_before {

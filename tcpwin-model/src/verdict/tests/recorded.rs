@@ -612,3 +612,16 @@ fn a_congestion_window_cut_by_losses_between_the_readings_holds() {
     let (rx, _) = judged_over(json, (0, 1));
     assert_eq!(rx.limit, Limit::Congestion, "{rx:?}");
 }
+
+/// The sender's tcp_wmem max at 256 KiB (bbr, 20 ms, 300 Mbit/s), the receiver with its peer's
+/// end as the sending host's exporter answered it, one snapshot: 285 then 201 KB queued of the
+/// 256 KiB buffer, 90 then 50 segments in flight (bbr's pacer holding the rest), the kernel
+/// counting 36 % of the busy time sndbuf-limited, 77 Mbit/s where the buffer over the RTT lets
+/// out 91. It was judged `not-window-limited` (no single reading both full and mostly in
+/// flight); a buffer that cannot grow, kept full, that the rate follows, binds.
+#[test]
+fn a_send_buffer_kept_full_that_the_rate_follows_binds() {
+    let json = include_str!("recorded/sndbuf-256k-20ms-300mbit-bbr-peer-view-drained.json");
+    let (rx, _) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
+}
