@@ -37,7 +37,7 @@ const FOLLOWS_INFLIGHT: f64 = 0.8;
 /// reno's cwnd stays near 10 segments behind a window of 8.75, iperf3 -w 8K).
 pub(super) fn cwnd_bound(s: End) -> Option<u64> {
     let mss = s.now.mss_cache? as u64;
-    let cwnd = s.now.snd_cwnd? as u64 * mss;
+    let cwnd = s.now.cwnd_bytes()?;
     if s.now.snd_wnd.is_some_and(|w| cwnd >= w as u64) {
         return None;
     }
@@ -149,7 +149,7 @@ fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
     if f.wmem_queued? as f64 >= SNDBUF_FULL * f.sk_sndbuf? as f64 {
         return None;
     }
-    let cwnd = f.snd_cwnd? as u64 * mss;
+    let cwnd = f.cwnd_bytes()?;
     let inflight = f.inflight_bytes()?;
     if inflight + 2 * mss >= cwnd {
         return None;
@@ -171,7 +171,7 @@ fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
 fn recovering(s: End) -> Option<u64> {
     let f = s.now;
     let mss = f.mss_cache? as u64;
-    let cwnd = f.snd_cwnd? as u64 * mss;
+    let cwnd = f.cwnd_bytes()?;
     let inflight = f.inflight_bytes()?;
     let waiting = f.unsent? as u64 >= mss;
     let retransmitting = s.grew(|f| f.total_retrans).is_some_and(|r| r > 0);
@@ -417,6 +417,9 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let fixed = cannot_grow(s, sndbuf);
     let follows_fixed = fixed
         && rate.is_some_and(|r| r as f64 >= SNDBUF_FULL * ceiling_bps(2 * sndbuf, rtt) as f64);
+    // the rate at what the buffer lets out over the RTT (80 % of sk_sndbuf per RTT or more)
+    let at_buffer_rate =
+        rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(sndbuf, rtt) as f64);
     // a buffer that cannot grow with the writer blocked on it (queued at sk_sndbuf or more at
     // both readings: the kernel takes no more from the application) and the rate at what the
     // buffer lets out over the RTT: the buffer set the rate, whatever share of it the pacer held
@@ -427,7 +430,7 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
         && queued >= sndbuf
         && s.before
             .is_none_or(|b| b.wmem_queued.is_some_and(|q| q as u64 >= sndbuf))
-        && rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(sndbuf, rtt) as f64);
+        && at_buffer_rate;
     // a buffer that cannot grow kept full (half of sk_sndbuf queued or more) at both readings,
     // the kernel counting the sender sndbuf-limited a quarter of its busy time or more, and the
     // rate at what the buffer lets out over the RTT: the buffer set the rate, and bbr's pacer,
@@ -441,7 +444,7 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
                 .is_some_and(|q| q as f64 >= SNDBUF_FULL * sndbuf as f64)
         })
         && share.is_some_and(|x| x >= SNDBUF_KEPT_SHARE)
-        && rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(sndbuf, rtt) as f64);
+        && at_buffer_rate;
     // a buffer that cannot grow, full at the earlier reading with most of it in flight, and the
     // interval's rate at what it let into flight then over the RTT: the buffer set the rate, and
     // this reading caught the writer between two writes (the lab's sender at tcp_wmem[2]
