@@ -29,6 +29,9 @@ const ADVERTISED_OVERRUN: f64 = 1.3;
 /// Without a queue, a sender rwnd-limited this share of its busy time or more is window-bound
 /// whatever its congestion window reads at that moment.
 const RWND_MOST_SHARE: f64 = 0.5;
+/// Busy time under this (µs) between two readings is one snapshot's: too short for the kernel's
+/// rwnd-limited count of a paced sender to say how often the window stops it.
+const SHORT_INTERVAL_BUSY_US: u64 = 1_000_000;
 
 /// Decides one socket's verdict: with its peer, the connection's.
 pub fn verdict(i: &Input) -> Verdict {
@@ -465,11 +468,21 @@ fn window_binds(v: &Verdict, f: Flow, binds_at: u32) -> bool {
     // busy time, or a good part of it while the flow uses most of window / RTT: bbr paces, and
     // shows 27-35 % rwnd-limited where a slow reader's window holds it) holds it
     let stopped = |share: f64| v.rwnd_limited_share.is_some_and(|x| x >= share);
+    // the kernel's count over one snapshot's quarter second holds a cycle or two of bbr's pacer:
+    // there the connection's life counts as well (a reader at 20 Mbit/s behind bbr: 7-13 % of a
+    // quarter second rwnd-limited, 25-27 % of the interval, 34-35 % of its life)
+    let stopped_over_life = |share: f64| {
+        sender.is_some_and(|s| {
+            s.busy_between().is_some_and(|d| d < SHORT_INTERVAL_BUSY_US)
+                && s.life_share(|f| f.rwnd_limited_us)
+                    .is_some_and(|x| x >= share)
+        })
+    };
     let short_of_target = f.queued
         && f.target.is_some()
         && (rate as f64 >= FULL_WINDOW_SHARE * ceiling_bps(window, f.rtt) as f64
             || stopped(0.5)
-            || (stopped(RWND_SUPPORT_SHARE)
+            || ((stopped(RWND_SUPPORT_SHARE) || stopped_over_life(RWND_SUPPORT_SHARE))
                 && rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, f.rtt) as f64
                 && sender.is_some_and(|s| !sender::cwnd_held(s))));
     window > 0

@@ -64,6 +64,18 @@ impl End<'_> {
         Some(part? as f64 / busy as f64)
     }
 
+    /// The share of the connection's whole busy time (its life so far) counted by `f`, one of
+    /// the kernel's chrono counters.
+    pub(super) fn life_share(&self, f: impl Fn(&SockFacts) -> Option<u64>) -> Option<f64> {
+        let busy = self.now.busy_us.filter(|b| *b > 0)?;
+        Some(f(self.now)? as f64 / busy as f64)
+    }
+
+    /// The time the sender was busy between the two readings, µs.
+    pub(super) fn busy_between(&self) -> Option<u64> {
+        delta(self.now.busy_us, self.before?.busy_us)
+    }
+
     /// A zero window with data waiting: this end's application does not read.
     pub(super) fn zero_window_with_unread(&self) -> bool {
         self.now.rcv_wnd == Some(0) && self.now.unread.unwrap_or(0) > 0

@@ -625,3 +625,17 @@ fn a_send_buffer_kept_full_that_the_rate_follows_binds() {
     let (rx, _) = judged_over(json, (0, 1));
     assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
 }
+
+/// The lab's reader at 20 Mbit/s behind bbr on a 300 Mbit/s path, its sender read alone in one
+/// snapshot: 6 ms over the base RTT with a steady variance (a queue, to one end), the rate at
+/// 87 % of what the peer's window lets through over the RTT, and the kernel counting the sender
+/// rwnd-limited only 7 % of the quarter second where it counted 35 % of the connection's life
+/// (bbr's pacer holds it between the window's stops). It was judged `path-queue`; over a
+/// quarter second the life's count holds as well, and the peer's window binds, as the interval
+/// read alone already said.
+#[test]
+fn a_paced_sender_read_in_one_snapshot_is_held_by_the_peers_window() {
+    let json = include_str!("recorded/app-not-reading-20mbit-20ms-300mbit-bbr-paced-snapshot.json");
+    assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::PeerWindow);
+    assert_eq!(alone(json, "sender", (0, 2)).limit, Limit::PeerWindow);
+}
