@@ -452,7 +452,9 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     // app-limited mark set, where a quarter second before 200 KB were), or caught half of it
     // waiting for the pacer (bbr paces at the rate it measured, which the buffer set: 123 KB
     // queued of 128 KiB with 54 KB unsent and the congestion window 4x what was in flight,
-    // where a second before 103 KB of 116 KB were in flight)
+    // where a second before 103 KB of 116 KB were in flight); not where what was in flight
+    // then filled the peer's window: the window set it (iperf3 -w 64K: 78 KB in flight of an
+    // 80 KB window, 93 KB queued of 128 KiB)
     let full_before = s
         .before
         .filter(|_| fixed && !(full && all_sent))
@@ -460,7 +462,11 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
             let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
             let follows = rate
                 .is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(inflight, rtt) as f64);
-            (full_and_sent(queued, inflight, sndbuf) && follows).then_some((queued, inflight))
+            let window_held = b.snd_wnd.is_some_and(|w| {
+                inflight + 2 * u64::from(b.mss_cache.unwrap_or(0)) >= u64::from(w)
+            });
+            (full_and_sent(queued, inflight, sndbuf) && follows && !window_held)
+                .then_some((queued, inflight))
         });
     (room
         && moving

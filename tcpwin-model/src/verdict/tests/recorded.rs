@@ -639,3 +639,18 @@ fn a_paced_sender_read_in_one_snapshot_is_held_by_the_peers_window() {
     assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::PeerWindow);
     assert_eq!(alone(json, "sender", (0, 2)).limit, Limit::PeerWindow);
 }
+
+/// `iperf3 -w 64K` (bbr; SO_RCVBUF and SO_SNDBUF both 128 KiB), the receiver with its peer's end
+/// as the sending host's exporter answered it, over the interval: at the earlier reading the
+/// sender had 78 KB in flight of the peer's 80 KB window with 93 KB queued, at the later 30 KB in
+/// flight and the rest waiting for the pacer; the kernel counted it rwnd-limited 26 % of the
+/// interval and sndbuf-limited 1 %. It was judged `sndbuf` ("full at the earlier reading"):
+/// what was in flight then filled the peer's window, so the window set it, and the receiver's
+/// locked buffer binds, as every other way of reading said.
+#[test]
+fn in_flight_that_filled_the_peers_window_is_not_the_send_buffers() {
+    let json = include_str!("recorded/iperf3-w-64k-20ms-500mbit-bbr-peer-view.json");
+    let (rx, tx) = judged_over(json, (0, 2));
+    assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
+    assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
+}
