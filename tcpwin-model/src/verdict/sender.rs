@@ -453,8 +453,10 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     // waiting for the pacer (bbr paces at the rate it measured, which the buffer set: 123 KB
     // queued of 128 KiB with 54 KB unsent and the congestion window 4x what was in flight,
     // where a second before 103 KB of 116 KB were in flight); not where what was in flight
-    // then filled the peer's window: the window set it (iperf3 -w 64K: 78 KB in flight of an
-    // 80 KB window, 93 KB queued of 128 KiB)
+    // then filled the peer's window, or the rate is what that window lets through over the RTT:
+    // the window set it (iperf3 -w 64K: 78 KB in flight of an 80 KB window, 93 KB queued of
+    // 128 KiB; or 70 KB in flight and 137 KB queued, at 29.4 Mbit/s where 79 KB over 23 ms is
+    // 27.8)
     let full_before = s
         .before
         .filter(|_| fixed && !(full && all_sent))
@@ -462,8 +464,10 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
             let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
             let follows = rate
                 .is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(inflight, rtt) as f64);
-            let window_held = b.snd_wnd.is_some_and(|w| {
-                inflight + 2 * u64::from(b.mss_cache.unwrap_or(0)) >= u64::from(w)
+            let window_held = b.snd_wnd.map(u64::from).is_some_and(|w| {
+                inflight + 2 * u64::from(b.mss_cache.unwrap_or(0)) >= w
+                    || rate
+                        .is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(w, rtt) as f64)
             });
             (full_and_sent(queued, inflight, sndbuf) && follows && !window_held)
                 .then_some((queued, inflight))

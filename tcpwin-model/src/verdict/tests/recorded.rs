@@ -653,4 +653,10 @@ fn in_flight_that_filled_the_peers_window_is_not_the_send_buffers() {
     let (rx, tx) = judged_over(json, (0, 2));
     assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
     assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
+    // the next pass, one snapshot: 70 KB in flight of a 79 KB window and 137 KB queued at the
+    // earlier reading, 29.4 Mbit/s where that window over 23 ms lets through 27.8: the window's
+    let json = include_str!("recorded/iperf3-w-64k-20ms-500mbit-bbr-peer-view-paced.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
+    assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
 }
