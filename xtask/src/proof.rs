@@ -780,8 +780,6 @@ mod tests {
         assert!(matches!(compare(&now, &last)["abs"], Change::Held(x) if x > 1.0));
     }
 
-    /// The bench's figures held are ratios to floors of the same run: a machine twice as slow
-    /// moves the absolute figures, not these.
     /// A bare veth's row (no rate of its own: the CPU sets it) has its rate printed, not held
     /// against a window over a microsecond RTT; the same row behind a path's rate is held.
     #[test]
@@ -820,6 +818,8 @@ mod tests {
         assert_eq!(ratio(&[veth, rated]), vec![0.95]);
     }
 
+    /// The bench's figures held are ratios to floors of the same run: a machine twice as slow
+    /// moves the absolute figures, not these.
     #[test]
     fn bench_figures_are_held_against_the_runs_own_floors() {
         use tcpwin_lab::rows::{ChurnRow, ExporterBenchRow, SsBenchRow};

@@ -56,12 +56,11 @@ impl End<'_> {
     }
 
     pub(super) fn chrono_share(&self, f: impl Fn(&SockFacts) -> Option<u64>) -> Option<f64> {
-        let (busy, part) = match self.before {
-            Some(b) => (delta(self.now.busy_us, b.busy_us), delta(f(self.now), f(b))),
-            None => (self.now.busy_us, f(self.now)),
+        let Some(b) = self.before else {
+            return self.life_share(f);
         };
-        let busy = busy.filter(|b| *b > 0)?;
-        Some(part? as f64 / busy as f64)
+        let busy = delta(self.now.busy_us, b.busy_us).filter(|b| *b > 0)?;
+        Some(delta(f(self.now), f(b))? as f64 / busy as f64)
     }
 
     /// The share of the connection's whole busy time (its life so far) counted by `f`, one of

@@ -417,9 +417,11 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let fixed = cannot_grow(s, sndbuf);
     let follows_fixed = fixed
         && rate.is_some_and(|r| r as f64 >= SNDBUF_FULL * ceiling_bps(2 * sndbuf, rtt) as f64);
-    // the rate at what the buffer lets out over the RTT (80 % of sk_sndbuf per RTT or more)
-    let at_buffer_rate =
-        rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(sndbuf, rtt) as f64);
+    // the rate at what `bytes` let out over the RTT (80 % of bytes per RTT or more)
+    let at_rate_of = |bytes: u64| {
+        rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(bytes, rtt) as f64)
+    };
+    let at_buffer_rate = at_rate_of(sndbuf);
     // a buffer that cannot grow with the writer blocked on it (queued at sk_sndbuf or more at
     // both readings: the kernel takes no more from the application) and the rate at what the
     // buffer lets out over the RTT: the buffer set the rate, whatever share of it the pacer held
@@ -462,14 +464,10 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
         .filter(|_| fixed && !(full && all_sent))
         .and_then(|b| {
             let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
-            let follows = rate
-                .is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(inflight, rtt) as f64);
             let window_held = b.snd_wnd.map(u64::from).is_some_and(|w| {
-                inflight + 2 * u64::from(b.mss_cache.unwrap_or(0)) >= w
-                    || rate
-                        .is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(w, rtt) as f64)
+                inflight + 2 * u64::from(b.mss_cache.unwrap_or(0)) >= w || at_rate_of(w)
             });
-            (full_and_sent(queued, inflight, sndbuf) && follows && !window_held)
+            (full_and_sent(queued, inflight, sndbuf) && at_rate_of(inflight) && !window_held)
                 .then_some((queued, inflight))
         });
     (room
