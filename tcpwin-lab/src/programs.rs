@@ -5,7 +5,7 @@
 //! namespace; what each is set up to do is the ground truth the verdicts are held against, and
 //! each program's own report of its rate is kept beside the tool's.
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Stdio},
     time::{Duration, Instant},
 };
@@ -288,7 +288,7 @@ impl App {
                 let throttle = server_rate
                     .map(|r| format!(" limit_rate {};", r / 8))
                     .unwrap_or_default();
-                let (dir, server) = nginx(&pair.a, port, &listen, &throttle)?;
+                let (dir, server) = nginx(&pair.a, port, &listen, &throttle, true)?;
                 let url = format!("http://{}:{port}/big", pair.ip_a);
                 let (c, kind) = match client {
                     Client::Curl => {
@@ -350,6 +350,7 @@ impl App {
                     port,
                     &listen,
                     " client_max_body_size 0; location / { dav_methods PUT; }",
+                    false,
                 )?;
                 let mut c = Pair::exec(&pair.a, "sh");
                 // curl -T - with an endless body (chunked), for SECS
@@ -381,9 +382,10 @@ fn spawn_client(mut c: std::process::Command) -> Result<Child> {
 
 /// nginx (sendfile on, as Debian ships it) in namespace `ns`, listening as `listen` says, the
 /// server block's extra directives `extra`, serving a sparse 64 GiB file as /big: its directory
-/// and the running server, once it listens.
-fn nginx(ns: &str, port: u16, listen: &str, extra: &str) -> Result<(PathBuf, Proc)> {
-    let dir = std::env::temp_dir().join(format!("tcpwin-lab-nginx-{}-{port}", std::process::id()));
+/// (on tmpfs where `serving` and the host has one, see [`scratch`]) and the running server, once
+/// it listens.
+fn nginx(ns: &str, port: u16, listen: &str, extra: &str, serving: bool) -> Result<(PathBuf, Proc)> {
+    let dir = scratch(serving).join(format!("tcpwin-lab-nginx-{}-{port}", std::process::id()));
     std::fs::create_dir_all(dir.join("www"))?;
     // a sparse file: sendfile reads zeros, enough for any rate here
     let f = std::fs::File::create(dir.join("www/big"))?;
@@ -405,6 +407,34 @@ fn nginx(ns: &str, port: u16, listen: &str, extra: &str) -> Result<(PathBuf, Pro
     );
     wait_listening(ns, port)?;
     Ok((dir, server))
+}
+
+/// Where nginx's directory goes: for a server that serves the sparse file (`serving`), tmpfs
+/// (`/dev/shm`) where the host has one. sendfile from tmpfs hands a hole over as the shared zero
+/// page; from a sparse file on disk every read fills new page-cache pages with zeros inside
+/// nginx's sendfile (ext4 readahead), and on a kernel without preemption (`Dynamic Preempt:
+/// none`) that held a CPU for 40 ms at a time: the delay line's real-time threads waited behind
+/// it, and the nginx rows ran late. A server that takes uploads writes them to disk, not memory.
+fn scratch(serving: bool) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if serving && is_tmpfs(shm) {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// Whether `p` is on a tmpfs (statfs).
+fn is_tmpfs(p: &Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs is plain data, valid all-zero; filled by the call for a valid C path.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path and st a valid statfs to write.
+    let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
+    ok && st.f_type as i64 == TMPFS_MAGIC
 }
 
 /// Waits (bounded) until something listens on `port` in namespace `ns`.
@@ -483,5 +513,26 @@ impl Drop for Running {
         if let Some(d) = &self.dir {
             let _ = std::fs::remove_dir_all(d);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Held against `stat -f` (coreutils), which names each path's filesystem type.
+    #[test]
+    fn tmpfs_is_told_as_stat_tells_it() {
+        for p in ["/dev/shm", "/proc", "/", "/tmp"] {
+            let out = std::process::Command::new("stat")
+                .args(["-f", "-c", "%T", p])
+                .output()
+                .expect("stat (coreutils)");
+            let said = String::from_utf8_lossy(&out.stdout).trim() == "tmpfs";
+            assert_eq!(is_tmpfs(Path::new(p)), said, "{p}");
+        }
+        assert!(!is_tmpfs(Path::new("/no/such/path")));
+        // a server that takes uploads keeps them on disk
+        assert_eq!(scratch(false), std::env::temp_dir());
     }
 }
