@@ -146,21 +146,26 @@ impl Scraper {
             eprintln!("tcpwin-trace: exporter: {e:#}");
             Vec::new()
         });
+        // the sockets first, as soon as asked: the asker reads its own end at that moment
+        let mut read = Vec::new();
+        for t in &targets {
+            match snapshot::read(&mut self.src, std::slice::from_ref(t), &self.scope, self.hz) {
+                Ok(v) => read.extend(v),
+                Err(e) => eprintln!("tcpwin-trace: exporter: namespace {}: {e:#}", t.name),
+            }
+        }
         // what this host translated (its own namespace's and the read ones' connection
         // tracking): the tuple the other end knows each such connection by; a socket is asked
         // for by its own tuple or by that one
         let flows = crate::gather::peer::tracked_flows(&targets);
-        let mut seen = Vec::new();
-        for t in &targets {
-            match snapshot::read(&mut self.src, std::slice::from_ref(t), &self.scope, self.hz) {
-                Ok(v) => seen.extend(v.into_iter().filter_map(|s| {
-                    let other = peer::other_end_through(&s.facts.id, &flows);
-                    (q.matches(&s.facts.id) || other.is_some_and(|o| q.matches_tuple(o)))
-                        .then_some((s, other))
-                })),
-                Err(e) => eprintln!("tcpwin-trace: exporter: namespace {}: {e:#}", t.name),
-            }
-        }
+        let mut seen: Vec<_> = read
+            .into_iter()
+            .filter_map(|s| {
+                let other = peer::other_end_through(&s.facts.id, &flows);
+                (q.matches(&s.facts.id) || other.is_some_and(|o| q.matches_tuple(o)))
+                    .then_some((s, other))
+            })
+            .collect();
         let omitted = seen.len().saturating_sub(peer::MAX_SOCKETS);
         seen.truncate(peer::MAX_SOCKETS);
         // each end's verdict of one reading, as `ss` gives it; the asker judges the connection
