@@ -9,7 +9,9 @@ mod fnv;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=TCPWIN_EBPF_OBJ");
-    let default = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    // set by cargo for the build script as it runs (a path compiled in would name the checkout
+    // that built a cached script)
+    let default = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("run by cargo"))
         .join("../tcpwin-ebpf/target/bpfel-unknown-none/release/tcpwin");
     let obj = std::env::var_os("TCPWIN_EBPF_OBJ")
         .map(PathBuf::from)

@@ -405,6 +405,18 @@ pub fn stop_child_if_asked(child: &mut Child) -> Result<()> {
     check_stop()
 }
 
+/// The workspace's root, for a test reading the project's files (docs, sources, the deploy
+/// manifests): from the running test's package (cargo sets `CARGO_MANIFEST_DIR` for what it
+/// runs), not the path compiled in, which names the checkout that built a cached binary.
+pub fn workspace() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .parent()
+        .expect("a package of the workspace")
+        .to_path_buf()
+}
+
 /// Tests that load BPF programs or create namespaces need root: without it they fail loudly
 /// (never skip), naming what could not run.
 pub fn tests_need_root(what: &str) {

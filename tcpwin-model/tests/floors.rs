@@ -4,7 +4,14 @@
 //! shared types import only the floor below them. Adding a family touches one file.
 use std::collections::{BTreeMap, BTreeSet};
 
-const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/verdict");
+/// The verdict folder, where the running test's package is (cargo sets `CARGO_MANIFEST_DIR`
+/// for what it runs): the path compiled in names the checkout that built a cached binary.
+fn dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+        .join("src/verdict")
+}
 
 /// The code without comments.
 fn code(text: &str) -> String {
@@ -55,7 +62,7 @@ fn first_segment(s: &str) -> String {
 
 /// Each file of the folder (tests aside) and the siblings it imports.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let files: Vec<(String, String)> = std::fs::read_dir(DIR)
+    let files: Vec<(String, String)> = std::fs::read_dir(dir())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "rs"))

@@ -22,10 +22,9 @@ const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
 /// network namespaces, the capabilities it adds (every other dropped), a read-only root, no
 /// privilege escalation, and each hostPath volume at its mountPath (read-only where it says so).
 fn daemonset() -> Vec<String> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/kubernetes/daemonset.yaml"
-    ))
+    let text = std::fs::read_to_string(
+        tcpwin_lab::harness::workspace().join("deploy/kubernetes/daemonset.yaml"),
+    )
     .unwrap();
     let field = |key: &str| {
         text.lines()

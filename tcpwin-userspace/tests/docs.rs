@@ -8,10 +8,7 @@ use clap::Parser;
 use tcpwin_userspace::cli::Cli;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    tcpwin_lab::harness::workspace()
 }
 
 fn pages() -> Vec<PathBuf> {

@@ -506,7 +506,8 @@ fn prometheus_scrapes_the_exporter() {
     let dir = std::env::temp_dir().join(format!("tcpwt-prom-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // the pack's recording and alerting rules, as an operator loads them
-    let pack = concat!(env!("CARGO_MANIFEST_DIR"), "/../prometheus");
+    let pack = tcpwin_lab::harness::workspace().join("prometheus");
+    let pack = pack.display();
     std::fs::write(
         dir.join("prometheus.yml"),
         format!(
@@ -630,10 +631,9 @@ fn prometheus_scrapes_the_exporter() {
         let _ = reader.join();
     });
     let dashboard: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../grafana/tcpwin-dashboard.json"
-        ))
+        &std::fs::read_to_string(
+            tcpwin_lab::harness::workspace().join("grafana/tcpwin-dashboard.json"),
+        )
         .unwrap(),
     )
     .unwrap();
@@ -686,13 +686,13 @@ fn prometheus_scrapes_the_exporter() {
 /// alerts and recorded values out) pass under `promtool test rules`.
 #[test]
 fn the_alert_and_recording_rules_pass_promtool() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../prometheus");
+    let dir = tcpwin_lab::harness::workspace().join("prometheus");
     for args in [
         &["check", "rules", "rules.yml", "alerts.yml"][..],
         &["test", "rules", "alerts_test.yml"][..],
     ] {
         let out = Command::new("promtool")
-            .current_dir(dir)
+            .current_dir(&dir)
             .args(args)
             .output()
             .expect("promtool (apt-get install prometheus)");
@@ -713,10 +713,9 @@ fn the_unit_file_verifies() {
         return;
     };
     assert!(v.status.success());
-    let unit = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../dist/tcpwin-exporter.service"
-    ))
+    let unit = std::fs::read_to_string(
+        tcpwin_lab::harness::workspace().join("dist/tcpwin-exporter.service"),
+    )
     .unwrap()
     .replace("/usr/bin/tcpwin-trace", EXE);
     let path = std::env::temp_dir().join("tcpwin-exporter.service");

@@ -8,7 +8,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-const SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+/// The crate's sources, where the running test's package is (not a path compiled in).
+fn src() -> PathBuf {
+    tcpwin_lab::harness::workspace().join("tcpwin-userspace/src")
+}
 
 /// Every `.rs` file under src, with its module path (`cmd::lab::wan`).
 fn modules() -> Vec<(String, String)> {
@@ -23,11 +26,12 @@ fn modules() -> Vec<(String, String)> {
         }
     }
     let mut files = Vec::new();
-    walk(Path::new(SRC), &mut files);
+    let src = src();
+    walk(&src, &mut files);
     files
         .into_iter()
         .filter_map(|p| {
-            let rel = p.strip_prefix(SRC).unwrap().with_extension("");
+            let rel = p.strip_prefix(&src).unwrap().with_extension("");
             let mut parts: Vec<String> = rel
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
@@ -287,7 +291,7 @@ fn the_test_bench_only_under_the_lab_command() {
         .collect();
     assert!(bad.is_empty(), "tcpwin_lab used outside cmd/lab: {bad:?}");
     for root in ["lib.rs", "main.rs"] {
-        let t = std::fs::read_to_string(format!("{SRC}/{root}")).unwrap();
+        let t = std::fs::read_to_string(src().join(root)).unwrap();
         assert!(!code(&t).contains("tcpwin_lab"), "{root} uses tcpwin_lab");
     }
 }

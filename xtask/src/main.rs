@@ -140,8 +140,12 @@ fn run() -> Result<()> {
     }
 }
 
+/// The workspace: from xtask's package as cargo runs it (`cargo xtask`), else the path compiled
+/// in (which names the checkout that built a cached binary).
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
         .parent()
         .expect("xtask lives in the workspace")
         .to_path_buf()
