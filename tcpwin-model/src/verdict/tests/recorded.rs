@@ -660,3 +660,17 @@ fn in_flight_that_filled_the_peers_window_is_not_the_send_buffers() {
     assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
     assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
 }
+
+/// The sender's tcp_wmem max at 256 KiB (reno, 20 ms, 300 Mbit/s), the receiver with its peer's
+/// end as the sending host's exporter answered it, one snapshot: the buffer full at the earlier
+/// reading (266 KB queued), and at the later one caught just after an ACK freed three quarters
+/// of it, before the writer woke to fill it again (66 KB queued, 45 segments in flight, nothing
+/// unsent; read locally 2.6 ms earlier: 200 KB, 137). It was judged `app-limited`; both ends
+/// read together say `sndbuf`, as the interval read with the peer does.
+#[test]
+fn a_send_buffer_caught_between_an_ack_and_its_writer_is_the_buffers() {
+    let json = include_str!("recorded/sndbuf-256k-20ms-300mbit-reno-peer-view-refilling.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
+    assert_eq!(tx.limit, Limit::Sndbuf, "{tx:?}");
+}
