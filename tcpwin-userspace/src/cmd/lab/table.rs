@@ -294,9 +294,9 @@ fn cells(x: &super::wan::Summary) -> [(u32, u32); 7] {
 }
 
 /// The cells of every row added up.
-fn totals(t: &BTreeMap<(String, String), super::wan::Summary>) -> [String; 7] {
+fn totals<'a>(rows: impl IntoIterator<Item = &'a super::wan::Summary>) -> [String; 7] {
     let mut sum = [(0, 0); 7];
-    for x in t.values() {
+    for x in rows {
         for (s, c) in sum.iter_mut().zip(cells(x)) {
             *s = (s.0 + c.0, s.1 + c.1);
         }
@@ -332,7 +332,7 @@ pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
             not_judged(x)
         );
     }
-    let [a, b, p, c, d, q, f] = totals(t);
+    let [a, b, p, c, d, q, f] = totals(t.values());
     println!(
         "{:<18} {:<sw$} {:<ew$} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}",
         "all", "", ""
@@ -358,7 +358,7 @@ pub fn print_summary_markdown(t: &BTreeMap<(String, String), super::wan::Summary
             not_judged(x).replacen("  ", " ", 1)
         );
     }
-    let [a, b, p, c, d, q, f] = totals(t);
+    let [a, b, p, c, d, q, f] = totals(t.values());
     println!(
         "| **all** | | | **{a}** | **{b}** | **{p}** | **{c}** | **{d}** | **{q}** | **{f}** |"
     );
@@ -390,6 +390,17 @@ pub fn print_by_program(t: &BTreeMap<String, super::wan::Summary>, markdown: boo
         } else {
             println!("{program:<18} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}");
         }
+    }
+    let [a, b, p, c, d, q, f] = totals(t.values());
+    if markdown {
+        println!(
+            "| **all** | **{a}** | **{b}** | **{p}** | **{c}** | **{d}** | **{q}** | **{f}** |"
+        );
+    } else {
+        println!(
+            "{:<18} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}",
+            "all"
+        );
     }
 }
 
