@@ -419,14 +419,13 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     // at that ceiling over the RTT follows the buffer, whatever one reading caught (a writer's
     // buffer drained for a moment between two writes: nginx `sndbuf=32k`, our own sender at a
     // 128 KiB tcp_wmem[2] read with 2 KB queued)
-    let fixed = cannot_grow(s, sndbuf);
-    let follows_fixed = fixed
-        && rate.is_some_and(|r| r as f64 >= SNDBUF_FULL * ceiling_bps(2 * sndbuf, rtt) as f64);
-    // the rate at what `bytes` let out over the RTT (80 % of bytes per RTT or more)
-    let at_rate_of = |bytes: u64| {
-        rate.is_some_and(|r| r as f64 >= FOLLOWS_INFLIGHT * ceiling_bps(bytes, rtt) as f64)
+    // the rate at `share` or more of what `bytes` let out over the RTT
+    let at_rate_of = |share: f64, bytes: u64| {
+        rate.is_some_and(|r| r as f64 >= share * ceiling_bps(bytes, rtt) as f64)
     };
-    let at_buffer_rate = at_rate_of(sndbuf);
+    let fixed = cannot_grow(s, sndbuf);
+    let follows_fixed = fixed && at_rate_of(SNDBUF_FULL, 2 * sndbuf);
+    let at_buffer_rate = at_rate_of(FOLLOWS_INFLIGHT, sndbuf);
     // a buffer that cannot grow with the writer blocked on it (queued at sk_sndbuf or more at
     // both readings: the kernel takes no more from the application) and the rate at what the
     // buffer lets out over the RTT: the buffer set the rate, whatever share of it the pacer held
@@ -473,11 +472,12 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
         .and_then(|b| {
             let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
             let window_held = b.snd_wnd.map(u64::from).is_some_and(|w| {
-                inflight + 2 * u64::from(b.mss_cache.unwrap_or(0)) >= w || at_rate_of(w)
+                inflight + 2 * u64::from(b.mss_cache.unwrap_or(0)) >= w
+                    || at_rate_of(FOLLOWS_INFLIGHT, w)
             });
-            let follows =
-                rate.is_some_and(|r| r as f64 >= WRITER_WAKES * ceiling_bps(inflight, rtt) as f64);
-            (full_and_sent(queued, inflight, sndbuf) && follows && !window_held)
+            (full_and_sent(queued, inflight, sndbuf)
+                && at_rate_of(WRITER_WAKES, inflight)
+                && !window_held)
                 .then_some((queued, inflight))
         });
     (room
