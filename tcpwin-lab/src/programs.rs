@@ -426,15 +426,8 @@ fn scratch(serving: bool) -> PathBuf {
 
 /// Whether `p` is on a tmpfs (statfs).
 fn is_tmpfs(p: &Path) -> bool {
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: statfs is plain data, valid all-zero; filled by the call for a valid C path.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is a valid NUL-terminated path and st a valid statfs to write.
-    let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
-    ok && st.f_type as i64 == TMPFS_MAGIC
+    use nix::sys::statfs::{statfs, TMPFS_MAGIC};
+    statfs(p).is_ok_and(|s| s.filesystem_type() == TMPFS_MAGIC)
 }
 
 /// Waits (bounded) until something listens on `port` in namespace `ns`.

@@ -72,21 +72,15 @@ pub fn of_pid(pid: u32) -> Result<Netns> {
     })
 }
 
-/// Named namespaces (`ip netns add`), by name.
 /// A namespace file: `/run/netns/NAME` once `ip netns add` bound the namespace on it (nsfs).
 /// Before that (a namespace being made, or a file left by one that crashed) it is an empty
 /// file of mode 0 on tmpfs: not a namespace, and not one to enter.
 fn is_nsfs(path: &Path) -> bool {
-    const NSFS_MAGIC: i64 = 0x6e73_6673;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: a NUL-terminated path and a statfs buffer the call fills.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    rc == 0 && st.f_type as i64 == NSFS_MAGIC
+    use nix::sys::statfs::{statfs, NSFS_MAGIC};
+    statfs(path).is_ok_and(|s| s.filesystem_type() == NSFS_MAGIC)
 }
 
+/// Named namespaces (`ip netns add`), by name.
 pub fn named() -> Vec<Netns> {
     let mut v: Vec<Netns> = std::fs::read_dir(NAMED)
         .into_iter()

@@ -315,11 +315,9 @@ pub fn store(bpf: &mut Ebpf, layout: &Layout) -> Result<()> {
 
 /// bpffs at /sys/fs/bpf, mounted if it is not (as `bpftool` does to pin).
 fn mount_bpffs() -> Result<()> {
-    const BPF_FS_MAGIC: i64 = 0xcafe4a11;
+    use nix::sys::statfs::{statfs, BPF_FS_MAGIC};
     let at = c"/sys/fs/bpf";
-    // SAFETY: statfs fills a zeroed struct; the path is a valid C string.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(at.as_ptr(), &mut st) } == 0 && st.f_type as i64 == BPF_FS_MAGIC {
+    if statfs(at).is_ok_and(|s| s.filesystem_type() == BPF_FS_MAGIC) {
         return Ok(());
     }
     // SAFETY: valid C strings; no data.
