@@ -140,15 +140,9 @@ fn run() -> Result<()> {
     }
 }
 
-/// The workspace: from xtask's package as cargo runs it (`cargo xtask`), else the path compiled
-/// in (which names the checkout that built a cached binary).
+/// The workspace, where cargo runs xtask from (`cargo xtask`).
 pub fn root() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    tcpwin_lab::harness::workspace()
 }
 
 /// Runs a command, failing with its name and status.
