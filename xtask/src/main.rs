@@ -88,7 +88,9 @@ fn main() {
     // `cargo xtask` runs this with CARGO_MANIFEST_DIR set to xtask's; passed on to the cargo runs
     // below it reaches build scripts that watch it (ring's), which then rebuild whenever a
     // developer's own `cargo build` or `cargo test` (without it) ran in between: every crate
-    // above ring (rustls, the product) compiled again for nothing
+    // above ring (rustls, the product) compiled again for nothing. The workspace is read from it
+    // first: a cached xtask binary's compiled-in path names the checkout that built it.
+    ROOT.get_or_init(tcpwin_lab::harness::workspace);
     std::env::remove_var("CARGO_MANIFEST_DIR");
     if let Err(e) = run() {
         eprintln!("xtask: {e:#}");
@@ -140,9 +142,12 @@ fn run() -> Result<()> {
     }
 }
 
+/// The workspace, where cargo runs xtask from (`cargo xtask`), as read when xtask started.
+static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
 /// The workspace, where cargo runs xtask from (`cargo xtask`).
 pub fn root() -> PathBuf {
-    tcpwin_lab::harness::workspace()
+    ROOT.get_or_init(tcpwin_lab::harness::workspace).clone()
 }
 
 /// Runs a command, failing with its name and status.
