@@ -417,6 +417,17 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
+/// A binary of the package under test (`CARGO_BIN_EXE_<name>`): as cargo sets it when it runs the
+/// test, not the path compiled in (`compiled`), which names the checkout that built a cached test
+/// binary. Only a path that differs from the compiled one is kept (leaked: a few bytes a call, in
+/// a test process).
+pub fn bin_exe(name: &str, compiled: &'static str) -> &'static str {
+    match std::env::var(format!("CARGO_BIN_EXE_{name}")) {
+        Ok(path) if path != compiled => Box::leak(path.into_boxed_str()),
+        _ => compiled,
+    }
+}
+
 /// Tests that load BPF programs or create namespaces need root: without it they fail loudly
 /// (never skip), naming what could not run.
 pub fn tests_need_root(what: &str) {

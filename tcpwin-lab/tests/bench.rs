@@ -20,28 +20,31 @@ fn bench_reports_every_figure_per_mode() {
         "{} missing: build the workspace (`cargo xtask build`)",
         tracer.display()
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_tcpwin-bench"))
-        .arg("--tracer")
-        .arg(&tracer)
-        .args([
-            "--runs",
-            "1",
-            "--bytes",
-            "67108864",
-            "--no-peers",
-            "--floor-alongside",
-            "--churn",
-            "300",
-            "--ss-sockets",
-            "2000",
-            "--same-runs",
-            "1",
-            "--same-bytes",
-            "67108864",
-            "--json",
-        ])
-        .output()
-        .expect("run tcpwin-bench");
+    let out = Command::new(tcpwin_lab::harness::bin_exe(
+        "tcpwin-bench",
+        env!("CARGO_BIN_EXE_tcpwin-bench"),
+    ))
+    .arg("--tracer")
+    .arg(&tracer)
+    .args([
+        "--runs",
+        "1",
+        "--bytes",
+        "67108864",
+        "--no-peers",
+        "--floor-alongside",
+        "--churn",
+        "300",
+        "--ss-sockets",
+        "2000",
+        "--same-runs",
+        "1",
+        "--same-bytes",
+        "67108864",
+        "--json",
+    ])
+    .output()
+    .expect("run tcpwin-bench");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench failed: {err}");
     let rows: Vec<BenchRow> = String::from_utf8_lossy(&out.stdout)

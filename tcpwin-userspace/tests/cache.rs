@@ -12,7 +12,9 @@ use std::{
 
 use tcpwin_model::schema::SsLine;
 
-const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+fn exe() -> &'static str {
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
 const LAYOUTS: &str = "/run/tcpwin-trace";
 const PINS: &str = "/sys/fs/bpf/tcpwin-trace";
 
@@ -26,7 +28,7 @@ fn opt<T: Copy>(fd: i32, level: i32, name: i32) -> T {
 
 /// `ss --json --port P` (with extra environment), checked against the owner of `c`.
 fn ss_matches_owner(c: &TcpStream, port: u16, env: &[(&str, &str)]) -> SsLine {
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .args(["ss", "--json", "--port", &port.to_string()])
         .envs(env.iter().copied())
         .output()
@@ -71,7 +73,7 @@ fn pin_of(layout: &Path) -> PathBuf {
 }
 
 fn clear() {
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .args(["cache", "--clear"])
         .output()
         .unwrap();
@@ -104,7 +106,7 @@ fn stale_or_foreign_entries_are_ignored_and_replaced() {
     let (file, first) = entry();
     let pin = pin_of(&file);
     assert!(pin.exists(), "{} not pinned", pin.display());
-    let status = Command::new(EXE).arg("cache").output().unwrap();
+    let status = Command::new(exe()).arg("cache").output().unwrap();
     let status = String::from_utf8_lossy(&status.stdout).to_string();
     assert!(status.contains("in use"), "{status}");
 

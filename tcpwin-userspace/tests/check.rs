@@ -7,10 +7,12 @@ use tcpwin_common::formula::{space_from_win, win_from_space};
 use tcpwin_lab::netns::Pair;
 use tcpwin_model::check::CheckReport;
 
-const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+fn exe() -> &'static str {
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
 
 fn check(args: &[&str]) -> (i32, Option<CheckReport>, String) {
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .arg("check")
         .args(args)
         .output()
@@ -120,7 +122,7 @@ fn check_fixes_never_lower_a_setting() {
 fn check_runs_unprivileged_in_its_own_namespace() {
     tcpwin_lab::harness::tests_need_root("CHECK TESTS (setpriv to drop to nobody)");
     let out = tcpwin_lab::harness::run_as_nobody(
-        std::path::Path::new(EXE),
+        std::path::Path::new(exe()),
         &["check", "--bdp", "10gbit:250us"],
     );
     let text = String::from_utf8_lossy(&out.stdout);

@@ -16,7 +16,9 @@ use std::{
 
 use tcpwin_model::schema::{parse_trace, EventLine, SsLine};
 
-const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+fn exe() -> &'static str {
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
 
 /// What deploy/kubernetes/daemonset.yaml gives the tool, as podman flags: its host PID and
 /// network namespaces, the capabilities it adds (every other dropped), a read-only root, no
@@ -213,7 +215,7 @@ fn lines(stdout: &str) -> Vec<SsLine> {
 }
 
 fn ss(args: &[&str]) -> (Vec<SsLine>, String) {
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .arg("ss")
         .arg("--json")
         .args(args)
@@ -330,7 +332,7 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     assert_eq!(sel.len(), 1, "{sel:?}");
     assert_eq!(sel[0].facts.id, client_end.facts.id);
     // the one-line form's owner column names the container
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .args(["ss", "--netns", "all", "--port", "8080"])
         .output()
         .unwrap();
@@ -341,7 +343,7 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     // top names them too: a wide terminal shows each row's owner and its workload
     let term = tcpwin_lab::pty::pty(200, 40);
     let mut top = term.spawn(
-        EXE,
+        exe(),
         &["top", "--netns", "all", "--port", "8080", "-i", "500"],
     );
     term.wait_for(&format!("podman:{web}"), 30);
@@ -351,7 +353,7 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
 
     // the live trace of the client container: wget's reads move its window, and the events
     // its reads report (process context: wget, in the client's cgroup) name the container
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .args(["--container", &client, "--json", "--duration", "4"])
         .output()
         .unwrap();
@@ -371,7 +373,7 @@ fn containers_name_their_sockets_and_the_daemonset_sees_them() {
     // a process started in the web container while its trace runs, connecting and done within
     // milliseconds (between two /proc refreshes): the kernel side knows it by its cgroup, so its
     // connection is traced and named web's. Five of them, each a new process (podman exec)
-    let mut trace = Command::new(EXE)
+    let mut trace = Command::new(exe())
         .args(["--container", &web, "--json", "--duration", "30"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -665,7 +667,7 @@ fn a_pods_containers_are_named_as_containers() {
     // top names both, each with its pod
     let term = tcpwin_lab::pty::pty(200, 40);
     let mut top = term.spawn(
-        EXE,
+        exe(),
         &["top", "--netns", "all", "--port", "8081", "-i", "500"],
     );
     term.wait_for(&format!("podman:{pod}/{web}"), 30);
@@ -673,7 +675,7 @@ fn a_pods_containers_are_named_as_containers() {
     let _ = top.kill();
     let _ = top.wait();
     // the live trace of the client container: its events name it, read through the schema
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .args(["--container", &client, "--json", "--duration", "4"])
         .output()
         .unwrap();
@@ -696,7 +698,7 @@ fn a_pods_containers_are_named_as_containers() {
         l.local_addr().unwrap().port()
     };
     let mut exp = tcpwin_lab::harness::Proc(
-        Command::new(EXE)
+        Command::new(exe())
             .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--netns", "all", "--by", "workload", "--port", "8081"])
             .stderr(Stdio::null())

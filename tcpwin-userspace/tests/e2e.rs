@@ -27,7 +27,10 @@ use tcpwin_model::{
 const PINNED: u64 = 1 << 20;
 
 fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tcpwin-trace"))
+    PathBuf::from(tcpwin_lab::harness::bin_exe(
+        "tcpwin-trace",
+        env!("CARGO_BIN_EXE_tcpwin-trace"),
+    ))
 }
 
 fn require_root() {

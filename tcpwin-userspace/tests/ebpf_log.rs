@@ -21,7 +21,9 @@ use std::{
 use tcpwin_lab::harness::Tracer;
 use tcpwin_model::schema::{SsLine, SummaryLine};
 
-const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+fn exe() -> &'static str {
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
 
 fn require_root() {
     tcpwin_lab::harness::tests_need_root("EBPF LOG TESTS");
@@ -80,7 +82,7 @@ fn kernel_lines(stderr: &str) -> Vec<&str> {
 }
 
 fn run_ss(btf: &Path, log: Option<&str>, port: u16) -> (Vec<SsLine>, String) {
-    let mut cmd = Command::new(EXE);
+    let mut cmd = Command::new(exe());
     cmd.args(["ss", "--json", "--source", "iterator", "--port"])
         .arg(port.to_string())
         .arg("--btf")
@@ -159,7 +161,7 @@ fn trace_around(args: &[&str], work: impl FnOnce()) -> (SummaryLine, String) {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     let t = Tracer::start(
-        Path::new(EXE),
+        Path::new(exe()),
         &all,
         Stdio::piped(),
         Duration::from_secs(60),
@@ -286,7 +288,7 @@ fn tracer_says_why_a_socket_is_filtered_by_pid() {
 
 #[test]
 fn a_wrong_level_is_refused_with_the_choices() {
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .args(["ss", "--ebpf-log", "loud"])
         .output()
         .unwrap();

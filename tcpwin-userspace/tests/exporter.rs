@@ -16,7 +16,9 @@ use tcpwin_lab::{
     netns::{in_netns, Pair},
 };
 
-const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+fn exe() -> &'static str {
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
 
 fn require_root() {
     tcpwin_lab::harness::tests_need_root("EXPORTER TESTS");
@@ -61,7 +63,7 @@ fn get(port: u16, path: &str, accept: Option<&str>) -> (u16, String, String) {
 /// The exporter started on `port` with `args` after `exporter --listen`, once it listens.
 fn exporter(port: u16, args: &[&str], stderr: Stdio) -> Proc {
     let p = Proc(
-        Command::new(EXE)
+        Command::new(exe())
             .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
             .args(args)
             .stderr(stderr)
@@ -422,14 +424,14 @@ fn exporter_refuses_bad_input_in_one_sentence() {
             "ip netns list",
         ),
     ] {
-        let out = Command::new(EXE).args(&args).output().unwrap();
+        let out = Command::new(exe()).args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}");
         assert!(err.contains(needle), "{args:?}: {err}");
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        let out = Command::new(EXE)
+        let out = Command::new(exe())
             .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
             .output()
             .unwrap();
@@ -496,7 +498,7 @@ fn prometheus_scrapes_the_exporter() {
     pair.pin_receiver_buffer(1 << 20).unwrap();
     let (port, prom_port) = (free_port(), free_port());
     let _exp = Proc(
-        Command::new(EXE)
+        Command::new(exe())
             .args(["exporter", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--netns", &pair.b, "--top", "5", "--by", "workload"])
             .stderr(Stdio::null())
@@ -717,7 +719,7 @@ fn the_unit_file_verifies() {
         tcpwin_lab::harness::workspace().join("dist/tcpwin-exporter.service"),
     )
     .unwrap()
-    .replace("/usr/bin/tcpwin-trace", EXE);
+    .replace("/usr/bin/tcpwin-trace", exe());
     let path = std::env::temp_dir().join("tcpwin-exporter.service");
     std::fs::write(&path, unit).unwrap();
     let out = Command::new("systemd-analyze")

@@ -9,7 +9,7 @@ use tcpwin_common::formula::{self, win_from_space};
 use tcpwin_lab::rows::{LabLine, MatrixRow};
 
 fn exe() -> &'static str {
-    env!("CARGO_BIN_EXE_tcpwin-trace")
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
 }
 
 fn require_root() {

@@ -16,7 +16,9 @@ use serde_json::Value;
 use tcpwin_lab::harness::Tracer;
 use tcpwin_model::schema::{parse_trace, SummaryLine};
 
-const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+fn exe() -> &'static str {
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
 
 fn require_root() {
     tcpwin_lab::harness::tests_need_root("RELIABILITY TESTS");
@@ -25,7 +27,7 @@ fn require_root() {
 fn start(args: &[&str]) -> Tracer {
     require_root();
     Tracer::start(
-        std::path::Path::new(EXE),
+        std::path::Path::new(exe()),
         args,
         Stdio::piped(),
         Duration::from_secs(60),
@@ -309,7 +311,8 @@ fn ten_thousand_sockets_keep_memory_flat() {
 fn runs_without_tracefs() {
     require_root();
     let script = format!(
-        "mount -t tmpfs none /sys/kernel/tracing && (mount -t tmpfs none /sys/kernel/debug 2>/dev/null; true) && {EXE} -d 1 -q --backend tracepoint"
+        "mount -t tmpfs none /sys/kernel/tracing && (mount -t tmpfs none /sys/kernel/debug 2>/dev/null; true) && {} -d 1 -q --backend tracepoint",
+        exe()
     );
     let out = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", &script])

@@ -16,7 +16,10 @@ use tcpwin_lab::{
 };
 
 fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_tcpwin-trace"))
+    PathBuf::from(tcpwin_lab::harness::bin_exe(
+        "tcpwin-trace",
+        env!("CARGO_BIN_EXE_tcpwin-trace"),
+    ))
 }
 
 fn require_root() {

@@ -16,14 +16,16 @@ use tcpwin_model::{
     verdict::{Basis, Limit},
 };
 
-const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+fn exe() -> &'static str {
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
 
 fn require_root() {
     tcpwin_lab::harness::tests_need_root("SS TESTS");
 }
 
 fn ss(args: &[&str]) -> Vec<SsLine> {
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .arg("ss")
         .arg("--json")
         .args(args)
@@ -335,7 +337,7 @@ fn a_sender_alone_names_the_peer_window_and_both_ends_name_the_locked_buffer() {
     // the lab's endpoints: the receiver's listener locks autotuning off at 16 KiB (SO_RCVBUF,
     // inherited by the accepted socket) and reads as fast as data arrives; the sender sends 3.5 s
     let transfer = tcpwin_lab::harness::Transfer {
-        exe: EXE.into(),
+        exe: exe().into(),
         pair: &pair,
         port,
         bytes: 1 << 30,
@@ -416,7 +418,7 @@ fn a_sender_alone_names_the_peer_window_and_both_ends_name_the_locked_buffer() {
 
 /// `tcpwin-trace ss ARGS` as text.
 fn ss_text(args: &[&str]) -> String {
-    let out = Command::new(EXE)
+    let out = Command::new(exe())
         .arg("ss")
         .args(args)
         .output()
@@ -524,7 +526,7 @@ fn ss_sock_diag_works_unprivileged() {
     let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
     let _s = l.accept().unwrap();
     let out = tcpwin_lab::harness::run_as_nobody(
-        std::path::Path::new(EXE),
+        std::path::Path::new(exe()),
         &[
             "ss",
             "--source",
@@ -566,7 +568,7 @@ fn ss_text_is_one_line_per_socket() {
     s.read_exact(&mut buf).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let text = |args: &[&str]| {
-        let out = Command::new(EXE)
+        let out = Command::new(exe())
             .arg("ss")
             .args(args)
             .args(["--port", &port.to_string()])
@@ -629,7 +631,7 @@ fn ss_bad_input_is_one_clear_sentence() {
         (&["ss", "--addr", "10.0.0.1/40"][..], "0 to 32"),
         (&["ss", "--addr", "example.com"][..], "10.0.0.0/24"),
     ] {
-        let out = Command::new(EXE).args(args).output().unwrap();
+        let out = Command::new(exe()).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} succeeded");
         assert!(err.contains(needle), "{args:?}: {err}");
@@ -650,7 +652,7 @@ fn ss_interval_ends_when_its_process_exits() {
             .spawn()
             .unwrap();
         let pid = victim.id().to_string();
-        let mut ss = Command::new(EXE)
+        let mut ss = Command::new(exe())
             .args(["ss", "--pid", &pid, "-i", "100"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -672,7 +674,7 @@ fn ss_interval_ends_when_its_process_exits() {
                 std::thread::sleep(Duration::from_millis(20));
             }
             // one that has exited already is refused, in one sentence
-            let out = Command::new(EXE)
+            let out = Command::new(exe())
                 .args(["ss", "--pid", &pid])
                 .output()
                 .unwrap();
@@ -705,7 +707,7 @@ fn ss_interval_ends_when_its_process_exits() {
 fn ss_all_follows_namespaces_that_come_and_go() {
     require_root();
     let port = 5337;
-    let child = Command::new(EXE)
+    let child = Command::new(exe())
         .args([
             "ss",
             "--json",
@@ -832,7 +834,7 @@ fn ss_pid_of_a_forking_servers_master_names_its_workers_connections() {
 fn ss_in(ns: &str, args: &[&str]) -> (Vec<SsLine>, String) {
     let out = Command::new("nsenter")
         .arg(format!("--net=/run/netns/{ns}"))
-        .args([EXE, "ss", "--json"])
+        .args([exe(), "ss", "--json"])
         .args(args)
         .output()
         .expect("nsenter (util-linux)");
@@ -891,7 +893,12 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
     let mut exporter = tcpwin_lab::harness::Proc(
         Command::new("nsenter")
             .arg(format!("--net=/run/netns/{}", pair.a))
-            .args([EXE, "exporter", "--listen", &format!("{}:9943", pair.ip_a)])
+            .args([
+                exe(),
+                "exporter",
+                "--listen",
+                &format!("{}:9943", pair.ip_a),
+            ])
             .arg("--web.config.file")
             .arg(&web)
             .stderr(std::process::Stdio::null())
@@ -916,7 +923,7 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
     let url = format!("https://{ip_a}:9943");
     let run = |rcvbuf: Option<u32>, port: u16| {
         let transfer = tcpwin_lab::harness::Transfer {
-            exe: EXE.into(),
+            exe: exe().into(),
             pair: &pair,
             port,
             bytes: 1 << 30,
@@ -938,7 +945,7 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
                 let lines = dir.join(format!("trace-{p}.jsonl"));
                 let trace = Command::new("nsenter")
                     .arg(format!("--net=/run/netns/{}", pair.b))
-                    .args([EXE, "--json", "--port", &p, "-d", "4"])
+                    .args([exe(), "--json", "--port", &p, "-d", "4"])
                     .args(["--peer", &url, "--peer-config", &good])
                     .stdout(std::fs::File::create(&lines).unwrap())
                     .stderr(std::process::Stdio::piped())

@@ -12,7 +12,9 @@ use tcpwin_lab::{
     pty::{pty, pty_read, Pty},
 };
 
-const EXE: &str = env!("CARGO_BIN_EXE_tcpwin-trace");
+fn exe() -> &'static str {
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
 
 /// Killed on drop: a failing assertion leaves no `top` behind.
 fn spawn_top(p: &Pty) -> Proc {
@@ -22,7 +24,7 @@ fn spawn_top(p: &Pty) -> Proc {
 fn spawn_top_with(p: &Pty, extra: &[&str]) -> Proc {
     let mut args = vec!["top", "--port", "1", "-i", "200"];
     args.extend_from_slice(extra);
-    p.spawn(EXE, &args)
+    p.spawn(exe(), &args)
 }
 
 fn wait_for(p: &Pty, needle: &str, secs: u64) -> String {
@@ -170,7 +172,7 @@ fn top_ends_when_its_process_exits() {
         let p = pty(80, 24);
         let mut args = vec!["top", "--pid", &pid, "-i", "200"];
         args.extend(extra);
-        let mut c = p.spawn(EXE, &args);
+        let mut c = p.spawn(exe(), &args);
         wait_for(&p, "quit", 30);
         drop(victim.stdin.take());
         if reap {
