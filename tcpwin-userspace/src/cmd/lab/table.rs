@@ -383,24 +383,21 @@ pub fn print_by_program(t: &BTreeMap<String, super::wan::Summary>, markdown: boo
             "fixed"
         );
     }
-    for (program, x) in t {
-        let [a, b, p, c, d, q, f] = cells(x).map(cell);
+    let line = |name: &str, [a, b, p, c, d, q, f]: [String; 7]| {
         if markdown {
-            println!("| {program} | {a} | {b} | {p} | {c} | {d} | {q} | {f} |");
+            println!("| {name} | {a} | {b} | {p} | {c} | {d} | {q} | {f} |");
         } else {
-            println!("{program:<18} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}");
+            println!("{name:<18} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}");
         }
+    };
+    for (program, x) in t {
+        line(program, cells(x).map(cell));
     }
-    let [a, b, p, c, d, q, f] = totals(t.values());
+    let all = totals(t.values());
     if markdown {
-        println!(
-            "| **all** | **{a}** | **{b}** | **{p}** | **{c}** | **{d}** | **{q}** | **{f}** |"
-        );
+        line("**all**", all.map(|s| format!("**{s}**")));
     } else {
-        println!(
-            "{:<18} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}",
-            "all"
-        );
+        line("all", all);
     }
 }
 
