@@ -1,14 +1,15 @@
 //! Bad input and missing privileges end with one clear sentence and a non-zero exit, never a panic.
 use std::process::Command;
 
+fn exe() -> &'static str {
+    tcpwin_lab::harness::bin_exe("tcpwin-trace", env!("CARGO_BIN_EXE_tcpwin-trace"))
+}
+
 fn run(args: &[&str]) -> (bool, String) {
-    let out = Command::new(tcpwin_lab::harness::bin_exe(
-        "tcpwin-trace",
-        env!("CARGO_BIN_EXE_tcpwin-trace"),
-    ))
-    .args(args)
-    .output()
-    .expect("run tcpwin-trace");
+    let out = Command::new(exe())
+        .args(args)
+        .output()
+        .expect("run tcpwin-trace");
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!err.contains("panicked"), "panic: {err}");
     (out.status.success(), err)
@@ -61,24 +62,18 @@ fn every_command_loads_the_object_asked_for() {
         &["check", "--obj", "/nonexistent.o"],
         "cargo xtask build-ebpf",
     );
-    let out = Command::new(tcpwin_lab::harness::bin_exe(
-        "tcpwin-trace",
-        env!("CARGO_BIN_EXE_tcpwin-trace"),
-    ))
-    .args(["check", "--obj", not_bpf])
-    .output()
-    .expect("run tcpwin-trace");
+    let out = Command::new(exe())
+        .args(["check", "--obj", not_bpf])
+        .output()
+        .expect("run tcpwin-trace");
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("error parsing ELF"), "{said}");
     // the exporter: said at start, then it serves from sock_diag until stopped
-    let mut exporter = Command::new(tcpwin_lab::harness::bin_exe(
-        "tcpwin-trace",
-        env!("CARGO_BIN_EXE_tcpwin-trace"),
-    ))
-    .args(["exporter", "--listen", "127.0.0.1:0", "--obj", not_bpf])
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("run the exporter");
+    let mut exporter = Command::new(exe())
+        .args(["exporter", "--listen", "127.0.0.1:0", "--obj", not_bpf])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the exporter");
     let mut err = std::io::BufReader::new(exporter.stderr.take().unwrap());
     let mut first = String::new();
     std::io::BufRead::read_line(&mut err, &mut first).unwrap();
@@ -121,10 +116,7 @@ fn unprivileged_user_is_told_to_use_root() {
     ] {
         let out = Command::new("setpriv")
             .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
-            .arg(tcpwin_lab::harness::bin_exe(
-                "tcpwin-trace",
-                env!("CARGO_BIN_EXE_tcpwin-trace"),
-            ))
+            .arg(exe())
             .args(args)
             .output()
             .expect("setpriv (util-linux)");
