@@ -176,6 +176,8 @@ pub struct SockRecord {
     pub jiffies: u64,
     /// `sk_pacing_rate`, bytes/s
     pub pacing_rate: u64,
+    /// `sk_max_pacing_rate`, bytes/s (SO_MAX_PACING_RATE; `u64::MAX`: none set)
+    pub max_pacing_rate: u64,
     pub laddr: [u8; 16],
     pub raddr: [u8; 16],
     pub netns: u32,
@@ -236,5 +238,7 @@ pub struct SockRecord {
     pub rcvlowat: u32,
     /// `notsent_lowat` (TCP_NOTSENT_LOWAT; 0: the namespace's sysctl)
     pub notsent_lowat: u32,
-    pub _pad: u32,
+    /// `sk_socket->flags` (low 32 bits; `SOCK_NOSPACE`: the writer waits for room in the send
+    /// buffer); 0 for a socket without a file
+    pub socket_flags: u32,
 }

@@ -24,3 +24,9 @@ pub const AF_INET6: u8 = 10;
 pub const SOCK_RCVBUF_LOCK: u8 = 2;
 /// `SOCK_SNDBUF_LOCK` in `sk_userlocks` (`SO_SNDBUF`: send buffer autotuning off).
 pub const SOCK_SNDBUF_LOCK: u8 = 1;
+/// `SOCK_NOSPACE` in `socket.flags` (include/linux/net.h): set when a writer found the send buffer
+/// full (`tcp_sendmsg`'s wait for space, `tcp_poll` finding it unwritable), cleared when the
+/// kernel wakes it (`sk_stream_write_space`). The kernel's own sndbuf-limited chrono starts only
+/// on it, and only while the congestion window has room and nothing waits unsent
+/// (`tcp_cwnd_validate`), so a reno sender its buffer holds can count 0 %.
+pub const SOCK_NOSPACE: u32 = 1 << 2;

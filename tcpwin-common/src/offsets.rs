@@ -103,6 +103,11 @@ pub struct Offsets {
     pub tp_snd_nxt: u32,
     pub tp_app_limited: u32,
     pub sk_pacing_rate: u32,
+    /// who waited, besides the kernel's chrono: `sk_max_pacing_rate` (bytes/s: the cap an
+    /// application set with SO_MAX_PACING_RATE, ~0 when none) and `socket.flags` (`SOCK_NOSPACE`:
+    /// the writer found the send buffer full and waits for room)
+    pub sk_max_pacing_rate: u32,
+    pub socket_flags: u32,
     /// the application's wake-up thresholds: `sk_rcvlowat` (SO_RCVLOWAT) and `notsent_lowat`
     /// (TCP_NOTSENT_LOWAT; 0: the namespace's `net.ipv4.tcp_notsent_lowat`)
     pub sk_rcvlowat: u32,
@@ -183,6 +188,8 @@ impl Offsets {
             tp_snd_nxt: ABSENT,
             tp_app_limited: ABSENT,
             sk_pacing_rate: ABSENT,
+            sk_max_pacing_rate: ABSENT,
+            socket_flags: ABSENT,
             sk_rcvlowat: ABSENT,
             tp_notsent_lowat: ABSENT,
             task_tgid: ABSENT,

@@ -113,6 +113,8 @@ pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
     r.packets_out = Direct::at(sk, off!(tp_packets_out));
     r.mss_cache = Direct::at(sk, off!(tp_mss_cache));
     r.pacing_rate = Direct::at(sk, off!(sk_pacing_rate));
+    r.max_pacing_rate = Direct::at(sk, off!(sk_max_pacing_rate));
+    r.socket_flags = read::socket_flags(sk) as u32;
     r.mdev_us4 = Direct::at(sk, off!(tp_mdev_us));
     r.total_retrans = Direct::at(sk, off!(tp_total_retrans));
     r.lost_out = Direct::at(sk, off!(tp_lost_out));

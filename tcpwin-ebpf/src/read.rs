@@ -222,6 +222,16 @@ pub fn inode(sk: u64) -> u64 {
     at(sock + off!(socket_to_inode) as u64, off!(inode_i_ino))
 }
 
+/// `sk->sk_socket->flags` (`SOCK_NOSPACE` and the others), 0 when the socket has no file.
+#[inline(always)]
+pub fn socket_flags(sk: u64) -> u64 {
+    let sock: u64 = at(sk, off!(sk_socket));
+    if sock == 0 {
+        return 0;
+    }
+    at(sock, off!(socket_flags))
+}
+
 /// The cookie the kernel assigned, 0 if none yet (programs that may call
 /// `bpf_get_socket_cookie` use that instead: it assigns one).
 #[inline(always)]

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
-use tcpwin_common::{flag, Offsets, SockRecord, ABSENT, AF_INET6, SOCK_SNDBUF_LOCK};
+use tcpwin_common::{flag, Offsets, SockRecord, ABSENT, AF_INET6, SOCK_NOSPACE, SOCK_SNDBUF_LOCK};
 
 pub use crate::id::endpoint;
 use crate::id::SocketId;
@@ -83,6 +83,15 @@ pub struct SockFacts {
     /// `sk_pacing_rate`, bit/s
     #[serde(default)]
     pub pacing_rate_bps: Option<u64>,
+    /// the cap on it the application set (`SO_MAX_PACING_RATE`: `sk_max_pacing_rate`), bit/s;
+    /// null where none is set or the source did not read it
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_cap_bps: Option<u64>,
+    /// the writer found the send buffer full and waits for room (`SOCK_NOSPACE` on its socket):
+    /// who waited, where the kernel's sndbuf-limited count is blind (it counts only while the
+    /// congestion window has room and nothing waits unsent)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer_waiting: Option<bool>,
     /// time since the last data sent and since the last data received, µs (`tcpi_last_data_*`)
     #[serde(default)]
     pub since_data_sent_us: Option<u64>,
@@ -140,6 +149,14 @@ impl SockFacts {
             _ => self.srtt_us.filter(|s| *s > 0),
         }
     }
+}
+
+/// The pacing cap an application set, bit/s, from `sk_max_pacing_rate` (bytes/s): None where it
+/// was not read or none is set (the kernel's "none" is all ones: `~0UL`, or `~0U` where it is
+/// 32 bits wide in `tcp_info`).
+pub fn pacing_cap(read: bool, bytes_per_s: u64) -> Option<u64> {
+    (read && bytes_per_s != u64::MAX && bytes_per_s != u32::MAX as u64)
+        .then(|| bytes_per_s.saturating_mul(8))
 }
 
 /// `TCP_ESTABLISHED`
@@ -256,6 +273,9 @@ impl SockFacts {
             lost_out: opt(o.tp_lost_out, r.lost_out),
             snd_ssthresh: opt(o.tp_snd_ssthresh, r.snd_ssthresh),
             pacing_rate_bps: opt(o.sk_pacing_rate, r.pacing_rate.saturating_mul(8)),
+            pacing_cap_bps: pacing_cap(has(o.sk_max_pacing_rate), r.max_pacing_rate),
+            writer_waiting: (has(o.sk_socket) && has(o.socket_flags) && r.inode != 0)
+                .then_some(r.socket_flags & SOCK_NOSPACE != 0),
             since_data_sent_us: since(o.tp_lsndtime, r.lsndtime),
             since_data_recv_us: since(o.icsk_lrcvtime, r.lrcvtime),
             ooo_packets: opt(o.tp_rcv_ooopack, r.rcv_ooopack),
@@ -496,4 +516,19 @@ pub struct Iface {
     pub gso: Option<bool>,
     /// an XDP program is attached (driver, generic or offloaded)
     pub xdp: Option<bool>,
+}
+
+#[cfg(test)]
+mod pacing_tests {
+    use super::pacing_cap;
+
+    /// The kernel's "no cap" is all ones (`~0UL` in the socket, `~0ULL` in `tcp_info`, `~0U`
+    /// where a kernel keeps it in 32 bits): none, not a cap of 147 Ebit/s.
+    #[test]
+    fn no_cap_is_none_and_a_cap_is_bits() {
+        assert_eq!(pacing_cap(true, u64::MAX), None);
+        assert_eq!(pacing_cap(true, u32::MAX as u64), None);
+        assert_eq!(pacing_cap(false, 12_500_000), None);
+        assert_eq!(pacing_cap(true, 12_500_000), Some(100_000_000));
+    }
 }

@@ -47,6 +47,8 @@ pub struct TcpInfo {
     /// `tcpi_pacing_rate`, bytes/s; `tcpi_notsent_bytes`; `tcpi_rcv_ooopack` (5.4+);
     /// `tcpi_delivery_rate_app_limited`
     pub pacing_rate: Option<u64>,
+    /// `tcpi_max_pacing_rate`, bytes/s (SO_MAX_PACING_RATE; all ones: none set)
+    pub max_pacing_rate: Option<u64>,
     pub notsent_bytes: Option<u32>,
     pub rcv_ooopack: Option<u32>,
     pub delivery_rate_app_limited: bool,
@@ -103,6 +105,7 @@ impl TcpInfo {
             snd_ssthresh: u(76),
             total_retrans: u(100),
             pacing_rate: u64_at(b, 104),
+            max_pacing_rate: u64_at(b, 112),
             notsent_bytes: u32_at(b, 144),
             rcv_ooopack: u32_at(b, 224),
             delivery_rate_app_limited: b[7] & 1 != 0,

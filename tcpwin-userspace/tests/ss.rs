@@ -1190,3 +1190,76 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Who waited, as the kernel holds it: a writer whose peer does not read, written until the
+/// kernel refused more (`EAGAIN`: it found no room and set `SOCK_NOSPACE` on the socket, the
+/// flag a blocking writer sleeps on), reads `writer=waiting`; its peer, which wrote nothing,
+/// `free`. The pacing cap the writer set (`SO_MAX_PACING_RATE`) is the one its own `TCP_INFO`
+/// reports (`tcpi_max_pacing_rate`), and a socket without one has none (not the kernel's
+/// all-ones "unlimited").
+#[test]
+fn the_writers_wait_and_its_pacing_cap_are_what_the_kernel_holds() {
+    require_root();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let cap: u32 = 12_500_000; // bytes/s: 100 Mbit/s
+                               // SAFETY: plain u32 option on an open socket.
+    let rc = unsafe {
+        libc::setsockopt(
+            c.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            &cap as *const u32 as *const _,
+            4,
+        )
+    };
+    assert_eq!(rc, 0, "setsockopt(SO_MAX_PACING_RATE)");
+    c.set_nonblocking(true).unwrap();
+    let chunk = vec![1u8; 64 << 10];
+    // write until the kernel refuses, then again once every ACK it will get has landed (the
+    // reader's window closes): a refusal with nothing taken is the state the reading sees
+    let refused_now = |c: &mut TcpStream| loop {
+        match c.write(&chunk) {
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(e) => panic!("write: {e}"),
+        }
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        refused_now(&mut c);
+        std::thread::sleep(Duration::from_millis(200));
+        match c.write(&chunk) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            _ => assert!(
+                std::time::Instant::now() < until,
+                "the send buffer never stayed full"
+            ),
+        }
+    }
+    let lines = ss(&["--port", &port.to_string()]);
+    let of = |fd: i32| {
+        let cookie: u64 = opt(fd, libc::SOL_SOCKET, libc::SO_COOKIE);
+        lines
+            .iter()
+            .find(|l| l.facts.id.cookie == Some(cookie))
+            .unwrap_or_else(|| panic!("socket {cookie:x} not listed: {lines:?}"))
+            .facts
+            .clone()
+    };
+    let (writer, peer) = (of(c.as_raw_fd()), of(s.as_raw_fd()));
+    let info = tcp_info(c.as_raw_fd()).unwrap();
+    let truth = info.max_pacing_rate.expect("tcpi_max_pacing_rate");
+    assert_eq!(truth, cap as u64, "the kernel kept the cap asked");
+    assert_eq!(writer.pacing_cap_bps, Some(truth * 8), "{writer:?}");
+    assert_eq!(writer.writer_waiting, Some(true), "{writer:?}");
+    assert_eq!(
+        tcp_info(s.as_raw_fd()).unwrap().max_pacing_rate,
+        Some(u64::MAX),
+        "no cap: the kernel's all ones"
+    );
+    assert_eq!(peer.pacing_cap_bps, None, "{peer:?}");
+    assert_eq!(peer.writer_waiting, Some(false), "{peer:?}");
+}

@@ -208,7 +208,7 @@ impl Resolver {
             }
         }
         // (field, struct, path, expected size in bytes)
-        let plain: [(&mut u32, &str, &str, usize); 60] = [
+        let plain: [(&mut u32, &str, &str, usize); 62] = [
             (&mut o.skc_family, "sock_common", "skc_family", 2),
             (&mut o.skc_state, "sock_common", "skc_state", 1),
             (&mut o.skc_num, "sock_common", "skc_num", 2),
@@ -287,6 +287,8 @@ impl Resolver {
             (&mut o.tp_snd_nxt, "tcp_sock", "snd_nxt", 4),
             (&mut o.tp_app_limited, "tcp_sock", "app_limited", 4),
             (&mut o.sk_pacing_rate, "sock", "sk_pacing_rate", 8),
+            (&mut o.sk_max_pacing_rate, "sock", "sk_max_pacing_rate", 8),
+            (&mut o.socket_flags, "socket", "flags", 8),
             (&mut o.sk_rcvlowat, "sock", "sk_rcvlowat", 4),
             (&mut o.tp_notsent_lowat, "tcp_sock", "notsent_lowat", 4),
             (&mut o.task_tgid, "task_struct", "tgid", 4),

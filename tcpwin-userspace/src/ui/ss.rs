@@ -57,11 +57,21 @@ pub fn facts_line(l: &SsLine) -> String {
     let mss = f.mss_cache.map(u64::from);
     let sendq = if f.bytes_acked.unwrap_or(0) > 0 || f.wmem_queued.unwrap_or(0) > 0 {
         format!(
-            " wmem_queued={} unsent={} inflight={} cwnd={}",
+            " wmem_queued={} unsent={} inflight={} cwnd={}{}{}",
             o(f.wmem_queued),
             o(f.unsent),
             o(f.inflight_bytes()),
-            o(f.snd_cwnd.zip(mss).map(|(c, m)| c as u64 * m))
+            o(f.snd_cwnd.zip(mss).map(|(c, m)| c as u64 * m)),
+            // who waited: the writer for room in its buffer (SOCK_NOSPACE), and the pacing cap
+            // the application set (SO_MAX_PACING_RATE)
+            match f.writer_waiting {
+                Some(true) => " writer=waiting",
+                Some(false) => " writer=free",
+                None => "",
+            },
+            f.pacing_cap_bps
+                .map(|c| format!(" pacing_cap={c}bps"))
+                .unwrap_or_default()
         )
     } else {
         String::new()

@@ -130,6 +130,9 @@ fn parse_msg(b: &[u8], ts_ns: u64) -> Option<SockFacts> {
                     f.lost_out = Some(t.lost);
                     f.snd_ssthresh = Some(t.snd_ssthresh);
                     f.pacing_rate_bps = t.pacing_rate.map(|r| r.saturating_mul(8));
+                    f.pacing_cap_bps = t
+                        .max_pacing_rate
+                        .and_then(|r| tcpwin_model::facts::pacing_cap(true, r));
                     f.since_data_sent_us = Some(t.last_data_sent_ms as u64 * 1000);
                     f.since_data_recv_us = Some(t.last_data_recv_ms as u64 * 1000);
                     f.ooo_packets = t.rcv_ooopack;
