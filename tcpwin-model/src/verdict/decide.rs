@@ -420,6 +420,9 @@ fn sending_end_holds(v: &mut Verdict, f: Flow, sizing: &Sizing) -> bool {
     let Some(s) = f.sender else {
         return false;
     };
+    if sender::paced(v, s, f.rate, sizing) {
+        return true;
+    }
     if (!f.queued || sender::queue_of_the_buffer(s, f.rtt, f.base))
         && sender::sndbuf_binds(v, s, Some(f.rate), f.rtt, sizing)
     {
@@ -509,6 +512,24 @@ fn idle(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) -> bool {
             .now
             .since_data_recv_us
             .is_some_and(|us| us < crate::facts::IDLE_AFTER_US);
+        // data that waited unread over the quiet interval waited on the reader: the window
+        // it left kept the sender waiting (`curl --limit-rate` between two reads, reno)
+        let unread = |f: &SockFacts| f.unread.filter(|u| *u > 0);
+        if let (Some(n), Some(_)) = (unread(r.now), r.before.and_then(unread)) {
+            if recent && v.basis == Basis::Interval {
+                v.limit = Limit::AppNotReading;
+                v.unread = Some(n.into());
+                v.setting = Some(format!(
+                    "nothing arrived in the interval while {n} B received waited unread: the receiving application did not read them{}",
+                    apps::lowat_words(r.now)
+                ));
+                v.suggested = Some(
+                    "the application must read faster: a larger buffer only delays the stall"
+                        .into(),
+                );
+                return true;
+            }
+        }
         let open = r.now.rcv_wnd.is_some_and(|w| w > 0) && r.now.unread == Some(0);
         if !quiet_now && recent && open && v.basis == Basis::Interval {
             v.limit = Limit::NotWindowLimited;

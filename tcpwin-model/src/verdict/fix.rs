@@ -97,6 +97,10 @@ impl AppFix {
                 format!("nginx: listen ... sndbuf={bytes}"),
                 format!("iperf3 -w {bytes}"),
             ],
+            "SO_MAX_PACING_RATE" => vec![
+                format!("iperf3 --fq-rate {}", bytes.saturating_mul(8)),
+                format!("setsockopt(SO_MAX_PACING_RATE, {bytes}) (bytes/s), or none"),
+            ],
             _ => vec![format!("setsockopt({option}, {bytes})")],
         };
         AppFix {

@@ -77,6 +77,8 @@ limits! {
     Sndbuf = "sndbuf", Sender;
     /// the sender's congestion window, held down by losses on the path
     Congestion = "congestion", Sender;
+    /// the sender paces itself: its application capped the pacing rate (SO_MAX_PACING_RATE)
+    Pacing = "pacing", Sender;
     /// the sending application does not write fast enough
     AppLimited = "app-limited", Application;
     /// no data moved in the interval, and nothing waits

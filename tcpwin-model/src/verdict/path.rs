@@ -171,7 +171,7 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
             v,
             Limit::AppLimited,
             why,
-            "nothing in TCP: the sending application's own pace (a rate limit, its disk, its CPU, what it is asked for)",
+            "nothing in TCP: the sending application's own pace or window (a rate limit, its disk, its CPU, what it is asked for; a window above TCP: OpenSSH's channel window, lifted by HPN-SSH or parallel streams, HTTP/2's SETTINGS_INITIAL_WINDOW_SIZE)",
         );
     } else if u.queued && !losses_first {
         v.limit = Limit::PathQueue;

@@ -126,8 +126,19 @@ pub(super) fn app_limited(s: End, rate: u64) -> Option<String> {
     }
     let (inflight, cwnd, flagged) =
         writer_idle(s.now, busy).or_else(|| writer_idle(s.before?, busy))?;
+    // what the application hands over per round trip: on a long path a window of its own above
+    // TCP (OpenSSH's channel window, HTTP/2's flow control, a proxy's buffer) is that much
+    let per_rtt = s
+        .now
+        .srtt_us
+        .filter(|r| *r >= super::path::QUEUE_MIN_US)
+        .map(|r| rate as u128 * r as u128 / 8_000_000)
+        .map(|b| format!(
+            "; it hands TCP about {b} B a round trip: where the application has a window of its own above TCP (OpenSSH's channel window, HTTP/2's stream windows, a proxy's buffer), that window is what binds, and no TCP setting lifts it"
+        ))
+        .unwrap_or_default();
     Some(format!(
-        "the sending application does not write fast enough: nothing waits to be sent, the congestion window has room ({inflight} B in flight of {cwnd} B){}{}{}",
+        "the sending application does not write fast enough: nothing waits to be sent, the congestion window has room ({inflight} B in flight of {cwnd} B){}{}{}{per_rtt}",
         if flagged { ", and the kernel marks its deliveries app-limited" } else { "" },
         busy.map(|b| format!(", data in flight {:.0} % of the time", b * 100.0))
             .unwrap_or_default(),
@@ -150,8 +161,10 @@ fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
     if f.unsent? as u64 >= mss {
         return None;
     }
-    // an application blocked on a full send buffer writes as fast as the buffer lets it
-    if f.wmem_queued? as f64 >= SNDBUF_FULL * f.sk_sndbuf? as f64 {
+    // an application blocked on a full send buffer writes as fast as the buffer lets it (where
+    // the reading says whether it waits, that says it)
+    if f.writer_waiting != Some(false) && f.wmem_queued? as f64 >= SNDBUF_FULL * f.sk_sndbuf? as f64
+    {
         return None;
     }
     let cwnd = f.cwnd_bytes()?;
@@ -162,7 +175,11 @@ fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
     // nothing in flight and nothing to send: no window, queue or loss holds it at this moment
     let empty = f.packets_out == Some(0);
     let flagged = f.app_limited == Some(true);
-    if !flagged && !empty && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
+    // the kernel's account of who waited: TCP sent all it was given, the windows have room,
+    // and the writer was not waiting for room in its buffer: the socket ran dry, the
+    // application waited on something above TCP (OpenSSH's channel window, once a round trip)
+    let dry = f.writer_waiting == Some(false);
+    if !flagged && !empty && !dry && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
         return None;
     }
     Some((inflight, cwnd, flagged))
@@ -380,6 +397,12 @@ pub(super) fn sndbuf_binds(
 fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let f = s.now;
     let sndbuf = f.sk_sndbuf? as u64;
+    // a buffer binds only where its writer waited on it: OpenSSH over 100 ms keeps 2 MB queued
+    // of a 4 MiB buffer, its own channel window the limit; the kernel counted 0 % sndbuf-limited
+    // and no reading found the writer waiting (a larger tcp_wmem moved nothing)
+    if s.writer_waited() == Some(false) {
+        return None;
+    }
     let share = s.chrono_share(|f| f.sndbuf_limited_us);
     let locked = if f.sndbuf_locked == Some(true) {
         "set by the application (SO_SNDBUF)"
@@ -528,6 +551,48 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
                 .unwrap_or_default()
         )
     })
+}
+
+/// A flow at this share of the pacing cap its application set, or more, is held by that cap.
+const AT_PACING_CAP: f64 = 0.85;
+
+/// The sender paces itself: its application capped the pacing rate (`SO_MAX_PACING_RATE`, kept
+/// in `sk_max_pacing_rate`) and the flow runs at that cap: the kernel's pacer waited, not a
+/// window or the path (`iperf3 --fq-rate 100M` on a path that carries 1 Gbit/s). Not where the
+/// cap lets out the rate asked (`--target`). The verdict into `v`, true when it is that.
+pub(super) fn paced(v: &mut Verdict, s: End, rate: u64, sizing: &Sizing) -> bool {
+    let Some(cap) = s.now.pacing_cap_bps.filter(|c| *c > 0) else {
+        return false;
+    };
+    if (rate as f64) < AT_PACING_CAP * cap as f64 || v.target_payload_bps.is_some_and(|t| cap >= t)
+    {
+        return false;
+    }
+    let want = sizing.rate().max(cap.saturating_mul(2));
+    v.limit = Limit::Pacing;
+    v.window_limited = Some(false);
+    v.setting = Some(format!(
+        "the sending application caps its pacing rate at {} (SO_MAX_PACING_RATE{}), and the flow runs at {}: the kernel's pacer holds it, whatever the windows and the path allow",
+        fmt_rate(cap),
+        s.now.comm.as_deref().map(|c| format!(", set by {c}")).unwrap_or_default(),
+        fmt_rate(rate)
+    ));
+    let fix = Fix {
+        app: Some(AppFix::new(
+            "SO_MAX_PACING_RATE",
+            want / 8,
+            s.now.comm.clone(),
+        )),
+        sized_for_bps: Some(sizing.rate()),
+        sized_for: Some(sizing.why()),
+        ..Fix::default()
+    };
+    v.suggested = Some(format!(
+        "nothing in TCP's settings: the application must raise or drop its pacing cap ({})",
+        fix.words()
+    ));
+    v.fix = Some(fix);
+    true
 }
 
 /// Window scaling not negotiated binds a sender read alone (the peer's window can never pass

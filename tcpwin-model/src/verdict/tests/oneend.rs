@@ -106,6 +106,19 @@ fn a_quarter_second_between_bursts_is_not_idle() {
         .contains("nothing arrived in the interval"));
     let v = judge(&r(2.0, 50_000), &r(3.25, 1_300_000), &host(), None);
     assert_eq!(v.limit, Limit::Idle, "{v:?}");
+    // the same quarter second with data received and waiting unread at both readings (`curl
+    // --limit-rate 2M` with reno, between two reads): the data waited on the reader, not idle
+    let u = |ts: f64, since: u64| {
+        let mut f = r(ts, since);
+        f.unread = Some(180_000);
+        f
+    };
+    let v = judge(&u(2.0, 50_000), &u(2.25, 300_000), &host(), None);
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    assert!(v
+        .setting
+        .unwrap()
+        .contains("180000 B received waited unread"));
 }
 
 /// `curl --limit-rate` with reno, the sender alone: zero-window stalls inflate srtt (47 ms on a

@@ -292,3 +292,93 @@ fn a_window_that_stopped_the_sender_most_of_the_interval_outranks_a_cwnd_just_cu
         "{why}"
     );
 }
+
+/// OpenSSH (`ssh host cat big`) over 100 ms: 2 MB queued of a 4 MiB buffer autotuned to
+/// tcp_wmem[2], most of it in flight, at 112 Mbit/s; its own channel window binds above TCP. The
+/// kernel counted 0 % sndbuf-limited and neither reading found the writer waiting for room
+/// (`SOCK_NOSPACE`): the buffer is not what held it (a larger tcp_wmem moved nothing). The same
+/// readings with the writer found waiting are the buffer's, as before the fact was read.
+#[test]
+fn a_send_buffer_its_writer_never_waited_on_does_not_bind() {
+    let s = |ts: f64, acked: u64, waiting: bool| {
+        let mut f = snd(ts, acked, 1_000_000 * ts as u64, 0);
+        f.sk_sndbuf = Some(4 << 20);
+        f.wmem_queued = Some(2_900_000);
+        f.packets_out = Some(1400);
+        f.snd_cwnd = Some(4000);
+        f.unsent = Some(0);
+        f.snd_wnd = Some(12 << 20);
+        f.srtt_us = Some(101 * MS);
+        f.min_rtt_us = Some(100 * MS);
+        f.writer_waiting = Some(waiting);
+        f
+    };
+    let h = HostLimits {
+        tcp_wmem: Some([4096, 16384, 4 << 20]),
+        ..host()
+    };
+    let rate = 112_000_000 / 8;
+    let v = judge(&s(1.0, 0, false), &s(2.0, rate, false), &h, None);
+    assert_ne!(v.limit, Limit::Sndbuf, "{v:?}");
+    assert!(
+        v.fix.is_none(),
+        "no buffer fix for a writer that never waited: {v:?}"
+    );
+    let v = judge(&s(1.0, 0, false), &s(2.0, rate, true), &h, None);
+    assert_eq!(v.limit, Limit::Sndbuf, "{v:?}");
+    // the kernel's own count stands for the flag: a writer counted sndbuf-limited waited
+    let mut counted = s(2.0, rate, false);
+    counted.sndbuf_limited_us = Some(300_000);
+    assert_eq!(
+        judge(&s(1.0, 0, false), &counted, &h, None).limit,
+        Limit::Sndbuf
+    );
+}
+
+/// iperf3 --fq-rate 100M on a 20 ms path that carries 500 Mbit/s: the application capped its
+/// pacing rate (SO_MAX_PACING_RATE) and the flow runs at the cap: `pacing`, its fix in the
+/// application, never a window or a TCP setting; with `--target` under the cap it is not the
+/// limit, nor is a cap the flow runs far under.
+#[test]
+fn a_sender_at_its_own_pacing_cap_is_pacing() {
+    let s = |ts: f64, acked: u64, cap: Option<u64>| {
+        let mut f = snd(ts, acked, 1_000_000 * ts as u64, 0);
+        f.pacing_cap_bps = cap;
+        f.wmem_queued = Some(400_000);
+        f.packets_out = Some(180);
+        f.unsent = Some(100_000);
+        f.snd_wnd = Some(6 << 20);
+        f.srtt_us = Some(20 * MS);
+        f.min_rtt_us = Some(20 * MS);
+        f.comm = Some("iperf3".into());
+        f
+    };
+    let cap = Some(100_000_000);
+    let rate = 96_000_000 / 8;
+    let v = judge(&s(1.0, 0, cap), &s(2.0, rate, cap), &host(), None);
+    assert_eq!(v.limit, Limit::Pacing, "{v:?}");
+    assert_eq!(v.window_limited, Some(false));
+    let why = v.setting.as_deref().unwrap();
+    assert!(
+        why.contains("100.0 Mbit/s") && why.contains("iperf3"),
+        "{why}"
+    );
+    let fix = v.fix.as_ref().unwrap();
+    assert!(fix.commands.is_empty(), "nothing to run in TCP: {fix:?}");
+    let app = fix.app.as_ref().unwrap();
+    assert_eq!(app.option, "SO_MAX_PACING_RATE");
+    assert!(app.bytes * 8 > 100_000_000, "the cap is raised: {app:?}");
+    // a rate asked that the cap lets out: not the limit
+    let v = judge(
+        &s(1.0, 0, cap),
+        &s(2.0, rate, cap),
+        &host(),
+        Some(50_000_000),
+    );
+    assert_ne!(v.limit, Limit::Pacing, "{v:?}");
+    // no cap, or one the flow runs far under: not pacing
+    for c in [None, Some(1_000_000_000)] {
+        let v = judge(&s(1.0, 0, c), &s(2.0, rate, c), &host(), None);
+        assert_ne!(v.limit, Limit::Pacing, "{c:?}: {v:?}");
+    }
+}
