@@ -82,7 +82,12 @@ pub enum App {
         reverse: bool,
         streams: u8,
         congestion: Option<&'static str>,
+        /// `--fq-rate`: the sender caps its own pacing rate (SO_MAX_PACING_RATE), bit/s
+        fq_rate: Option<u64>,
     },
+    /// `ssh HOST cat /dev/zero`: OpenSSH's sshd in the sender's namespace streams to the ssh
+    /// client in the receiver's, through its own channel window above TCP (2 MiB in OpenSSH 9)
+    Ssh,
     /// nginx (sendfile on, as shipped) in the sender's namespace serving a file to `client`;
     /// `listen ... sndbuf=`; the client's `--limit-rate` (curl, wget); nginx's own `limit_rate`
     Nginx {
@@ -132,6 +137,7 @@ impl App {
                 reverse,
                 streams,
                 congestion,
+                fq_rate,
             } => {
                 let mut s = "iperf3".to_string();
                 if let Some(w) = window {
@@ -146,8 +152,12 @@ impl App {
                 if let Some(c) = congestion {
                     s.push_str(&format!(" -C {c}"));
                 }
+                if let Some(r) = fq_rate {
+                    s.push_str(&format!(" --fq-rate {}M", r / 1_000_000));
+                }
                 s
             }
+            App::Ssh => "ssh cat /dev/zero".into(),
             App::Nginx {
                 sndbuf,
                 limit_rate,
@@ -196,7 +206,9 @@ impl App {
     /// The program a row runs, by name: what the proof's accuracy is held per.
     pub fn program(self) -> &'static str {
         match self {
-            App::Iperf3 { .. } => "iperf3",
+            App::Iperf3 { fq_rate: None, .. } => "iperf3",
+            App::Iperf3 { .. } => "iperf3 --fq-rate",
+            App::Ssh => "ssh",
             App::Nginx { client, .. } => match client {
                 Client::Curl => "nginx -> curl",
                 Client::Wget => "nginx -> wget",
@@ -206,10 +218,24 @@ impl App {
         }
     }
 
+    /// How long the program talks before its data flows, which the readings wait out: OpenSSH's
+    /// version exchange, key exchange, authentication and channel set-up take about a dozen
+    /// round trips (1.2-1.6 s over 100 ms), so its flow is read as old as the others'.
+    pub fn lead(self) -> Duration {
+        match self {
+            App::Ssh => Duration::from_secs(2),
+            _ => Duration::ZERO,
+        }
+    }
+
     /// The programs it needs installed.
     pub fn require(self) -> Result<()> {
         match self {
             App::Iperf3 { .. } => require("iperf3", "iperf3"),
+            App::Ssh => {
+                require("sshd", "openssh-server")?;
+                require("ssh", "openssh-client")
+            }
             App::Nginx { client, .. } => {
                 require("nginx", "nginx-light")?;
                 match client {
@@ -235,6 +261,7 @@ impl App {
                 reverse,
                 streams,
                 congestion,
+                fq_rate,
             } => {
                 // the sender is in a: with -R the server (in a) sends to the client (in b)
                 let (server_ns, client_ns, server_ip) = if reverse {
@@ -263,6 +290,9 @@ impl App {
                 if streams > 1 {
                     c.args(["-P", &streams.to_string()]);
                 }
+                if let Some(r) = fq_rate {
+                    c.args(["--fq-rate", &r.to_string()]);
+                }
                 let client = c
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
@@ -273,6 +303,28 @@ impl App {
                     client: Some(client),
                     kind: Kind::Iperf3,
                     dir: None,
+                    sweep: None,
+                })
+            }
+            App::Ssh => {
+                let (dir, server) = sshd(&pair.a, pair.ip_a, port)?;
+                // what arrived in SECS is its rate, as wget's
+                let mut c = Pair::exec(&pair.b, "sh");
+                c.args([
+                    "-c",
+                    &format!(
+                        "timeout {secs} ssh -p {port} -i {d}/client -F none -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR root@{ip} 'cat /dev/zero' | wc -c | awk '{{print $1 / {secs}}}'",
+                        d = dir.display(),
+                        ip = pair.ip_a,
+                    ),
+                ]);
+                let client = spawn_client(c)?;
+                Ok(Running {
+                    procs: vec![server],
+                    client: Some(client),
+                    kind: Kind::BytesPerSecond,
+                    dir: Some(dir),
+                    sweep: Some((pair.a.clone(), "sshd")),
                 })
             }
             App::Nginx {
@@ -337,6 +389,7 @@ impl App {
                     client: Some(client),
                     kind,
                     dir: Some(dir),
+                    sweep: None,
                 })
             }
             App::Upload { rcvbuf } => {
@@ -367,6 +420,7 @@ impl App {
                     client: Some(client),
                     kind: Kind::BytesPerSecond,
                     dir: Some(dir),
+                    sweep: None,
                 })
             }
         }
@@ -404,6 +458,46 @@ fn nginx(ns: &str, port: u16, listen: &str, extra: &str, serving: bool) -> Resul
             .stderr(Stdio::piped())
             .spawn()
             .context("starting nginx")?,
+    );
+    wait_listening(ns, port)?;
+    Ok((dir, server))
+}
+
+/// OpenSSH's sshd as Debian ships it, in namespace `ns` on `ip`:`port`, with a host key and a
+/// client key of its own (root logs in with that key only; no PAM): its directory, holding
+/// the client's key as `client`, and the running server, once it listens.
+fn sshd(ns: &str, ip: &str, port: u16) -> Result<(PathBuf, Proc)> {
+    let dir = std::env::temp_dir().join(format!("tcpwin-lab-sshd-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    // privilege separation wants its directory
+    std::fs::create_dir_all("/run/sshd")?;
+    for key in ["host", "client"] {
+        let _ = std::fs::remove_file(dir.join(key));
+        let out = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(dir.join(key))
+            .output()
+            .context("ssh-keygen (openssh-client)")?;
+        if !out.status.success() {
+            bail!("ssh-keygen: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    std::fs::copy(dir.join("client.pub"), dir.join("authorized_keys"))?;
+    let d = dir.display();
+    std::fs::write(
+        dir.join("sshd_config"),
+        format!(
+            "ListenAddress {ip}:{port}\nHostKey {d}/host\nPidFile {d}/sshd.pid\nAuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+        ),
+    )?;
+    let server = Proc(
+        Pair::exec(ns, "/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(dir.join("sshd_config"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting sshd")?,
     );
     wait_listening(ns, port)?;
     Ok((dir, server))
@@ -460,6 +554,10 @@ pub struct Running {
     client: Option<Child>,
     kind: Kind,
     dir: Option<PathBuf>,
+    /// a server whose per-connection processes leave its process group (sshd's sessions call
+    /// setsid): every process of this name in this namespace is killed with it, before the path
+    /// goes (a session left behind retransmits into a path that no longer exists)
+    sweep: Option<(String, &'static str)>,
 }
 
 impl Running {
@@ -503,8 +601,34 @@ impl Drop for Running {
             let _ = c.wait();
         }
         self.procs.clear();
+        if let Some((ns, comm)) = &self.sweep {
+            kill_in(ns, comm);
+        }
         if let Some(d) = &self.dir {
             let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Kills every process named `comm` in namespace `ns` (`ip netns pids`).
+fn kill_in(ns: &str, comm: &str) {
+    let Ok(out) = std::process::Command::new("ip")
+        .args(["netns", "pids", ns])
+        .output()
+    else {
+        return;
+    };
+    for pid in String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+    {
+        let named =
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm);
+        if named {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
         }
     }
 }

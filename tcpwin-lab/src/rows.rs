@@ -151,6 +151,11 @@ pub struct WanRow {
     pub fix: Option<tcpwin_model::verdict::Fix>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed: Option<FixedRun>,
+    /// `--apply-fix` on a row whose verdict prints no TCP fix (a sender that holds itself: its
+    /// application, its own pacing cap): both ends' buffer maxima raised anyway and the transfer
+    /// run again, to show the rate does not move
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter: Option<CounterRun>,
     /// the transfer's ends as read (at 2 s, a quarter second later, at 5 s) with their
     /// namespaces' limits: a verdict can be judged again from them (a unit test from the facts)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -243,6 +248,22 @@ pub struct FixedRun {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recorded: Vec<RecordedEnd>,
 }
+
+/// The buffer fixes applied where none is printed (see `WanRow::counter`), and the transfer
+/// after them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CounterRun {
+    /// what was raised, in words
+    pub applied: Vec<String>,
+    pub throughput_bps: Option<u64>,
+    /// the rate stayed under [`COUNTER_HOLDS`] times the row's own: no buffer lifted it
+    pub held: bool,
+}
+
+/// A counter-proof holds while the rate with both buffers raised stays under this share of the
+/// row's own rate (run-to-run spread on the delay line is a few percent; a buffer that bound
+/// would lift the rate by far more).
+pub const COUNTER_HOLDS: f64 = 1.15;
 
 /// A round of the fix loop before its last: the fix applied, and the transfer after it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -362,6 +362,11 @@ pub struct LabArgs {
     /// With --from: the summary alone, as a Markdown table (the README's)
     #[arg(long, requires = "from")]
     pub markdown: bool,
+    /// With --from: judge every way of reading again from the readings the rows recorded, with
+    /// this build's judge (how a change to the judge moves its accuracy on rows it was or was
+    /// not changed for); the fix loops stay as they ran
+    #[arg(long, requires = "from")]
+    pub rejudge: bool,
 }
 
 /// `--source`

@@ -326,6 +326,7 @@ fn wan_scenarios_show_their_verdicts() {
         Limit::Sndbuf,
         Limit::PathQueue,
         Limit::AppLimited,
+        Limit::Pacing,
         Limit::Congestion,
         Limit::NotWindowLimited,
     ] {
@@ -514,6 +515,28 @@ fn wan_scenarios_show_their_verdicts() {
                 "after the fix: {:?} bit/s on a path of {:?}: {ctx}",
                 fixed.throughput_bps, r.rate_limit_bps
             );
+        }
+        // a sender pacing itself: the fix is the application's (iperf3 --fq-rate, raised), and
+        // after it neither end names the cap
+        if r.expected == Limit::Pacing {
+            let app = r.fix.as_ref().and_then(|f| f.app.as_ref());
+            assert!(
+                app.is_some_and(|a| a.option == "SO_MAX_PACING_RATE"),
+                "no pacing fix: {ctx}"
+            );
+            let fixed = r.fixed.as_ref().unwrap();
+            if fixed.on_time {
+                assert_ne!(fixed.sender_verdict, Some(Limit::Pacing), "{ctx}");
+            }
+        }
+        // a verdict that prints no TCP fix (the sending application): both buffers raised anyway
+        // leave its rate where it was
+        if r.expected == Limit::AppLimited {
+            let c = r
+                .counter
+                .as_ref()
+                .unwrap_or_else(|| panic!("no counter-proof: {ctx}"));
+            assert!(c.held, "raising the buffers lifted the rate: {c:?}: {ctx}");
         }
         if r.app != "own endpoints" {
             continue;

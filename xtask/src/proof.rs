@@ -57,6 +57,25 @@ pub struct Proof {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept: Option<String>,
     pub figures: BTreeMap<String, Figure>,
+    /// the judge on program families it was not changed for, before and after each change to
+    /// it (kept from run to run: written by hand from `lab --from FILE --rejudge`)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_out: Vec<HeldOut>,
+}
+
+/// One change to the judge, held against a family of programs it was not changed for: the same
+/// recorded rows judged by the build before the change and by the build after it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeldOut {
+    /// the programs (`ssh`, `iperf3 --fq-rate`) and the rows' setups
+    pub family: String,
+    /// the change to the judge, and the builds before and after it
+    pub change: String,
+    pub rows: u32,
+    /// every way of reading of those rows: how many, and how many were right before and after
+    pub verdicts: u32,
+    pub before: u32,
+    pub after: u32,
 }
 
 /// One figure against the committed one.
@@ -660,6 +679,10 @@ pub fn proof(a: &Args) -> Result<()> {
             _ => a.repeat,
         },
         figures,
+        held_out: last
+            .as_ref()
+            .map(|l| l.held_out.clone())
+            .unwrap_or_default(),
     };
     let json = serde_json::to_string_pretty(&result)?;
     std::fs::write(dir.join("proof.json"), &json)?;

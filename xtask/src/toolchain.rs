@@ -39,6 +39,9 @@ pub const TEST_PACKAGES: &[&str] = &[
     "wget",
     "python3",
     "util-linux",
+    // the lab's held-out family: OpenSSH's sshd and ssh over the delay line
+    "openssh-server",
+    "openssh-client",
     // the container tests: images built offline, run as a user runs them
     "podman",
     "buildah",
@@ -197,13 +200,23 @@ pub fn apt_install(pkgs: &[&str]) -> Result<()> {
     }
     println!("xtask: apt-get install {}", missing.join(" "));
     run_cmd(Command::new("apt-get").arg("update").arg("-qq"))?;
-    run_cmd(
+    // no service the packages ship is started on this host (openssh-server's sshd would listen
+    // on port 22; the lab starts its own daemons in its namespaces): Debian's policy-rc.d
+    // convention, 101 = action forbidden, removed again after the install
+    const POLICY: &str = "/usr/sbin/policy-rc.d";
+    let policy = !std::path::Path::new(POLICY).exists()
+        && std::fs::write(POLICY, "#!/bin/sh\nexit 101\n").is_ok()
+        && Command::new("chmod").args(["755", POLICY]).status().is_ok();
+    let installed = run_cmd(
         Command::new("apt-get")
             .env("DEBIAN_FRONTEND", "noninteractive")
             .args(["install", "-y", "-q", "--no-install-recommends"])
             .args(&missing),
-    )
-    .context("apt-get install failed (root and Debian's package mirror are needed)")
+    );
+    if policy {
+        let _ = std::fs::remove_file(POLICY);
+    }
+    installed.context("apt-get install failed (root and Debian's package mirror are needed)")
 }
 
 /// Installs the Debian toolchain and bpf-linker (idempotent).

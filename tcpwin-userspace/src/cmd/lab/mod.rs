@@ -254,6 +254,12 @@ fn tables(rows: &[tcpwin_lab::rows::WanRow]) -> Result<()> {
     table::wan_notes(rows);
     table::print_accuracy(&acc);
     table::print_fix_loops(&wan::fix_loops(rows));
+    let (held, n) = wan::counters(rows);
+    if n > 0 {
+        println!(
+            "counter-proofs (no fix printed: both buffers raised anyway): {held} of {n} held, the rate did not move"
+        );
+    }
     table::print_summary(&wan::summary(rows));
     table::print_by_program(&wan::by_program(rows), false);
     let (checked, refused) = wan::checked(rows);
@@ -265,8 +271,8 @@ fn tables(rows: &[tcpwin_lab::rows::WanRow]) -> Result<()> {
 }
 
 /// `--from FILE`: the tables of an earlier `--json` run, from its rows (`markdown`: the summary
-/// alone, as the README shows it).
-fn tables_from(f: &std::path::Path, markdown: bool) -> Result<()> {
+/// alone, as the README shows it; `rejudge`: every way of reading judged again by this build).
+fn tables_from(f: &std::path::Path, markdown: bool, rejudge: bool) -> Result<()> {
     let text = std::fs::read_to_string(f)
         .with_context(|| format!("--from {}: cannot read it", f.display()))?;
     let rows = text
@@ -286,6 +292,14 @@ fn tables_from(f: &std::path::Path, markdown: bool) -> Result<()> {
     if rows.is_empty() {
         bail!("--from {}: no rows in it", f.display());
     }
+    let mut rows = rows;
+    if rejudge {
+        let again = wan::rejudge(&mut rows);
+        eprintln!(
+            "lab: {again} of {} rows judged again by this build from their recorded readings (the others kept too few; fix loops as they ran)",
+            rows.len()
+        );
+    }
     if markdown {
         table::print_summary_markdown(&wan::summary(&rows));
         table::print_by_program(&wan::by_program(&rows), true);
@@ -296,7 +310,7 @@ fn tables_from(f: &std::path::Path, markdown: bool) -> Result<()> {
 
 fn lab(args: crate::cli::LabArgs) -> Result<()> {
     if let Some(f) = &args.from {
-        return tables_from(f, args.markdown);
+        return tables_from(f, args.markdown, args.rejudge);
     }
     check_privileges()?;
     svg_dir(args.svg.as_deref())?;

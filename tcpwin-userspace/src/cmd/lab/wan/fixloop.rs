@@ -76,6 +76,7 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
                     reverse,
                     streams,
                     congestion,
+                    fq_rate,
                     ..
                 }),
             ) => {
@@ -84,6 +85,7 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
                     reverse,
                     streams,
                     congestion,
+                    fq_rate,
                 });
                 format!("iperf3 -w {bytes}")
             }
@@ -103,6 +105,27 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
                     client,
                 });
                 format!("nginx: listen ... sndbuf={bytes}")
+            }
+            // iperf3's --fq-rate is its SO_MAX_PACING_RATE, in bit/s
+            (
+                "SO_MAX_PACING_RATE",
+                Some(App::Iperf3 {
+                    window,
+                    reverse,
+                    streams,
+                    congestion,
+                    ..
+                }),
+            ) => {
+                let bps = a.bytes.saturating_mul(8);
+                st.app = Some(App::Iperf3 {
+                    window,
+                    reverse,
+                    streams,
+                    congestion,
+                    fq_rate: Some(bps),
+                });
+                format!("iperf3 --fq-rate {bps}")
             }
             ("SO_RCVBUF", Some(App::Upload { .. })) => {
                 st.app = Some(App::Upload {

@@ -36,7 +36,9 @@ mod run;
 mod specs;
 mod tally;
 
-pub use tally::{accuracy, by_program, checked, fix_loops, outcome, summary, Accuracy, Summary};
+pub use tally::{
+    accuracy, by_program, checked, counters, fix_loops, outcome, summary, Accuracy, Summary,
+};
 
 use specs::{rows, Path, Recv, Spec, BASE, M};
 
@@ -213,6 +215,7 @@ fn judge_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Ju
         ),
         fix: None,
         fixed: None,
+        counter: None,
         recorded: ends
             .iter()
             .filter_map(|(end, me)| {
@@ -261,6 +264,32 @@ fn recorded_end<'a>(
     })
 }
 
+/// Every row's ways of reading judged again from its recorded readings (see
+/// `reads::rejudge`), its both-ends verdicts with them; how many rows were.
+pub(super) fn rejudge(rows: &mut [tcpwin_lab::rows::WanRow]) -> usize {
+    let mut n = 0;
+    for row in rows.iter_mut() {
+        let Some(again) = reads::rejudge(row) else {
+            continue;
+        };
+        let both = |end: &str| {
+            again
+                .iter()
+                .find(|r| {
+                    r.read == tcpwin_lab::rows::Read::Interval
+                        && r.view == tcpwin_lab::rows::View::Both
+                        && r.end == end
+                })
+                .and_then(|r| r.verdict)
+        };
+        row.verdict = both("receiver");
+        row.sender_verdict = both("sender");
+        row.reads = again;
+        n += 1;
+    }
+    n
+}
+
 /// A window limit's fix to apply: the one the joined verdict carries (a receiver's cap from the
 /// receiving end, the send buffer from the sending end), or a setting of the peer's host as the
 /// receiver read alone gives it.
@@ -276,19 +305,63 @@ fn fix_of(j: &Judged) -> Option<tcpwin_model::verdict::Fix> {
     {
         return Some(f);
     }
-    let v = if j.receiver.limit == Limit::Sndbuf {
+    let v = if matches!(j.receiver.limit, Limit::Sndbuf | Limit::Pacing) {
         j.sender.as_ref()?
     } else {
         &j.receiver
     };
-    (v.limit.is_window() || v.limit == Limit::Sndbuf)
-        .then(|| v.fix.clone())
-        .flatten()
+    fixable(v.limit).then(|| v.fix.clone()).flatten()
 }
 
-/// Whether a verdict still names a window (or a buffer) after its fix.
+/// A limit whose fix the lab applies: a window's, the send buffer's, a sender's pacing cap.
+fn fixable(l: Limit) -> bool {
+    l.is_window() || matches!(l, Limit::Sndbuf | Limit::Pacing)
+}
+
+/// Whether a verdict still names a window (or a buffer, or a pacing cap) after its fix.
 fn still_limited(l: Option<Limit>) -> bool {
-    l.is_some_and(|l| l.is_window() || l == Limit::Sndbuf)
+    l.is_some_and(fixable)
+}
+
+/// Both ends' buffer maxima in a counter-proof: 16 MiB, four times this host's defaults.
+const COUNTER_BUFFERS: u64 = 16 << 20;
+
+/// A row whose expected verdict prints no TCP fix (the sending application, its own pacing
+/// cap), on the namespace's default buffers: its counter-proof raises them.
+fn counter_proves(s: &Spec, cc: &str) -> bool {
+    s.recv == Recv::Auto
+        && s.wmem_max.is_none()
+        && matches!(s.expected_with(cc).0, Limit::AppLimited | Limit::Pacing)
+}
+
+/// The counter-proof: the row's transfer again with the sender's tcp_wmem max and the
+/// receiver's tcp_rmem max at [`COUNTER_BUFFERS`], its rate held to the row's own (`rate`).
+fn counter(
+    r: RowRun,
+    it: &mut snapshot::Source,
+    n: &mut usize,
+    rate: Option<u64>,
+) -> Result<tcpwin_lab::rows::CounterRun> {
+    let spec = Spec {
+        wmem_max: Some(COUNTER_BUFFERS),
+        recv: Recv::RmemMax(COUNTER_BUFFERS),
+        ..*r.spec
+    };
+    let st = run::setup(&spec, r.cc, *n, None)?;
+    *n += 1;
+    let after = on_time_run(RowRun { spec: &spec, ..r }, it, &st)?
+        .row
+        .throughput_bps;
+    Ok(tcpwin_lab::rows::CounterRun {
+        applied: vec![
+            format!("the sender's net.ipv4.tcp_wmem max {COUNTER_BUFFERS}"),
+            format!("the receiver's net.ipv4.tcp_rmem max {COUNTER_BUFFERS}"),
+        ],
+        throughput_bps: after,
+        held: after
+            .zip(rate)
+            .is_some_and(|(a, b)| (a as f64) < tcpwin_lab::rows::COUNTER_HOLDS * b as f64),
+    })
 }
 
 /// A transfer on a set-up path, run again (up to `ATTEMPTS`) while its delay line is late.
@@ -376,6 +449,12 @@ fn one_row(r: RowRun, it: &mut snapshot::Source, n: &mut usize, plan: &Plan) -> 
     };
     // a path without a bottleneck (veth) has no rate a fix could be sized for and reached
     let fix = fix_of(&j).filter(|_| plan.apply_fix && st.rate_bps.is_some());
+    // no fix printed where a sender holds itself: the buffers raised anyway do not move it
+    if fix.is_none() && plan.apply_fix && st.rate_bps.is_some() && counter_proves(s, cc) {
+        drop(st);
+        j.row.counter = Some(counter(r, it, n, j.row.throughput_bps)?);
+        return Ok(j.row);
+    }
     if let Some(fix) = fix {
         // where two limits hold at once (`then`), a second round applies the fix the transfer
         // names after the first: one per end

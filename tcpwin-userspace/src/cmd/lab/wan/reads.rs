@@ -101,7 +101,12 @@ pub(super) fn accepted(
     if view == View::Both {
         return both;
     }
-    let sender_side = |l: Limit| matches!(l, Limit::Sndbuf | Limit::Congestion | Limit::AppLimited);
+    let sender_side = |l: Limit| {
+        matches!(
+            l,
+            Limit::Sndbuf | Limit::Congestion | Limit::AppLimited | Limit::Pacing
+        )
+    };
     let receiver_cap = both.iter().any(|l| l.class() == Class::ReceiverCap);
     let or_not_window = || [both.clone(), vec![Limit::NotWindowLimited]].concat();
     match end {
@@ -121,6 +126,58 @@ pub(super) fn accepted(
         }
         _ => both,
     }
+}
+
+/// A recorded row's ways of reading judged again by this build's judge, from the readings the
+/// row kept (each end's three, with its namespace's limits, and its peer's as the peer's
+/// exporter answered): None where the row kept fewer than three readings of its receiver.
+pub(super) fn rejudge(row: &tcpwin_lab::rows::WanRow) -> Option<Vec<ReadVerdict>> {
+    let seen = |e: &tcpwin_model::facts::RecordedEnd, ns: &str, k: usize| Seen {
+        line_ns: ns.to_string(),
+        facts: e.readings[k].clone(),
+        host: std::sync::Arc::new(e.host.clone()),
+    };
+    let complete = |e: &&tcpwin_model::facts::RecordedEnd| e.readings.len() == 3;
+    let rx = row
+        .recorded
+        .iter()
+        .filter(complete)
+        .find(|e| e.end == "receiver")?;
+    let tx = row
+        .recorded
+        .iter()
+        .filter(complete)
+        .find(|e| e.end == "sender");
+    let ends: Vec<&tcpwin_model::facts::RecordedEnd> =
+        [Some(rx), tx].into_iter().flatten().collect();
+    let readings: [Vec<Seen>; 3] =
+        std::array::from_fn(|k| ends.iter().map(|e| seen(e, &e.end, k)).collect());
+    // the peer's answers, keyed by the end that asked (its namespace stands as its name here)
+    let other = |end: &str| {
+        if end == "receiver" {
+            "sender"
+        } else {
+            "receiver"
+        }
+    };
+    let peers: Option<[PeerReading; 3]> = (!row.peer_recorded.is_empty()
+        && row.peer_recorded.iter().all(|p| p.readings.len() == 3))
+    .then(|| {
+        std::array::from_fn(|k| {
+            row.peer_recorded
+                .iter()
+                .map(|p| (p.end.clone(), vec![seen(p, other(&p.end), k)]))
+                .collect()
+        })
+    });
+    Some(reads(
+        &readings,
+        peers.as_ref(),
+        (0, tx.map(|_| 1)),
+        (row.expected, row.also_expected),
+        row.rate_limit_bps,
+        row.rate_limit_bps.is_none(),
+    ))
 }
 
 /// The transfer read four ways (five with each end's peer over the network): each end's

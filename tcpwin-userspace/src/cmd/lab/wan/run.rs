@@ -360,7 +360,9 @@ pub(super) fn transfer(
             })
         }
         Some(app) => {
-            let running = app.start(pair, PORT, SECS, cc)?;
+            let lead = app.lead();
+            let running = app.start(pair, PORT, SECS + lead.as_secs_f64(), cc)?;
+            std::thread::sleep(lead);
             let readings = watch(it);
             let rate = running.finish(Duration::from_secs(30))?;
             let (readings, peer_readings) = readings?;

@@ -246,7 +246,22 @@ pub fn outcome(t: &Accuracy, rows: &[WanRow]) -> Result<()> {
             loops.values().map(|(_, n)| n).sum::<u32>()
         );
     }
+    let (held, n) = counters(rows);
+    if held < n {
+        bail!(
+            "{} of {n} counter-proofs did not hold: raising both buffers lifted a rate whose verdict printed no fix",
+            n - held
+        );
+    }
     Ok(())
+}
+
+/// The counter-proofs (see `WanRow::counter`) of the rows judged: (held, run).
+pub fn counters(rows: &[WanRow]) -> (u32, u32) {
+    rows.iter()
+        .filter(|r| r.path_on_time)
+        .filter_map(|r| r.counter.as_ref())
+        .fold((0, 0), |(h, n), c| (h + u32::from(c.held), n + 1))
 }
 
 /// Every verdict the lab read (each way of reading, before and after a fix): how many, and what
@@ -328,6 +343,7 @@ mod tests {
             gro_merged: true,
             reads: Vec::new(),
             fix: None,
+            counter: None,
             fixed: None,
             recorded: Vec::new(),
             peer_recorded: Vec::new(),
