@@ -118,7 +118,7 @@ pub(super) fn peer_stalls(
     let held =
         v.rwnd_limited_share.is_some_and(|x| x >= 0.5) && super::sender::cwnd_bound(s).is_none();
     let over = if queued { rtt } else { base };
-    if base < super::path::QUEUE_MIN_US
+    if base < super::sizing::QUEUE_MIN_US
         || !held
         || window == 0
         || rate as f64 >= 0.5 * ceiling_bps(window, over) as f64
@@ -205,7 +205,7 @@ fn backlog(
             // allows over the RTT with that backlog at both readings was held by its reader
             // (on paths of a millisecond or more: at µs RTTs "under half of window / RTT" is
             // every flow, the ACK clock paces it)
-            let far_under = base >= super::path::QUEUE_MIN_US
+            let far_under = base >= super::sizing::QUEUE_MIN_US
                 && rate.is_some_and(|x| (x as f64) < 0.5 * ceiling_bps(window, rtt) as f64);
             let persistent = unread(r.now) >= BACKLOG_SHARE * w
                 && unread(b) >= BACKLOG_SHARE * w
@@ -214,7 +214,7 @@ fn backlog(
             // granularity): only on paths whose base RTT is a millisecond or more; data unread
             // at both readings (nginx taking an upload into a locked 64 KiB buffer in bursts
             // held 36 KB at one reading of two: the buffer held the window, not the reader)
-            let held = base >= super::path::QUEUE_MIN_US
+            let held = base >= super::sizing::QUEUE_MIN_US
                 && rwnd_share.is_some_and(|x| x >= 0.5)
                 && under_window
                 && (unread(r.now) >= mss && unread(b) >= mss);
@@ -222,7 +222,7 @@ fn backlog(
             // them, and the flow under a quarter of what the window allows over the RTT, far
             // under what a window or a path at its rate would hold it to (`curl --limit-rate 1M`:
             // 325 KB unread at the earlier reading, none at the later, at 7 % of window / RTT)
-            let drained = base >= super::path::QUEUE_MIN_US
+            let drained = base >= super::sizing::QUEUE_MIN_US
                 && rate.is_some_and(|x| {
                     (x as f64) < DRAINED_RATE_SHARE * ceiling_bps(window, rtt) as f64
                 })

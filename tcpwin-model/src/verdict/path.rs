@@ -6,13 +6,12 @@ use super::{
     end::End,
     limit::Limit,
     sender::{self, cwnd_bound},
-    sizing::{ceiling_bps, fmt_rate, fmt_rtt},
+    sizing::{ceiling_bps, fmt_rate, fmt_rtt, QUEUE_MIN_US},
     types::{Verdict, WINDOW_LIMITED_SHARE},
 };
 
-/// A queue at the bottleneck: the RTT above the base RTT by this much (µs) at least, and by this
+/// A queue at the bottleneck: the RTT above the base RTT by `QUEUE_MIN_US` at least, and by this
 /// share of the base (an eighth: 5 ms on a 40 ms path; RTT noise here is well under 1 ms).
-pub(super) const QUEUE_MIN_US: u32 = 1000;
 const QUEUE_MIN_SHARE: u32 = 8;
 
 /// The RTT now and the path's base RTT the connection is judged against, with their source into

@@ -131,7 +131,7 @@ pub(super) fn app_limited(s: End, rate: u64) -> Option<String> {
     let per_rtt = s
         .now
         .srtt_us
-        .filter(|r| *r >= super::path::QUEUE_MIN_US)
+        .filter(|r| *r >= super::sizing::QUEUE_MIN_US)
         .map(|r| rate as u128 * r as u128 / 8_000_000)
         .map(|b| format!(
             "; it hands TCP about {b} B a round trip: where the application has a window of its own above TCP (OpenSSH's channel window, HTTP/2's stream windows, a proxy's buffer), that window is what binds, and no TCP setting lifts it"

@@ -1,5 +1,10 @@
 //! How fixes are sized and said: the window a rate needs at the base RTT, the unit sized per
 //! without `--target`, rates and RTTs in words, a sysctl as a command in the socket's namespace.
+/// A millisecond (µs): the least a queue at the bottleneck adds to the RTT, and the least base
+/// RTT on which a rate held against window / RTT says anything (at µs RTTs the ACK clock paces
+/// every flow).
+pub(super) const QUEUE_MIN_US: u32 = 1000;
+
 /// The rate the fixes are sized per, without `--target`: 100 Mbit/s, or on short paths the
 /// first power of ten whose window at the base RTT is at least `PER_RATE_MIN_WINDOW` (a window
 /// of 38 B "per 100 Mbit/s" on a 3 µs path says nothing), at most 100 Gbit/s.
