@@ -161,6 +161,9 @@ pub(super) fn ceilings(v: &Verdict, sender: Option<End>, receiver: Option<End>) 
 /// What the fix adds about the other ceilings: what binds next once the named one is lifted,
 /// and with `--target`, every other ceiling below it and which end can change it. Empty when
 /// nothing else is known.
+/// Two ceilings within this factor of each other bind together.
+const TOGETHER: f64 = 1.1;
+
 pub(super) fn next_words(v: &Verdict) -> String {
     let Some(kind) = Kind::of(v.limit) else {
         return String::new();
@@ -168,8 +171,22 @@ pub(super) fn next_words(v: &Verdict) -> String {
     let lifted_to = v.fix.as_ref().and_then(|f| f.ceiling_bps);
     let others: Vec<&Ceiling> = v.ceilings.iter().filter(|c| c.kind != kind).collect();
     let mut parts = Vec::new();
+    let mine = v
+        .ceilings
+        .iter()
+        .find(|c| c.kind == kind)
+        .map(|c| c.rate_bps);
     if let Some(next) = others.first() {
-        if lifted_to.is_none_or(|l| next.rate_bps < l) {
+        // two ceilings within a tenth of each other bind together: lifting one alone gains
+        // that tenth at most
+        if mine.is_some_and(|m| next.rate_bps as f64 <= TOGETHER * m as f64) {
+            parts.push(format!(
+                "two limits at once: {} too, at {}: lifting either alone gives {} at most; lift both",
+                next.kind.words(),
+                fmt_rate(next.rate_bps),
+                fmt_rate(next.rate_bps.max(mine.unwrap_or(0)))
+            ));
+        } else if lifted_to.is_none_or(|l| next.rate_bps < l) {
             parts.push(format!(
                 "then: {}, {}",
                 next.kind.words(),

@@ -45,6 +45,39 @@ fn every_ceiling_ranked_lowest_first() {
     assert_eq!(vr.next, None);
 }
 
+/// Two ceilings within a tenth of each other: the receiver's locked buffer (539 136 B) and the
+/// sender's congestion window at 380 segments (550 240 B, 2 % above it) bind together: both are
+/// named, and lifting either alone gives the other's rate at most.
+#[test]
+fn two_ceilings_within_a_tenth_are_said_as_two() {
+    let h = host();
+    let s = |ts: f64, acked: u64, busy: u64, rwnd: u64| {
+        let mut f = snd(ts, acked, busy, rwnd);
+        f.snd_cwnd = Some(380);
+        f.packets_out = Some(360);
+        f
+    };
+    let (_, vr) = both(
+        (
+            &s(1.0, 0, 0, 0),
+            &s(2.0, 230_000_000 / 8, 1_000_000, 900_000),
+        ),
+        (&rcv(1.0, 0), &rcv(2.0, 230_000_000 / 8)),
+        &h,
+        None,
+    );
+    assert_eq!(vr.limit, Limit::RcvbufLocked, "{vr:?}");
+    let next = vr.next.unwrap();
+    assert!(
+        next.starts_with("two limits at once: the sender's congestion window too, at 244.6 Mbit/s"),
+        "{next}"
+    );
+    assert!(
+        next.contains("lifting either alone gives 244.6 Mbit/s at most"),
+        "{next}"
+    );
+}
+
 /// With `--target` 2 Gbit/s: the receiver's buffer binds; the sender's cwnd (1.29 Gbit/s) and
 /// send buffer (1.86 Gbit/s) are below the target too, and only the other end can lift them.
 #[test]
