@@ -84,6 +84,8 @@ pub enum App {
         congestion: Option<&'static str>,
         /// `--fq-rate`: the sender caps its own pacing rate (SO_MAX_PACING_RATE), bit/s
         fq_rate: Option<u64>,
+        /// `-b`: iperf3 paces its own writes (a token bucket in the application), bit/s
+        bitrate: Option<u64>,
     },
     /// `ssh HOST cat /dev/zero`: OpenSSH's sshd in the sender's namespace streams to the ssh
     /// client in the receiver's, through its own channel window above TCP (2 MiB in OpenSSH 9)
@@ -138,6 +140,7 @@ impl App {
                 streams,
                 congestion,
                 fq_rate,
+                bitrate,
             } => {
                 let mut s = "iperf3".to_string();
                 if let Some(w) = window {
@@ -154,6 +157,9 @@ impl App {
                 }
                 if let Some(r) = fq_rate {
                     s.push_str(&format!(" --fq-rate {}M", r / 1_000_000));
+                }
+                if let Some(r) = bitrate {
+                    s.push_str(&format!(" -b {}M", r / 1_000_000));
                 }
                 s
             }
@@ -206,7 +212,12 @@ impl App {
     /// The program a row runs, by name: what the proof's accuracy is held per.
     pub fn program(self) -> &'static str {
         match self {
-            App::Iperf3 { fq_rate: None, .. } => "iperf3",
+            App::Iperf3 {
+                fq_rate: None,
+                bitrate: None,
+                ..
+            } => "iperf3",
+            App::Iperf3 { fq_rate: None, .. } => "iperf3 -b",
             App::Iperf3 { .. } => "iperf3 --fq-rate",
             App::Ssh => "ssh",
             App::Nginx { client, .. } => match client {
@@ -262,6 +273,7 @@ impl App {
                 streams,
                 congestion,
                 fq_rate,
+                bitrate,
             } => {
                 // the sender is in a: with -R the server (in a) sends to the client (in b)
                 let (server_ns, client_ns, server_ip) = if reverse {
@@ -292,6 +304,9 @@ impl App {
                 }
                 if let Some(r) = fq_rate {
                     c.args(["--fq-rate", &r.to_string()]);
+                }
+                if let Some(r) = bitrate {
+                    c.args(["-b", &r.to_string()]);
                 }
                 let client = c
                     .stdout(Stdio::piped())

@@ -77,6 +77,7 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
                     streams,
                     congestion,
                     fq_rate,
+                    bitrate,
                     ..
                 }),
             ) => {
@@ -86,6 +87,7 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
                     streams,
                     congestion,
                     fq_rate,
+                    bitrate,
                 });
                 format!("iperf3 -w {bytes}")
             }
@@ -114,6 +116,7 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
                     reverse,
                     streams,
                     congestion,
+                    bitrate,
                     ..
                 }),
             ) => {
@@ -124,6 +127,7 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
                     streams,
                     congestion,
                     fq_rate: Some(bps),
+                    bitrate,
                 });
                 format!("iperf3 --fq-rate {bps}")
             }

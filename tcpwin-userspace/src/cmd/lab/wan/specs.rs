@@ -144,6 +144,7 @@ const fn iperf3(window: Option<u32>, reverse: bool, streams: u8) -> Option<App> 
         streams,
         congestion: None,
         fq_rate: None,
+        bitrate: None,
     })
 }
 
@@ -514,6 +515,17 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
             also: None,
             ..BASE
         },
+        // the same behind a bottleneck that can queue 200 ms: the flow, at under half the path's
+        // rate, keeps no queue there but its buffer's bursts (3-23 ms), and the buffer still
+        // binds; its writer waited at every reading (a larger tcp_wmem: 203 -> 380 Mbit/s)
+        Spec {
+            scenario: "sndbuf",
+            path: deep(100, 500, 200),
+            app: nginx(None, None, None, Client::Curl),
+            expected: Sndbuf,
+            also: None,
+            ..BASE
+        },
         // the same, losing 1 %: reno's congestion window holds the flow; bbr does not back off
         // on loss, and the send buffer binds
         Spec {
@@ -606,6 +618,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 streams: 1,
                 congestion: Some("cubic"),
                 fq_rate: None,
+                bitrate: None,
             }),
             loss_ppm: 10_000,
             expected: Congestion,
@@ -711,10 +724,28 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
                 streams: 1,
                 congestion: None,
                 fq_rate: Some(100 * M),
+                bitrate: None,
             }),
             expected: Pacing,
             also: None,
             quick: Some("reno"),
+            ..BASE
+        },
+        // iperf3 -b 100M: the application paces its own writes (a token bucket above TCP) on a
+        // path that carries 500 Mbit/s
+        Spec {
+            scenario: "own-pace",
+            path: wan(20, 500),
+            app: Some(App::Iperf3 {
+                window: None,
+                reverse: false,
+                streams: 1,
+                congestion: None,
+                fq_rate: None,
+                bitrate: Some(100 * M),
+            }),
+            expected: AppLimited,
+            also: None,
             ..BASE
         },
     ];
