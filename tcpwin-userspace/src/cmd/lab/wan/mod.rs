@@ -666,7 +666,7 @@ mod tests {
         // application's clamp before the handshake), each with a congestion control the lab
         // can set
         let quick = rows("all", true).unwrap();
-        assert_eq!(quick.len(), 12);
+        assert_eq!(quick.len(), 13);
         let families: std::collections::BTreeSet<(Limit, &str)> = quick
             .iter()
             .map(|s| {
