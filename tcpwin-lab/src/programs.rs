@@ -466,16 +466,32 @@ fn nginx(ns: &str, port: u16, listen: &str, extra: &str, serving: bool) -> Resul
             "daemon off;\nmaster_process off;\nworker_processes 1;\nuser root;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\nevents {{ worker_connections 64; }}\nhttp {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n  sendfile on;\n  server {{ listen {listen}; root {d}/www;{extra} }}\n}}\n"
         ),
     )?;
+    let conf = format!("{d}/nginx.conf");
+    let prefix = d.to_string();
+    let args = ["-c", &conf, "-p", &prefix];
+    let server = serve(ns, port, "nginx", &args, Stdio::piped())?;
+    Ok((dir, server))
+}
+
+/// `program` with `args` started in namespace `ns` (its output discarded, its errors to
+/// `stderr`), killed when dropped, once something listens on `port` there.
+fn serve(
+    ns: &str,
+    port: u16,
+    program: &str,
+    args: &[impl AsRef<std::ffi::OsStr>],
+    stderr: Stdio,
+) -> Result<Proc> {
     let server = Proc(
-        Pair::exec(ns, "nginx")
-            .args(["-c", &format!("{d}/nginx.conf"), "-p", &d.to_string()])
+        Pair::exec(ns, program)
+            .args(args)
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(stderr)
             .spawn()
-            .context("starting nginx")?,
+            .with_context(|| format!("starting {program}"))?,
     );
     wait_listening(ns, port)?;
-    Ok((dir, server))
+    Ok(server)
 }
 
 /// OpenSSH's sshd as Debian ships it, in namespace `ns` on `ip`:`port`, with a host key and a
@@ -505,16 +521,14 @@ fn sshd(ns: &str, ip: &str, port: u16) -> Result<(PathBuf, Proc)> {
             "ListenAddress {ip}:{port}\nHostKey {d}/host\nPidFile {d}/sshd.pid\nAuthorizedKeysFile {d}/authorized_keys\nPermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
         ),
     )?;
-    let server = Proc(
-        Pair::exec(ns, "/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
-            .arg(dir.join("sshd_config"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting sshd")?,
-    );
-    wait_listening(ns, port)?;
+    let conf = dir.join("sshd_config");
+    let args = [
+        "-D".as_ref(),
+        "-e".as_ref(),
+        "-f".as_ref(),
+        conf.as_os_str(),
+    ];
+    let server = serve(ns, port, "/usr/sbin/sshd", &args, Stdio::null())?;
     Ok((dir, server))
 }
 

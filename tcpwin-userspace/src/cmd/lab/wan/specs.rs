@@ -148,6 +148,18 @@ const fn iperf3(window: Option<u32>, reverse: bool, streams: u8) -> Option<App> 
     })
 }
 
+/// iperf3 pacing itself: `--fq-rate` (SO_MAX_PACING_RATE) or `-b` (its own token bucket), bit/s.
+const fn paced_iperf3(fq_rate: Option<u64>, bitrate: Option<u64>) -> Option<App> {
+    Some(App::Iperf3 {
+        window: None,
+        reverse: false,
+        streams: 1,
+        congestion: None,
+        fq_rate,
+        bitrate,
+    })
+}
+
 /// nginx (sendfile) serving `client`; `limit_rate` the client's, `server_rate` nginx's own.
 const fn nginx(
     sndbuf: Option<u32>,
@@ -718,14 +730,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         Spec {
             scenario: "own-pace",
             path: wan(20, 500),
-            app: Some(App::Iperf3 {
-                window: None,
-                reverse: false,
-                streams: 1,
-                congestion: None,
-                fq_rate: Some(100 * M),
-                bitrate: None,
-            }),
+            app: paced_iperf3(Some(100 * M), None),
             expected: Pacing,
             also: None,
             quick: Some("reno"),
@@ -736,14 +741,7 @@ pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
         Spec {
             scenario: "own-pace",
             path: wan(20, 500),
-            app: Some(App::Iperf3 {
-                window: None,
-                reverse: false,
-                streams: 1,
-                congestion: None,
-                fq_rate: None,
-                bitrate: Some(100 * M),
-            }),
+            app: paced_iperf3(None, Some(100 * M)),
             expected: AppLimited,
             also: None,
             ..BASE
