@@ -29,6 +29,8 @@ pub struct SocketIter {
     pub absent: Vec<(String, String)>,
     /// the programs' own lines (`--ebpf-log`)
     log: KernelLog,
+    /// the kernel and object asked for (`--btf`, `--obj`): what a reload loads again
+    kernel: Kernel,
 }
 
 impl SocketIter {
@@ -46,6 +48,7 @@ impl SocketIter {
                 bpf: None,
                 pinned: Some(c),
                 log: KernelLog::default(),
+                kernel: kernel.clone(),
             });
         }
         let mut it = Self::load_with(kernel, &Counting::default())?;
@@ -121,6 +124,7 @@ impl SocketIter {
             offsets: layout.offsets,
             absent: layout.absent.clone(),
             log,
+            kernel: kernel.clone(),
         })
     }
 
@@ -133,8 +137,8 @@ impl SocketIter {
                 // removed under us (`cache --clear`, another build replacing it): load ours
                 Err(_) => {
                     self.pinned = None;
-                    let running = Kernel::default();
-                    self.bpf = Some(Self::load_with(&running, &Counting::default())?.take_bpf());
+                    self.bpf =
+                        Some(Self::load_with(&self.kernel, &Counting::default())?.take_bpf());
                 }
             }
         }
