@@ -226,13 +226,13 @@ impl Pair {
 
     /// `sysctl -w` inside a namespace (net.ipv4.* is per namespace).
     pub fn sysctl(ns: &str, key: &str, value: &str) -> Result<()> {
-        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let path = crate::sysctl::path_of(key);
         run(Self::exec(ns, "sh").args(["-c", &format!("echo '{value}' > {path}")]))?;
         Ok(())
     }
 
     pub fn read_sysctl(ns: &str, key: &str) -> Result<String> {
-        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let path = crate::sysctl::path_of(key);
         let out = run(Self::exec(ns, "cat").arg(path))?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }

@@ -8,7 +8,8 @@ pub struct GlobalSysctl {
     saved: String,
 }
 
-fn path_of(key: &str) -> String {
+/// A sysctl's file: `net.ipv4.tcp_rmem` is `/proc/sys/net/ipv4/tcp_rmem`.
+pub fn path_of(key: &str) -> String {
     format!("/proc/sys/{}", key.replace('.', "/"))
 }
 

@@ -448,17 +448,12 @@ pub async fn record(mut args: TraceArgs, path: &std::path::Path) -> Result<()> {
 }
 
 fn header(attached: &Attached, t0_ns: u64) -> HeaderLine {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
     HeaderLine {
         event: HeaderTag::Header,
         tool: "tcpwin-trace".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         kernel: crate::host::kconfig::release(),
-        host: read("/proc/sys/kernel/hostname"),
+        host: crate::host::sysctl::read("kernel.hostname").unwrap_or_default(),
         backend: attached.backend.to_string(),
         hooks: attached.hook_list(),
         start_unix_s: std::time::SystemTime::now()

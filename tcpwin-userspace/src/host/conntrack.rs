@@ -18,7 +18,7 @@ use tcpwin_model::peer::{Flow, FourTuple};
 /// 10 ms each family), and `--peer` and the exporter's `/sockets` ask at every reading.
 pub fn tcp_flows() -> Result<Vec<Flow>> {
     // net sysctls answer for the namespace of whoever opens them: the calling thread's
-    let count = std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_count").ok();
+    let count = super::sysctl::read("net.netfilter.nf_conntrack_count");
     if nothing_tracked(count.as_deref()) {
         return Ok(Vec::new());
     }

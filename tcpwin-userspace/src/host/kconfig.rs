@@ -4,10 +4,7 @@ use std::io::Read;
 
 /// The running kernel's release (`uname -r`), empty where it cannot be read.
 pub fn release() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
+    super::sysctl::read("kernel.osrelease").unwrap_or_default()
 }
 
 fn config_text() -> Option<String> {

@@ -3,7 +3,9 @@
 use tcpwin_common::formula::adv_win_scale_ratio;
 use tcpwin_model::facts::HostLimits;
 
-fn read(key: &str) -> Option<String> {
+/// A sysctl's value (`net.ipv4.tcp_rmem`: `/proc/sys/net/ipv4/tcp_rmem`), trimmed; `net.*` in
+/// the calling thread's namespace. None where it cannot be read.
+pub fn read(key: &str) -> Option<String> {
     std::fs::read_to_string(format!("/proc/sys/{}", key.replace('.', "/")))
         .ok()
         .map(|s| s.trim().to_string())
