@@ -48,7 +48,7 @@ pub fn host_limits() -> HostLimits {
         remote: None,
         routes: Vec::new(),
         ifaces: Vec::new(),
-        kernel: Some(super::kconfig::release()).filter(|k| !k.is_empty()),
+        kernel: read("kernel.osrelease").filter(|k| !k.is_empty()),
     }
 }
 
