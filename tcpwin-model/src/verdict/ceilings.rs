@@ -158,12 +158,12 @@ pub(super) fn ceilings(v: &Verdict, sender: Option<End>, receiver: Option<End>) 
     out
 }
 
-/// What the fix adds about the other ceilings: what binds next once the named one is lifted,
-/// and with `--target`, every other ceiling below it and which end can change it. Empty when
-/// nothing else is known.
 /// Two ceilings within this factor of each other bind together.
 const TOGETHER: f64 = 1.1;
 
+/// What the fix adds about the other ceilings: what binds next once the named one is lifted
+/// (or, within a tenth of it, binds beside it), and with `--target`, every other ceiling below
+/// it and which end can change it. Empty when nothing else is known.
 pub(super) fn next_words(v: &Verdict) -> String {
     let Some(kind) = Kind::of(v.limit) else {
         return String::new();
