@@ -8,6 +8,10 @@ use super::{
 };
 use crate::facts::SockFacts;
 
+/// What a reader slower than the path is told.
+pub(super) const READ_FASTER: &str =
+    "the application must read faster: a larger buffer only delays the stall";
+
 /// Unread data at this share of the window, with the advertised window under half of it, at both
 /// ends of an interval: the application's backlog, not the buffer, sets the window.
 const BACKLOG_SHARE: f64 = 0.25;
@@ -92,8 +96,7 @@ pub(super) fn backlog_binds(
         r.now.rcv_wnd.unwrap_or(0),
         lowat_words(r.now)
     ));
-    v.suggested =
-        Some("the application must read faster: a larger buffer only delays the stall".into());
+    v.suggested = Some(READ_FASTER.into());
     true
 }
 
@@ -136,8 +139,7 @@ pub(super) fn peer_stalls(
             fmt_rate(rate),
             fmt_rate(ceiling_bps(window, base)),
         ));
-        v.suggested =
-            Some("the application must read faster: a larger buffer only delays the stall".into());
+        v.suggested = Some(READ_FASTER.into());
         return true;
     }
     v.setting = Some(format!(

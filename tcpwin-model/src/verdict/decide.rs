@@ -523,10 +523,7 @@ fn idle(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) -> bool {
                     "nothing arrived in the interval while {n} B received waited unread: the receiving application did not read them{}",
                     apps::lowat_words(r.now)
                 ));
-                v.suggested = Some(
-                    "the application must read faster: a larger buffer only delays the stall"
-                        .into(),
-                );
+                v.suggested = Some(apps::READ_FASTER.into());
                 return true;
             }
         }
