@@ -209,26 +209,6 @@ impl App {
         }
     }
 
-    /// The program a row runs, by name: what the proof's accuracy is held per.
-    pub fn program(self) -> &'static str {
-        match self {
-            App::Iperf3 {
-                fq_rate: None,
-                bitrate: None,
-                ..
-            } => "iperf3",
-            App::Iperf3 { fq_rate: None, .. } => "iperf3 -b",
-            App::Iperf3 { .. } => "iperf3 --fq-rate",
-            App::Ssh => "ssh",
-            App::Nginx { client, .. } => match client {
-                Client::Curl => "nginx -> curl",
-                Client::Wget => "nginx -> wget",
-                Client::Python { .. } => "nginx -> python",
-            },
-            App::Upload { .. } => "curl -T -> nginx",
-        }
-    }
-
     /// How long the program talks before its data flows, which the readings wait out: OpenSSH's
     /// version exchange, key exchange, authentication and channel set-up take about a dozen
     /// round trips (1.2-1.6 s over 100 ms), so its flow is read as old as the others'.

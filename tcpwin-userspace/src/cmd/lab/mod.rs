@@ -275,7 +275,7 @@ fn tables(rows: &[tcpwin_lab::rows::WanRow]) -> Result<()> {
 fn tables_from(f: &std::path::Path, markdown: bool, rejudge: bool) -> Result<()> {
     let text = std::fs::read_to_string(f)
         .with_context(|| format!("--from {}: cannot read it", f.display()))?;
-    let rows = text
+    let mut rows = text
         .lines()
         .filter(|l| !l.trim().is_empty())
         .enumerate()
@@ -292,7 +292,6 @@ fn tables_from(f: &std::path::Path, markdown: bool, rejudge: bool) -> Result<()>
     if rows.is_empty() {
         bail!("--from {}: no rows in it", f.display());
     }
-    let mut rows = rows;
     if rejudge {
         let again = wan::rejudge(&mut rows);
         eprintln!(
