@@ -12,9 +12,6 @@ use crate::facts::SockFacts;
 /// A sender the kernel counted sndbuf-limited for more than this share of its busy time is
 /// bound by its own send buffer.
 const SNDBUF_LIMITED_SHARE: f64 = 0.5;
-/// A send buffer that cannot grow, kept full at both readings, with the sender counted
-/// sndbuf-limited this share of its busy time or more, and the rate at what it lets out: it binds.
-const SNDBUF_KEPT_SHARE: f64 = 0.25;
 /// Segments an interval must deliver for its own share of retransmissions to be read.
 const RETRANS_MIN_SEGMENTS: u64 = 1000;
 /// Data queued to send at this share of the send buffer or more: the application is blocked on
@@ -387,24 +384,29 @@ pub(super) fn sndbuf_binds(
     true
 }
 
-/// Why the sender's own buffer binds, or None: data queued up to the send buffer and mostly in
-/// flight while the peer's window would take twice the buffer or twice what is in flight (a
-/// congestion window that held the flow would
-/// leave the buffer's data unsent; one trimmed to what the buffer lets out does not bind); a
-/// buffer that cannot grow (an application's SO_SNDBUF, or autotuned up to tcp_wmem[2]) the rate
-/// follows over the RTT (a reading may catch the buffer drained between two writes: nginx
-/// `sndbuf=32k`); or the kernel's sndbuf-limited time.
+/// Why the sender's own buffer binds, or None. It binds only where its writer waited on it
+/// ([`End::writer_waited`]: the kernel's sndbuf-limited count, the writer found waiting for room,
+/// data queued up to `sk_sndbuf`; where no reading says, the facts below stand in) and the peer's
+/// window had room, and then where one of these holds:
+/// - the kernel counted most of the busy time sndbuf-limited;
+/// - the buffer is full with most of it in flight: nothing waits unsent, so no pacer, path or
+///   congestion window holds the data back (lab: `sndbuf`, 100 ms, 500 Mbit/s);
+/// - the buffer cannot grow (SO_SNDBUF, or autotuned up to `tcp_wmem[2]`) and the rate follows
+///   it over the RTT: at [`FOLLOWS_INFLIGHT`] of `sk_sndbuf`, or at [`WRITER_WAKES`] of what was in
+///   flight when it was full at the earlier reading, a window the peer did not fill. A reading may
+///   catch such a buffer between two writes or half of it waiting for bbr's pacer, which paces
+///   at the rate the buffer set (lab: `two-limits` tcp_wmem[2] 128-256 KiB, nginx `sndbuf=32k`).
 fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let f = s.now;
     let sndbuf = f.sk_sndbuf? as u64;
-    // a buffer binds only where its writer waited on it: OpenSSH over 100 ms keeps 2 MB queued
-    // of a 4 MiB buffer, its own channel window the limit; the kernel counted 0 % sndbuf-limited
-    // and no reading found the writer waiting (a larger tcp_wmem moved nothing)
-    if s.writer_waited() == Some(false) {
+    // OpenSSH over 100 ms keeps 2 MB queued of a 4 MiB buffer, its own channel window the limit:
+    // the kernel counted 0 % sndbuf-limited, no reading found the writer waiting (lab: `own-pace`)
+    let waited = s.writer_waited();
+    if waited == Some(false) {
         return None;
     }
     let share = s.chrono_share(|f| f.sndbuf_limited_us);
-    let locked = if f.sndbuf_locked == Some(true) {
+    let mut locked = if f.sndbuf_locked == Some(true) {
         "set by the application (SO_SNDBUF)"
     } else {
         "autotuned"
@@ -417,140 +419,68 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     }
     let queued = f.wmem_queued? as u64;
     let peer_window = f.snd_wnd? as u64;
-    let full = queued as f64 >= SNDBUF_FULL * sndbuf as f64;
-    // the peer's window would take at least twice what the buffer holds, or twice what it lets
-    // into flight (sk_sndbuf counts memory: 512 KiB of it holds ~370 KB of payload, and a peer
-    // window of 940 KB that does not bind is under twice 512 KiB)
     let inflight = f.inflight_bytes().unwrap_or(0);
+    // the peer's window would take twice the buffer or twice what is in flight (sk_sndbuf counts
+    // memory: 512 KiB holds ~370 KB of payload), or the kernel counted it holding the sender
+    // under a tenth of the busy time with what is in flight well under it
     let room = peer_window >= sndbuf.saturating_mul(2)
         || (inflight > 0 && peer_window >= inflight.saturating_mul(2))
-        // the kernel's own count: the peer's window held the sender under a tenth of its busy
-        // time, and what is in flight is well under it
         || (s
             .chrono_share(|f| f.rwnd_limited_us)
             .is_some_and(|x| x < RWND_SELDOM)
             && inflight > 0
             && (inflight as f64) < 0.8 * peer_window as f64);
-    // most of what is queued is in flight: nothing waits to be sent (a sender paced or held by
-    // the path or its congestion window keeps most of a full buffer unsent)
-    let all_sent = f
-        .inflight_bytes()
-        .is_some_and(|i| i as f64 >= SNDBUF_SENT * queued as f64);
-    let moving = rate.is_some_and(|r| r > 0);
-    // a buffer that cannot grow (an application's SO_SNDBUF, or autotuned up to tcp_wmem[2]):
-    // the kernel lets up to twice sk_sndbuf be queued (wmem_queued counts overhead), and a rate
-    // at that ceiling over the RTT follows the buffer, whatever one reading caught (a writer's
-    // buffer drained for a moment between two writes: nginx `sndbuf=32k`, our own sender at a
-    // 128 KiB tcp_wmem[2] read with 2 KB queued)
-    // the rate at `share` or more of what `bytes` let out over the RTT
-    let at_rate_of = |share: f64, bytes: u64| {
-        rate.is_some_and(|r| r as f64 >= share * ceiling_bps(bytes, rtt) as f64)
-    };
-    let fixed = cannot_grow(s, sndbuf);
-    let follows_fixed = fixed && at_rate_of(SNDBUF_FULL, 2 * sndbuf);
-    let at_buffer_rate = at_rate_of(FOLLOWS_INFLIGHT, sndbuf);
-    // a buffer that cannot grow with the writer blocked on it (queued at sk_sndbuf or more at
-    // both readings: the kernel takes no more from the application) and the rate at what the
-    // buffer lets out over the RTT: the buffer set the rate, whatever share of it the pacer held
-    // back at these readings (bbr paces under the rate the buffer set in its 0.75 gain phase:
-    // 181 KB queued of 128 KiB, 48 KB in flight and 124 KB unsent, 44 Mbit/s where 128 KiB over
-    // 22 ms is 47)
-    let blocked = fixed
-        && queued >= sndbuf
-        && s.before
-            .is_none_or(|b| b.wmem_queued.is_some_and(|q| q as u64 >= sndbuf))
-        && at_buffer_rate;
-    // a buffer that cannot grow kept full (half of sk_sndbuf queued or more) at both readings,
-    // the kernel counting the sender sndbuf-limited a quarter of its busy time or more, and the
-    // rate at what the buffer lets out over the RTT: the buffer set the rate, and bbr's pacer,
-    // following it, held part of it unsent at these readings (tcp_wmem[2] 256 KiB read from the
-    // peer's exporter: 285 then 201 KB queued, 90 then 50 segments in flight, 36 % sndbuf-limited,
-    // 77 Mbit/s where 256 KiB over 23 ms is 91)
-    let kept_full = fixed
-        && full
-        && s.before.is_some_and(|b| {
-            b.wmem_queued
-                .is_some_and(|q| q as f64 >= SNDBUF_FULL * sndbuf as f64)
-        })
-        && share.is_some_and(|x| x >= SNDBUF_KEPT_SHARE)
-        && at_buffer_rate;
-    // a buffer that cannot grow, full at the earlier reading with most of it in flight, and the
-    // interval's rate at two thirds or more of what it let into flight then over the RTT (the
-    // writer wakes when a third of the buffer is free: reno at tcp_wmem[2] 256 KiB, 79 Mbit/s
-    // where 264 KB over 21 ms is 101, the later reading 2.6 ms after an ACK freed three quarters
-    // of it, before the writer ran: 66 KB queued, nothing unsent): the buffer set the rate, and
-    // this reading caught the writer between two writes (the lab's sender at tcp_wmem[2]
-    // 256 KiB, its writer descheduled for a moment on a busy host: 66 KB queued, the kernel's
-    // app-limited mark set, where a quarter second before 200 KB were), or caught half of it
-    // waiting for the pacer (bbr paces at the rate it measured, which the buffer set: 123 KB
-    // queued of 128 KiB with 54 KB unsent and the congestion window 4x what was in flight,
-    // where a second before 103 KB of 116 KB were in flight); not where what was in flight
-    // then filled the peer's window, or the rate is what that window lets through over the RTT:
-    // the window set it (iperf3 -w 64K: 78 KB in flight of an 80 KB window, 93 KB queued of
-    // 128 KiB; or 70 KB in flight and 137 KB queued, at 29.4 Mbit/s where 79 KB over 23 ms is
-    // 27.8)
-    let full_before = s
-        .before
-        .filter(|_| fixed && !(full && all_sent))
-        .and_then(|b| {
-            let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
-            let window_held = b.snd_wnd.map(u64::from).is_some_and(|w| {
-                inflight + 2 * u64::from(b.mss_cache.unwrap_or(0)) >= w
-                    || at_rate_of(FOLLOWS_INFLIGHT, w)
-            });
-            (full_and_sent(queued, inflight, sndbuf)
-                && at_rate_of(WRITER_WAKES, inflight)
-                && !window_held)
-                .then_some((queued, inflight))
+    let rate = rate.filter(|r| *r > 0)?;
+    let at_rate_of = |share: f64, bytes: u64| rate as f64 >= share * ceiling_bps(bytes, rtt) as f64;
+    let full = full_and_sent(queued, inflight, sndbuf);
+    // full at the earlier reading with what was in flight then short of the peer's window (which
+    // would have set the rate: iperf3 -w 64K, 78 KB in flight of an 80 KB window)
+    let full_before = s.before.and_then(|b| {
+        let (queued, inflight) = (b.wmem_queued? as u64, b.inflight_bytes()?);
+        let window_held = b.snd_wnd.map(u64::from).is_some_and(|w| {
+            inflight + 2 * u64::from(b.mss_cache.unwrap_or(0)) >= w
+                || at_rate_of(FOLLOWS_INFLIGHT, w)
         });
-    (room
-        && moving
-        && ((full && all_sent) || full_before.is_some() || follows_fixed || blocked || kept_full))
-        .then(|| {
-        let state = if full && all_sent {
-            format!("is full ({queued} B queued)")
-        } else if blocked {
-            format!(
-                "cannot grow and holds the writer ({queued} B queued, {inflight} B of it in flight, the rest waiting for the pacer), and the rate ({}) is what it lets out over the RTT",
-                fmt_rate(rate.unwrap_or(0))
-            )
-        } else if kept_full {
-            format!(
-                "cannot grow and stayed full ({queued} B queued, {inflight} B of it in flight, the rest waiting for the pacer; the kernel counted {:.0} % of busy time sndbuf-limited), and the rate ({}) is what it lets out over the RTT",
-                share.unwrap_or(0.0) * 100.0,
-                fmt_rate(rate.unwrap_or(0))
-            )
-        } else if let Some((was, out)) = full_before {
-            format!(
-                "cannot grow: it was full at the earlier reading ({was} B queued, {out} B in flight) and the rate ({}) is what that lets out over the RTT; at this reading {queued} B queued, {} B in flight ({})",
-                fmt_rate(rate.unwrap_or(0)),
-                inflight,
-                if full {
-                    "the rest waiting for the pacer"
-                } else {
-                    "the writer between two writes"
-                }
-            )
-        } else {
-            format!(
-                "cannot grow, and the rate ({}) runs at its ceiling ({queued} B queued at this reading: drained for a moment between two writes)",
-                fmt_rate(rate.unwrap_or(0))
-            )
-        };
-        let locked = if f.sndbuf_locked != Some(true) && !(full && all_sent) {
-            "autotuned up to tcp_wmem[2]"
-        } else {
+        (full_and_sent(queued, inflight, sndbuf) && !window_held).then_some((queued, inflight))
+    });
+    let follows = cannot_grow(s, sndbuf)
+        && (at_rate_of(FOLLOWS_INFLIGHT, sndbuf)
+            || full_before.is_some_and(|(_, out)| at_rate_of(WRITER_WAKES, out)));
+    if !room || !(full || follows) {
+        return None;
+    }
+    let state = if full {
+        format!("is full ({queued} B queued, {inflight} B of it in flight)")
+    } else {
+        locked = if f.sndbuf_locked == Some(true) {
             locked
+        } else {
+            "autotuned up to tcp_wmem[2]"
         };
         format!(
-            "the send buffer (sk_sndbuf {sndbuf}, {locked}) {state} while the peer's window ({peer_window} B) and the congestion window allow more: {} at most over {}{}",
-            fmt_rate(ceiling_bps(sndbuf, rtt)),
-            fmt_rtt(rtt),
-            share
-                .map(|x| format!("; sndbuf-limited time {:.0} %", x * 100.0))
-                .unwrap_or_default()
+            "cannot grow{}, and the rate ({}) is what it lets out over the RTT{}; at this reading {queued} B queued, {inflight} B of it in flight ({})",
+            if waited == Some(true) { " and holds the writer" } else { "" },
+            fmt_rate(rate),
+            full_before
+                .map(|(was, out)| format!(
+                    " (full at the earlier reading: {was} B queued, {out} B in flight)"
+                ))
+                .unwrap_or_default(),
+            if f.unsent.unwrap_or(0) >= f.mss_cache.unwrap_or(u32::MAX) {
+                "the rest waiting for the pacer"
+            } else {
+                "the writer between two writes"
+            }
         )
-    })
+    };
+    Some(format!(
+        "the send buffer (sk_sndbuf {sndbuf}, {locked}) {state} while the peer's window ({peer_window} B) and the congestion window allow more: {} at most over {}{}",
+        fmt_rate(ceiling_bps(sndbuf, rtt)),
+        fmt_rtt(rtt),
+        share
+            .map(|x| format!("; sndbuf-limited time {:.0} %", x * 100.0))
+            .unwrap_or_default()
+    ))
 }
 
 /// A flow at this share of the pacing cap its application set, or more, is held by that cap.
