@@ -132,26 +132,23 @@ pub(super) fn peer_stalls(
     let seen = receiver.is_some();
     v.limit = Limit::AppNotReading;
     v.window = Some(window);
-    if seen {
-        v.setting = Some(format!(
-            "the receiver's window held the sender {:.0} % of its busy time, yet it sent {} where that window ({window} B) allows {}: the window was mostly closed by the receiving application, reading slower than the path delivers (these readings caught it just after it drained its buffer)",
-            v.rwnd_limited_share.unwrap_or(0.0) * 100.0,
-            fmt_rate(rate),
-            fmt_rate(ceiling_bps(window, base)),
-        ));
-        v.suggested = Some(READ_FASTER.into());
-        return true;
-    }
     v.setting = Some(format!(
-        "the peer's window held this sender {:.0} % of its busy time, yet it sent {} where the window it advertises now ({window} B) allows {}: the window was mostly far smaller, closed by the peer's application reading slower than the path delivers",
+        "the {} window held {} sender {:.0} % of its busy time, yet it sent {} where {} ({window} B) allows {}: the window was mostly {}closed by the {} application, reading slower than the path delivers{}",
+        if seen { "receiver's" } else { "peer's" },
+        if seen { "the" } else { "this" },
         v.rwnd_limited_share.unwrap_or(0.0) * 100.0,
         fmt_rate(rate),
+        if seen { "that window" } else { "the window it advertises now" },
         fmt_rate(ceiling_bps(window, base)),
+        if seen { "" } else { "far smaller, " },
+        if seen { "receiving" } else { "peer's" },
+        if seen { " (these readings caught it just after it drained its buffer)" } else { "" },
     ));
-    v.suggested = Some(
-        "the receiving application must read faster (run `tcpwin-trace ss` on the receiving host): nothing to change on the sending end"
-            .into(),
-    );
+    v.suggested = Some(if seen {
+        READ_FASTER.into()
+    } else {
+        "the receiving application must read faster (run `tcpwin-trace ss` on the receiving host): nothing to change on the sending end".into()
+    });
     true
 }
 

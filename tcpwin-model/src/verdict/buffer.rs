@@ -101,13 +101,7 @@ fn rcvbuf_locked(c: &Ctx) -> Option<Found> {
             c.words()
         ),
     };
-    Some(Found {
-        limit: Limit::RcvbufLocked,
-        setting,
-        gain: fix.as_ref().and_then(|f| c.gain(f)),
-        text,
-        fix,
-    })
+    Some(c.found(Limit::RcvbufLocked, setting, fix, Some(text)))
 }
 
 fn autotune(c: &Ctx) -> Option<Found> {
@@ -172,17 +166,7 @@ fn autotune(c: &Ctx) -> Option<Found> {
     if c.need().is_some() && fix.is_none() {
         return None;
     }
-    let text = match &fix {
-        Some(f) => format!("{}: {}", c.words(), f.words()),
-        None => c.words(),
-    };
-    Some(Found {
-        limit: Limit::AutotuneMax,
-        setting,
-        gain: fix.as_ref().and_then(|f| c.gain(f)),
-        text,
-        fix,
-    })
+    Some(c.found(Limit::AutotuneMax, setting, fix, None))
 }
 
 /// What this kernel version gets wrong about the buffer, where it bears on this socket: a

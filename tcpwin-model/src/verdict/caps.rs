@@ -39,11 +39,7 @@ pub(super) fn caps(
         w,
         clamp: f.window_clamp.unwrap_or(0),
         wscale_ok,
-        shift: if wscale_ok {
-            f.rcv_wscale.unwrap_or(0)
-        } else {
-            0
-        },
+        shift: f.rcv_wscale.filter(|_| wscale_ok).unwrap_or(0),
         base,
         sizing,
         ratio: f.scaling_ratio,
@@ -107,25 +103,20 @@ pub(super) fn caps(
     // it is the next to lift once the primary is
     let primary = p.limit;
     v.factors.extend(found.into_iter().map(|x| {
-        if lifts(&x) {
-            Factor {
-                limit: x.limit,
-                setting: x.setting,
-                suggested: x.text,
-                fix: x.fix,
-                window_gain: x.gain,
-            }
-        } else {
-            Factor {
-                limit: x.limit,
-                setting: x.setting,
-                suggested: format!(
+        let now = lifts(&x);
+        Factor {
+            limit: x.limit,
+            setting: x.setting,
+            suggested: if now {
+                x.text
+            } else {
+                format!(
                     "nothing now: {primary} holds the window at {} B whatever this changes; once it is lifted: {}",
                     c.w, x.text
-                ),
-                fix: None,
-                window_gain: None,
-            }
+                )
+            },
+            fix: x.fix.filter(|_| now),
+            window_gain: x.gain.filter(|_| now),
         }
     }));
 }

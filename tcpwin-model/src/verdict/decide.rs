@@ -139,12 +139,15 @@ fn owners(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) {
             f.on_peer = remote(end);
         }
     };
-    if let Some(f) = v.fix.as_mut() {
-        own(f, v.limit);
-    }
-    for x in v.factors.iter_mut() {
-        if let Some(f) = x.fix.as_mut() {
-            own(f, x.limit);
+    each_fix(v, own);
+}
+
+/// Every fix the verdict prints, with the limit it lifts: the verdict's own, then its factors'.
+fn each_fix(v: &mut Verdict, mut f: impl FnMut(&mut Fix, Limit)) {
+    let factors = v.factors.iter_mut().map(|x| (x.fix.as_mut(), x.limit));
+    for (fix, limit) in std::iter::once((v.fix.as_mut(), v.limit)).chain(factors) {
+        if let Some(fix) = fix {
+            f(fix, limit);
         }
     }
 }
@@ -161,7 +164,7 @@ fn in_pods(v: &mut Verdict, ends: [Option<End>; 2]) {
     if pods.is_empty() {
         return;
     }
-    let form = |f: &mut Fix| {
+    each_fix(v, |f, _| {
         let mine: Vec<String> = f
             .commands
             .iter()
@@ -169,15 +172,7 @@ fn in_pods(v: &mut Verdict, ends: [Option<End>; 2]) {
             .cloned()
             .collect();
         f.pod = pod_form(&mine);
-    };
-    if let Some(f) = v.fix.as_mut() {
-        form(f);
-    }
-    for x in v.factors.iter_mut() {
-        if let Some(f) = x.fix.as_mut() {
-            form(f);
-        }
-    }
+    });
 }
 
 /// The judge's own check over the verdict it gives: a fix whose why or facts disagree with it is

@@ -19,7 +19,16 @@ fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
     Some(now?.saturating_sub(before?))
 }
 
-impl End<'_> {
+impl<'a> End<'a> {
+    /// This end as one reading shows it, with no interval.
+    pub(super) fn at(&self, now: &'a SockFacts) -> End<'a> {
+        End {
+            now,
+            before: None,
+            host: self.host,
+        }
+    }
+
     /// Seconds since the earlier reading.
     pub(super) fn dt_s(&self) -> Option<f64> {
         self.before

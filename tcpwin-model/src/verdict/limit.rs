@@ -115,6 +115,13 @@ impl Limit {
     }
 }
 
+/// A verdict with nothing known yet.
+impl Default for Limit {
+    fn default() -> Self {
+        Limit::Unknown
+    }
+}
+
 impl std::fmt::Display for Limit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.id())

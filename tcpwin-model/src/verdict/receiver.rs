@@ -134,4 +134,25 @@ impl Ctx<'_> {
     pub fn gain(&self, fix: &Fix) -> Option<f64> {
         fix.window.map(|w| w as f64 / self.w.max(1) as f64)
     }
+
+    /// A cap found, its gain from its fix; `text` None: the sizing's words and the fix's.
+    pub fn found(
+        &self,
+        limit: Limit,
+        setting: String,
+        fix: Option<Fix>,
+        text: Option<String>,
+    ) -> Found {
+        let text = text.unwrap_or_else(|| match &fix {
+            Some(f) => format!("{}: {}", self.words(), f.words()),
+            None => self.words(),
+        });
+        Found {
+            limit,
+            setting,
+            gain: fix.as_ref().and_then(|f| self.gain(f)),
+            text,
+            fix,
+        }
+    }
 }

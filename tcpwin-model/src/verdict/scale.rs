@@ -145,16 +145,12 @@ pub(super) fn wscale_off(c: &Ctx) -> Option<Found> {
             c.words()
         ),
     };
-    Some(Found {
-        limit: Limit::WscaleOff,
-        setting,
-        gain: fix
-            .as_ref()
-            .and_then(|f| c.gain(f))
-            .or_else(|| c.need().map(|n| n.max(c.w) as f64 / c.w.max(1) as f64)),
-        text,
-        fix,
-    })
+    let mut found = c.found(Limit::WscaleOff, setting, fix, Some(text));
+    // without a fix here (the peer's setting), the gain of the window the rate needs
+    found.gain = found
+        .gain
+        .or_else(|| c.need().map(|n| n.max(c.w) as f64 / c.w.max(1) as f64));
+    Some(found)
 }
 
 /// How far the buffer's window must pass the scale's for the scale to be the limit named.
@@ -243,23 +239,16 @@ pub(super) fn scale_cap(c: &Ctx) -> Option<Found> {
         c.shift
     );
     let text = match &fix {
-        Some(f) if f.app.as_ref().is_some_and(|a| a.option == "TCP_WINDOW_CLAMP") => format!(
+        Some(f) if f.app.as_ref().is_some_and(|a| a.option == "TCP_WINDOW_CLAMP") => Some(format!(
             "{}: find which: open a new connection the same way and read its scale (`tcpwin-trace ss -e`): {} means the caps were smaller when this one opened, and re-opening it is the fix; {} again means a clamp set before connect()/listen(): {}",
             c.words(),
             c.autotuned_wscale(c.tcp_rmem()[2], 0),
             c.shift,
             f.words()
-        ),
-        Some(f) => format!("{}: {}", c.words(), f.words()),
-        None => c.words(),
+        )),
+        _ => None,
     };
-    Some(Found {
-        limit: Limit::ScaleCap,
-        setting,
-        gain: fix.as_ref().and_then(|f| c.gain(f)),
-        text,
-        fix,
-    })
+    Some(c.found(Limit::ScaleCap, setting, fix, text))
 }
 
 /// The scale this connection got is smaller than the one the host's caps give new connections
@@ -352,11 +341,6 @@ pub(super) fn window_clamp(c: &Ctx) -> Option<Found> {
             ),
         ),
     };
-    Some(Found {
-        limit: Limit::WindowClamp,
-        setting,
-        text: format!("{}: {} (or remove the clamp)", c.words(), fix.words()),
-        gain: c.gain(&fix),
-        fix: Some(fix),
-    })
+    let text = format!("{}: {} (or remove the clamp)", c.words(), fix.words());
+    Some(c.found(Limit::WindowClamp, setting, Some(fix), Some(text)))
 }

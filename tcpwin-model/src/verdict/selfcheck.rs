@@ -17,10 +17,7 @@
 //! (`refused`), so the lab counts them over every reading it takes.
 use tcpwin_common::formula::{handshake_wscale, max_scaled_window, win_from_space};
 
-use super::{
-    limit::Limit,
-    types::{Factor, Verdict},
-};
+use super::{limit::Limit, types::Verdict};
 use crate::facts::{HostLimits, SockFacts};
 
 /// A rule a verdict broke, and how.
@@ -67,22 +64,12 @@ pub fn contradictions(v: &Verdict, r: &Reading) -> Vec<Contradiction> {
         }
     }
     let window = v.window;
-    let mut fixes: Vec<(Limit, &super::fix::Fix, Option<&str>)> = Vec::new();
-    if let Some(fix) = &v.fix {
-        fixes.push((v.limit, fix, v.setting.as_deref()));
-    }
-    for Factor {
-        limit,
-        fix,
-        setting,
-        ..
-    } in &v.factors
-    {
-        if let Some(fix) = fix {
-            fixes.push((*limit, fix, Some(setting.as_str())));
-        }
-    }
-    for (limit, fix, setting) in fixes {
+    let factors = v
+        .factors
+        .iter()
+        .map(|x| (x.limit, &x.fix, Some(x.setting.as_str())));
+    let fixes = std::iter::once((v.limit, &v.fix, v.setting.as_deref())).chain(factors);
+    for (limit, fix, setting) in fixes.filter_map(|(l, f, s)| Some((l, f.as_ref()?, s))) {
         // a fix that lifts a window is held to the window it lifts
         if limit.is_window() {
             if let (Some(now), Some(after)) = (window, fix.window) {

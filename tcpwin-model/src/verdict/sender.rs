@@ -51,15 +51,7 @@ pub(super) fn cwnd_bound(s: End) -> Option<u64> {
 /// there is an earlier one, at that one too (a window cut by a recovery just before the later
 /// reading held it for a moment, not for the interval).
 pub(super) fn cwnd_held(s: End) -> bool {
-    let earlier = |b| {
-        cwnd_bound(End {
-            now: b,
-            before: None,
-            host: s.host,
-        })
-        .is_some()
-    };
-    cwnd_bound(s).is_some() && s.before.is_none_or(earlier)
+    cwnd_bound(s).is_some() && s.before.is_none_or(|b| cwnd_bound(s.at(b)).is_some())
 }
 
 /// In flight at this share of the peer's window or more: the window is full (a segment of it may
@@ -78,12 +70,7 @@ pub(super) fn window_full(s: End) -> bool {
         else {
             return false;
         };
-        let room = cwnd_bound(End {
-            now,
-            before: None,
-            host: s.host,
-        })
-        .is_none();
+        let room = cwnd_bound(s.at(now)).is_none();
         wnd > 0 && unsent > 0 && room && inflight as f64 >= WINDOW_FULL * wnd as f64
     };
     full(s.now) && s.before.is_some_and(full)

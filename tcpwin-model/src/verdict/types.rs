@@ -11,11 +11,12 @@ use crate::{
 
 /// A flow at this share of its window / RTT ceiling or more is window-limited.
 pub const WINDOW_LIMITED_SHARE: f64 = 0.7;
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
     Receiving,
     Sending,
+    #[default]
     Idle,
 }
 
@@ -41,12 +42,13 @@ impl Side {
 }
 
 /// What a verdict was judged over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Basis {
     /// the interval since the socket was last read (rates from the deltas)
     Interval,
     /// one reading: what the socket's counters hold over its life
+    #[default]
     Life,
 }
 
@@ -65,7 +67,7 @@ pub struct Factor {
 }
 
 /// One connection's verdict as one end sees it (over an interval, or over its life).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub limit: Limit,
     /// this socket's side of the data
@@ -131,31 +133,8 @@ impl Verdict {
     /// A verdict with nothing known yet.
     pub fn unknown(side: Side) -> Verdict {
         Verdict {
-            limit: Limit::Unknown,
             side,
-            basis: Basis::Life,
-            peer: None,
-            window_limited: None,
-            rate_bps: None,
-            rtt_us: None,
-            base_rtt_us: None,
-            rtt_source: None,
-            queue_us: None,
-            window: None,
-            ceiling_bps: None,
-            base_ceiling_bps: None,
-            target_bps: None,
-            target_payload_bps: None,
-            bdp_bytes: None,
-            rwnd_limited_share: None,
-            unread: None,
-            setting: None,
-            suggested: None,
-            fix: None,
-            factors: Vec::new(),
-            refused: Vec::new(),
-            ceilings: Vec::new(),
-            next: None,
+            ..Verdict::default()
         }
     }
 }
