@@ -7,6 +7,9 @@
 
 pub mod formula;
 pub mod names;
+/// Into a network namespace: a thread, or a program before it starts (userspace only)
+#[cfg(feature = "user")]
+pub mod netns;
 /// Ctrl-C / SIGTERM as a flag (userspace only)
 #[cfg(feature = "user")]
 pub mod stop;

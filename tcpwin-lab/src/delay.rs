@@ -732,7 +732,7 @@ impl DelayLine {
                 std::thread::Builder::new()
                     .name(format!("delay-{from}"))
                     .spawn(move || -> Result<()> {
-                        if let Err(e) = crate::enter::enter_thread(&ns) {
+                        if let Err(e) = tcpwin_common::netns::enter_thread(&ns) {
                             let _ = ready.send(Err(format!("entering the path namespace: {e}")));
                             return Ok(());
                         }

@@ -1,5 +1,5 @@
 //! Experiments in namespaces: run the tracer as a child process and the built-in receiver/sender
-//! inside a `netns::Pair`. Shared by the lab, the demo, the end-to-end tests and the bench.
+//! inside a `pair::Pair`. Shared by the lab, the demo, the end-to-end tests and the bench.
 use std::{
     io::{BufRead, BufReader, Read},
     path::{Path, PathBuf},
@@ -12,7 +12,7 @@ use crate::rows::EndpointReport;
 use anyhow::{bail, Context, Result};
 use tcpwin_common::stop::stopped;
 
-use crate::netns::Pair;
+use crate::pair::Pair;
 
 /// Refuses early when not root: namespaces, veth and sysctls need it.
 pub fn require_root(what: &str) -> Result<()> {

@@ -3,10 +3,9 @@
 //!
 //! - `programs`: real programs as traffic (iperf3, nginx, curl, wget, python), run inside the
 //!   namespaces;
-//! - `netns`: two network namespaces joined by veth, or by a path namespace (a WAN), removed on
-//!   drop;
+//! - `pair`: two network namespaces joined by veth, or by a path namespace (a WAN), removed on
+//!   drop (entered by `tcpwin_common::netns`, the one way in);
 //! - `delay`: the path's delay line (AF_PACKET forwarder; this machine kind has no netem);
-//! - `enter`: a thread entering a network namespace (nix's setns);
 //! - `endpoints`: the built-in receiver and sender, reporting the kernel's view of each
 //!   connection from the owning process (the ground truth);
 //! - `sysctl`: global sysctls set for an experiment and restored;
@@ -15,9 +14,8 @@
 //! - `rows`: what the lab, its endpoints and the benchmark write (JSON lines), as typed structs.
 pub mod delay;
 pub mod endpoints;
-pub mod enter;
 pub mod harness;
-pub mod netns;
+pub mod pair;
 pub mod programs;
 pub mod pty;
 pub mod rows;

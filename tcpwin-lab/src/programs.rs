@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{bail, Context, Result};
 
-use crate::{harness::Proc, netns::Pair};
+use crate::{harness::Proc, pair::Pair};
 
 /// A program the lab needs, or the one-sentence fix.
 pub fn require(program: &str, package: &str) -> Result<()> {

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tcpwin_lab::netns::{in_netns, Pair};
+use tcpwin_lab::pair::{in_netns, Pair};
 
 fn require_root() {
     tcpwin_lab::harness::tests_need_root("DELAY LINE TESTS");

@@ -6,7 +6,7 @@ use std::{path::PathBuf, time::Duration};
 
 use tcpwin_lab::{
     harness::{SendOpts, Transfer},
-    netns::Pair,
+    pair::Pair,
 };
 
 fn tracer() -> PathBuf {

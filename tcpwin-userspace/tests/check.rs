@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use tcpwin_common::formula::{space_from_win, win_from_space};
-use tcpwin_lab::netns::Pair;
+use tcpwin_lab::pair::Pair;
 use tcpwin_model::check::CheckReport;
 
 fn exe() -> &'static str {

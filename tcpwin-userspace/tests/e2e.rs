@@ -17,7 +17,7 @@ use tcpwin_lab::rows::EndpointReport;
 use tcpwin_lab::{
     endpoints::ground_truth,
     harness::{wait_bounded, Proc, Tracer, Transfer},
-    netns::{in_netns, Pair},
+    pair::{in_netns, Pair},
 };
 use tcpwin_model::{
     kind::EventKind,

@@ -13,7 +13,7 @@ use std::{
 
 use tcpwin_lab::{
     harness::{programs_named, programs_named_settled, Proc},
-    netns::{in_netns, Pair},
+    pair::{in_netns, Pair},
 };
 
 fn exe() -> &'static str {

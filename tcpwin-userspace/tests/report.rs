@@ -12,7 +12,7 @@ use std::{
 use serde_json::Value;
 use tcpwin_lab::{
     harness::{SendOpts, Tracer, Transfer},
-    netns::Pair,
+    pair::Pair,
 };
 
 fn exe() -> PathBuf {

@@ -15,7 +15,7 @@ use std::{
 use tcpwin_common::formula::{handshake_wscale, max_scaled_window, win_from_space};
 use tcpwin_lab::{
     endpoints::{getsockopt, tcp_info},
-    netns::{in_netns, Pair},
+    pair::{in_netns, Pair},
     sysctl::GlobalSysctl,
 };
 
@@ -128,7 +128,7 @@ fn the_handshakes_scale_is_the_formulas() {
     }
     // a route's window metric clamps the scale (window 65536: scale 1)
     tcp_rmem(6 << 20);
-    tcpwin_lab::netns::ip(&[
+    tcpwin_lab::pair::ip(&[
         "-n",
         &p.b,
         "route",

@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use tcpwin_lab::{endpoints::tcp_info, netns::Pair};
+use tcpwin_lab::{endpoints::tcp_info, pair::Pair};
 use tcpwin_model::{
     schema::SsLine,
     verdict::{Basis, Limit},
@@ -249,7 +249,7 @@ fn ss_reads_another_namespace() {
     let ns = pair.b.clone();
     let port = 5331;
     // a listener and a connection inside the namespace, made by a thread that entered it
-    let (c, s) = tcpwin_lab::netns::in_netns(&ns, move || {
+    let (c, s) = tcpwin_lab::pair::in_netns(&ns, move || {
         let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (s, _) = l.accept().unwrap();
@@ -724,7 +724,7 @@ fn ss_all_follows_namespaces_that_come_and_go() {
     std::thread::sleep(Duration::from_millis(700));
     let pair = Pair::create(&format!("tcpwt-ssg-{}", std::process::id()), 1500).unwrap();
     let name = pair.b.clone();
-    let conn = tcpwin_lab::netns::in_netns(&name, move || {
+    let conn = tcpwin_lab::pair::in_netns(&name, move || {
         let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let c = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let (s, _) = l.accept().unwrap();
@@ -829,15 +829,14 @@ fn ss_pid_of_a_forking_servers_master_names_its_workers_connections() {
     );
 }
 
-/// `tcpwin-trace ss ARGS` run in namespace `ns` (as on that host: `nsenter --net`, the mount
-/// namespace kept): its JSON lines, its stderr.
+/// `tcpwin-trace ss ARGS` run in namespace `ns` (as on that host: the mount namespace kept):
+/// its JSON lines, its stderr.
 fn ss_in(ns: &str, args: &[&str]) -> (Vec<SsLine>, String) {
-    let out = Command::new("nsenter")
-        .arg(format!("--net=/run/netns/{ns}"))
-        .args([exe(), "ss", "--json"])
+    let out = Pair::exec(ns, exe())
+        .args(["ss", "--json"])
         .args(args)
         .output()
-        .expect("nsenter (util-linux)");
+        .expect("tcpwin-trace ss in a namespace");
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "ss in {ns} failed: {err}");
     let lines = String::from_utf8_lossy(&out.stdout)
@@ -891,14 +890,8 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
     // the sending host's exporter, in its namespace, on its address
     let web = dir.join("web.yml");
     let mut exporter = tcpwin_lab::harness::Proc(
-        Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{}", pair.a))
-            .args([
-                exe(),
-                "exporter",
-                "--listen",
-                &format!("{}:9943", pair.ip_a),
-            ])
+        Pair::exec(&pair.a, exe())
+            .args(["exporter", "--listen", &format!("{}:9943", pair.ip_a)])
             .arg("--web.config.file")
             .arg(&web)
             .stderr(std::process::Stdio::null())
@@ -907,7 +900,7 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
     );
     let ip_b = pair.ip_b;
     let ip_a = pair.ip_a;
-    let listening = tcpwin_lab::netns::in_netns(&pair.b, move || {
+    let listening = tcpwin_lab::pair::in_netns(&pair.b, move || {
         let until = std::time::Instant::now() + Duration::from_secs(20);
         while std::time::Instant::now() < until {
             if TcpStream::connect((ip_a, 9943)).is_ok() {
@@ -943,9 +936,8 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
                 // each second with the peer's end
                 // (its lines into a file: a pipe nobody reads meanwhile would stall it)
                 let lines = dir.join(format!("trace-{p}.jsonl"));
-                let trace = Command::new("nsenter")
-                    .arg(format!("--net=/run/netns/{}", pair.b))
-                    .args([exe(), "--json", "--port", &p, "-d", "4"])
+                let trace = Pair::exec(&pair.b, exe())
+                    .args(["--json", "--port", &p, "-d", "4"])
                     .args(["--peer", &url, "--peer-config", &good])
                     .stdout(std::fs::File::create(&lines).unwrap())
                     .stderr(std::process::Stdio::piped())
@@ -1126,25 +1118,23 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
     // names the translated one. The sender's exporter answers with the tuple the receiver has
     // (its conntrack), and the two ends are judged as one.
     let vip = "10.248.0.100";
-    let nat = Command::new("ip")
-        .args([
-            "netns", "exec", &pair.a, "iptables", "-t", "nat", "-A", "OUTPUT",
-        ])
+    let nat = Pair::exec(&pair.a, "iptables")
+        .args(["-t", "nat", "-A", "OUTPUT"])
         .args(["-d", vip, "-p", "tcp", "--dport", "80", "-j", "DNAT"])
         .args(["--to-destination", &format!("{ip_b}:5363")])
         .status()
         .expect("iptables");
     assert!(nat.success());
     // a reader on the receiving host, a writer on the sending one (Debian's python3)
-    let reader = Command::new("ip")
-        .args(["netns", "exec", &pair.b, "/usr/bin/python3", "-c"])
+    let reader = Pair::exec(&pair.b, "/usr/bin/python3")
+        .arg("-c")
         .arg(format!("import socket\nl=socket.socket()\nl.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\nl.bind(('{ip_b}',5363))\nl.listen()\nc,_=l.accept()\nwhile c.recv(1<<20): pass\n"))
         .spawn()
         .unwrap();
     let mut reader = tcpwin_lab::harness::Proc(reader);
     std::thread::sleep(Duration::from_millis(500));
-    let writer = Command::new("ip")
-        .args(["netns", "exec", &pair.a, "/usr/bin/python3", "-c"])
+    let writer = Pair::exec(&pair.a, "/usr/bin/python3")
+        .arg("-c")
         .arg(format!("import socket,time\ns=socket.create_connection(('{vip}',80))\nend=time.time()+8\nwhile time.time()<end: s.sendall(b'x'*65536)\n"))
         .spawn()
         .unwrap();

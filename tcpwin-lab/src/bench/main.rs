@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use tcpwin_lab::{
     harness::{check_stop, require_root, Transfer},
-    netns::Pair,
+    pair::Pair,
 };
 use tcpwin_model::schema::parse_trace;
 

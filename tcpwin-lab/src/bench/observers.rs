@@ -13,7 +13,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use tcpwin_lab::{harness::Tracer, netns::Pair};
+use tcpwin_lab::{harness::Tracer, pair::Pair};
 
 use crate::{measure::wait_with_output_rusage, Env, Mode, FLOOR_PROG, PORT};
 

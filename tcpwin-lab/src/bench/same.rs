@@ -24,7 +24,7 @@ use anyhow::{Context, Result};
 use tcpwin_lab::rows::{BenchRow, SamePacketsRow as SameRow};
 use tcpwin_lab::{
     harness::{check_stop, Tracer, Transfer},
-    netns::Pair,
+    pair::Pair,
 };
 
 use crate::{

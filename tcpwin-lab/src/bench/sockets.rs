@@ -9,7 +9,7 @@ use std::{
 };
 
 use anyhow::{bail, Context, Result};
-use tcpwin_lab::netns::Pair;
+use tcpwin_lab::pair::Pair;
 use tcpwin_lab::rows::{BenchRow, ExporterBenchRow, SsBenchRow};
 
 use crate::{
@@ -25,7 +25,7 @@ fn open_sockets(ns: &str, n: usize) -> Result<Vec<TcpStream>> {
     std::thread::scope(|s| {
         s.spawn(|| -> Result<Vec<TcpStream>> {
             let f = std::fs::File::open(&path).with_context(|| path.clone())?;
-            tcpwin_lab::enter::enter_thread(&f).with_context(|| format!("setns {path}"))?;
+            tcpwin_common::netns::enter_thread(&f).with_context(|| format!("setns {path}"))?;
             let lim = libc::rlimit {
                 rlim_cur: (n + 1024) as u64,
                 rlim_max: (n + 1024) as u64,

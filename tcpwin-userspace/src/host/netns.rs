@@ -218,11 +218,6 @@ pub struct Entered {
     home: Option<File>,
 }
 
-/// CLONE_NEWNET: the kernel checks that `f` is a network namespace.
-fn setns(f: &File) -> std::io::Result<()> {
-    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)
-}
-
 /// Moves the calling thread into `ns` (a namespace that vanished is an error naming it).
 pub fn enter(ns: &Netns) -> Result<Entered> {
     let home = File::open("/proc/thread-self/ns/net").context("opening the own namespace")?;
@@ -241,7 +236,7 @@ pub fn enter(ns: &Netns) -> Result<Entered> {
             ns.path.display()
         )
     })?;
-    setns(&target).map_err(|e| {
+    tcpwin_common::netns::enter_thread(&target).map_err(|e| {
         let why = match e.raw_os_error() {
             Some(libc::EINVAL) => format!(
                 "{} ({}) is not a network namespace (a file no namespace is bound on)",
@@ -263,7 +258,7 @@ impl Drop for Entered {
         let Some(home) = &self.home else {
             return;
         };
-        if let Err(e) = setns(home) {
+        if let Err(e) = tcpwin_common::netns::enter_thread(home) {
             // the thread would go on reading the wrong namespace: stop rather than mislead
             eprintln!("tcpwin-trace: cannot return to the own network namespace: {e}");
             std::process::exit(2);

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use tcpwin_lab::{
     harness::{Tracer, Transfer},
-    netns::Pair,
+    pair::Pair,
 };
 
 use crate::kernel::object::check_privileges;

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use tcpwin_lab::rows::EndpointReport;
 use tcpwin_lab::{
     harness::{check_stop, Tracer, Transfer},
-    netns::Pair,
+    pair::Pair,
 };
 use tcpwin_model::{
     kind::EventKind,

@@ -45,8 +45,8 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
             st.globals.push(GlobalSysctl::keep(k)?);
         }
         let out = match &on_peer {
-            Some(ns) => Command::new("ip")
-                .args(["netns", "exec", ns, "bash", "-c", cmd])
+            Some(ns) => tcpwin_lab::pair::Pair::exec(ns, "bash")
+                .args(["-c", cmd])
                 .output(),
             None => Command::new("bash").args(["-c", cmd]).output(),
         }

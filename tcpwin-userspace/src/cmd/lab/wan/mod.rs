@@ -618,7 +618,7 @@ pub fn scenarios(
 /// `--path`: the path alone, measured with ample windows.
 pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
     // without a rate the path is as fast as the delay line holds
-    let rate = p.rate_bps.unwrap_or(tcpwin_lab::netns::WAN_MAX_RATE);
+    let rate = p.rate_bps.unwrap_or(tcpwin_lab::pair::WAN_MAX_RATE);
     let s = Spec {
         scenario: "path",
         path: Path::Wan {

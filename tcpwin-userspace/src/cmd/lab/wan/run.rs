@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use tcpwin_lab::rows::EndpointReport;
 use tcpwin_lab::{
     harness::{Proc, SendOpts, Transfer},
-    netns::Pair,
+    pair::Pair,
     programs::App,
     sysctl::GlobalSysctl,
 };
@@ -68,9 +68,7 @@ impl PeerViews {
         let mut exporters = Vec::new();
         for (ns, ip) in [(&pair.a, ip_a), (&pair.b, ip_b)] {
             exporters.push(Proc(
-                std::process::Command::new("nsenter")
-                    .arg(format!("--net=/run/netns/{ns}"))
-                    .arg(exe)
+                Pair::exec(ns, &exe.to_string_lossy())
                     .args(["exporter", "--listen", &format!("{ip}:{EXPORTER_PORT}")])
                     .args(["--port", &PORT.to_string(), "--fresh-ms", "0"])
                     .stdout(std::process::Stdio::null())
@@ -229,7 +227,7 @@ pub(super) fn setup(
         }
         Recv::ClampBeforeHandshake(c) => st.listen_clamp = Some(c),
         Recv::RouteWindow(w) => {
-            tcpwin_lab::netns::ip(&[
+            tcpwin_lab::pair::ip(&[
                 "-n",
                 &pair.b,
                 "route",

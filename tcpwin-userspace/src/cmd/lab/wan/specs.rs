@@ -176,7 +176,7 @@ const fn nginx(
 }
 
 /// Every row, by scenario. Rates are scaled to what the delay line holds on this machine kind
-/// (see `tcpwin_lab::netns::WAN_MAX_RATE`); the articles' RTTs are kept.
+/// (see `tcpwin_lab::pair::WAN_MAX_RATE`); the articles' RTTs are kept.
 pub(super) fn rows(scenario: &str, quick: bool) -> Result<Vec<Spec>> {
     use Limit::*;
     let sweep = |req: u32, expected: Limit| Spec {

@@ -175,11 +175,9 @@ impl Pair {
         Ok(())
     }
 
-    /// A command run inside a namespace.
+    /// A command run inside a namespace (the mounts kept: `/sys` is the host's).
     pub fn exec(ns: &str, program: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns, program]);
-        c
+        tcpwin_common::netns::command_named(ns, program)
     }
 
     /// `ethtool -K` inside a namespace.
@@ -207,10 +205,14 @@ impl Pair {
     /// turned on later (a printed fix) merge as a NIC's would.
     pub fn threaded_napi(&self) -> Result<()> {
         if self.path.is_some() {
-            run(Self::exec(&self.b, "sh").args([
-                "-c",
-                &format!("echo 1 > /sys/class/net/{}/threaded", self.dev_b),
-            ]))
+            // the one write that needs the namespace's own sysfs (its devices): `ip netns exec`
+            // mounts one for the program
+            run(Command::new("ip")
+                .args(["netns", "exec", &self.b, "sh"])
+                .args([
+                    "-c",
+                    &format!("echo 1 > /sys/class/net/{}/threaded", self.dev_b),
+                ]))
             .context("threaded NAPI on the receiver's veth")?;
         }
         Ok(())
@@ -414,7 +416,7 @@ pub fn in_netns<T: Send + 'static>(
     let file = std::fs::File::open(format!("/run/netns/{ns}"))
         .unwrap_or_else(|e| panic!("namespace {ns}: {e}"));
     std::thread::spawn(move || {
-        if let Err(e) = crate::enter::enter_thread(&file) {
+        if let Err(e) = tcpwin_common::netns::enter_thread(&file) {
             panic!("setns: {e}");
         }
         f()
