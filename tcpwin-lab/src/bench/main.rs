@@ -159,6 +159,8 @@ enum Mode {
     /// connection is asked whose it is, and is not the trace's
     OtherPid,
     Bpftrace,
+    /// bpftrace's tcplife: one line per closed connection (see `observers::TCPLIFE_SCRIPT`)
+    Tcplife,
     SsPoll,
     /// `tcpwin-trace exporter` (its state hook; nobody scrapes during the run)
     Exporter,
@@ -174,6 +176,7 @@ impl Mode {
             Mode::Filtered => "filtered",
             Mode::OtherPid => "other-pid",
             Mode::Bpftrace => "bpftrace",
+            Mode::Tcplife => "tcplife",
             Mode::SsPoll => "ss-poll",
             Mode::Exporter => "exporter",
         }
@@ -235,6 +238,7 @@ fn one_run(
             | Mode::Filtered
             | Mode::OtherPid
             | Mode::Bpftrace
+            | Mode::Tcplife
             | Mode::Empty
             | Mode::EmptyAll
             | Mode::Exporter
@@ -346,12 +350,17 @@ fn one_run(
             let out = out
                 .recv_timeout(Duration::from_secs(10))
                 .unwrap_or_default();
-            s.changes_seen = Some(
+            // the fields' changes bpftrace counted, or tcplife's lines (a closed connection each)
+            s.changes_seen = Some(if mode == Mode::Tcplife {
+                out.lines()
+                    .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+                    .count() as u64
+            } else {
                 out.lines()
                     .find_map(|l| l.strip_prefix("@changes: "))
                     .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0),
-            );
+                    .unwrap_or(0)
+            });
         }
         Observer::Ss { stop, handle } => {
             stop.store(true, Ordering::SeqCst);
@@ -455,13 +464,23 @@ fn run(args: BenchArgs) -> Result<()> {
 /// The churn table: each observer's cost per short connection, beside an untraced run.
 fn churn_table(pair: &Pair, env: &Env, args: &BenchArgs) -> Result<()> {
     let mut churn: HashMap<Mode, Vec<Sample>> = HashMap::new();
-    let churn_modes = [
+    let mut churn_modes = vec![
         Mode::EmptyAll,
         Mode::Default,
         Mode::Filtered,
         Mode::OtherPid,
         Mode::Exporter,
     ];
+    // bpftrace's tcplife beside them: what a tool that reports each connection once costs
+    if !args.no_peers {
+        if Command::new("bpftrace").arg("--version").output().is_ok() {
+            churn_modes.push(Mode::Tcplife);
+        } else {
+            eprintln!(
+                "bench: bpftrace not installed: the tcplife row is skipped (apt-get install bpftrace)"
+            );
+        }
+    }
     for i in 0..args.runs {
         for mode in churn_modes.iter().flat_map(|m| [Mode::Untraced, *m]) {
             check_stop()?;

@@ -71,6 +71,34 @@ tracepoint:tcp:tcp_rcv_space_adjust /args->sport == PORT || args->dport == PORT/
 END { clear(@last); }
 "#;
 
+/// bpftrace's `tcplife` (Brendan Gregg's, as Debian ships it in /usr/sbin/tcplife.bt), on the
+/// tracepoint BCC's tcplife uses since Linux 4.16 (`sock:inet_sock_set_state`) where Debian's
+/// script attaches a kprobe (`tcp_set_state`), which kernels without CONFIG_KPROBES refuse: the
+/// same three maps, the same line per closed connection. The cost a tool that reports each
+/// short connection once pays.
+const TCPLIFE_SCRIPT: &str = r#"
+tracepoint:sock:inet_sock_set_state /args->protocol == 6/ {
+  $sk = args->skaddr;
+  $newstate = args->newstate;
+  if ($newstate < 4 && @birth[$sk] == 0) { @birth[$sk] = nsecs; }
+  if ($newstate == 2 || $newstate == 9) { @skpid[$sk] = pid; @skcomm[$sk] = comm; }
+  if ($newstate == 7 && @birth[$sk]) {
+    $delta_ms = (nsecs - @birth[$sk]) / 1e6;
+    $tp = (struct tcp_sock *)$sk;
+    $pid = @skpid[$sk];
+    $comm = @skcomm[$sk];
+    if ($comm == "") { $pid = pid; $comm = comm; }
+    printf("%-5d %-10.10s %-15s %-5d %-15s %-5d ", $pid, $comm,
+      ntop(args->saddr), args->sport, ntop(args->daddr), args->dport);
+    printf("%5d %5d %d\n", $tp->bytes_acked >> 10, $tp->bytes_received >> 10, $delta_ms);
+    delete(@birth[$sk]);
+    delete(@skpid[$sk]);
+    delete(@skcomm[$sk]);
+  }
+}
+END { clear(@birth); clear(@skpid); clear(@skcomm); }
+"#;
+
 fn ensure_tracefs() {
     if !std::path::Path::new("/sys/kernel/tracing/events").exists() {
         let _ = Command::new("mount")
@@ -79,9 +107,14 @@ fn ensure_tracefs() {
     }
 }
 
-pub fn start_bpftrace() -> Result<(Child, mpsc::Receiver<String>)> {
+/// bpftrace running `script` (the fields' changes, or tcplife), once attached.
+pub fn start_bpftrace(tcplife: bool) -> Result<(Child, mpsc::Receiver<String>)> {
     ensure_tracefs();
-    let script = BPFTRACE_SCRIPT.replace("PORT", &PORT.to_string());
+    let script = if tcplife {
+        TCPLIFE_SCRIPT.to_string()
+    } else {
+        BPFTRACE_SCRIPT.replace("PORT", &PORT.to_string())
+    };
     let mut child = Command::new("bpftrace")
         .args(["-e", &script])
         .stdout(Stdio::piped())
@@ -234,8 +267,8 @@ pub fn start_observer(mode: Mode, pair: &Pair, env: &Env) -> Result<Observer> {
                 Duration::from_secs(60),
             )?)
         }
-        Mode::Bpftrace => {
-            let (child, out) = start_bpftrace()?;
+        Mode::Bpftrace | Mode::Tcplife => {
+            let (child, out) = start_bpftrace(mode == Mode::Tcplife)?;
             Observer::Bpftrace(child, out)
         }
         Mode::Exporter => Observer::Exporter(start_exporter(env, &[])?.0),

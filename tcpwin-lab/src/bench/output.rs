@@ -99,6 +99,25 @@ pub fn report_churn(
             churn_row(*m, v, base_rate, base_cpu, json_out);
         }
     }
+    // the tracer's BPF time per connection beside tcplife's and the empty programs', same runs
+    let us = |m: Mode| {
+        median_of(samples.get(&m)?, |s| {
+            Some(s.bpf_ns as f64 / 1e3 / s.conns as f64)
+        })
+    };
+    if let (false, Some(ours)) = (json_out, us(Mode::Default)) {
+        let beside = [
+            (Mode::Tcplife, "tcplife's"),
+            (Mode::EmptyAll, "the empty programs'"),
+        ]
+        .into_iter()
+        .filter_map(|(m, name)| Some(format!("{:.2}x {name} ({:.2} us)", ours / us(m)?, us(m)?)))
+        .collect::<Vec<_>>();
+        println!(
+            "default per connection: {ours:.2} us of BPF time, {}",
+            beside.join(", ")
+        );
+    }
 }
 
 fn churn_row(mode: Mode, v: &[Sample], base_rate: f64, base_cpu: f64, json_out: bool) {

@@ -78,7 +78,7 @@ fn start(side: &Side, env: &Env) -> Result<(Running, HashSet<u64>)> {
             )?)
         }
         Side::Bpftrace => {
-            let (c, out) = start_bpftrace()?;
+            let (c, out) = start_bpftrace(false)?;
             Running::Bpftrace(c, out)
         }
     };
