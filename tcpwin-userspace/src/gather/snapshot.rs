@@ -14,7 +14,7 @@ use crate::{
         sysctl,
     },
     kernel::{
-        iter::{Counting, SocketIter},
+        iter::{records, Counting, SocketIter},
         Kernel,
     },
 };
@@ -88,30 +88,36 @@ impl Source {
         }
     }
 
-    /// The sockets of the calling thread's namespace.
-    fn read(&mut self, hz: Option<u32>) -> Result<Vec<SockFacts>> {
+    /// The sockets of the calling thread's namespace, each handed to `each` as it is made
+    /// into facts (none held here: a reading keeps only the sockets its caller keeps).
+    fn read_each(&mut self, hz: Option<u32>, each: &mut dyn FnMut(SockFacts)) -> Result<()> {
         let ts = monotonic_ns();
         match self {
             Source::Iterator(it) => {
                 let o = it.offsets;
-                Ok(record_facts(&it.read()?, &o, hz, ts))
+                let bytes = it.read_bytes()?;
+                record_facts(records(&bytes)?, &o, hz, ts, each);
             }
-            Source::SockDiag => sockdiag::dump(ts),
+            Source::SockDiag => sockdiag::dump(ts)?.into_iter().for_each(each),
         }
+        Ok(())
     }
 }
 
-/// Iterator records as facts, read at `ts_ns`.
+/// A reading of the calling thread's namespace that hands each socket's facts to its sink.
+pub type ReadEach<'a> = dyn FnMut(&mut dyn FnMut(SockFacts)) -> Result<()> + 'a;
+
+/// Iterator records as facts, read at `ts_ns`, each handed to `each`.
 pub fn record_facts(
-    records: &[SockRecord],
+    records: impl IntoIterator<Item = SockRecord>,
     offsets: &Offsets,
     hz: Option<u32>,
     ts_ns: u64,
-) -> Vec<SockFacts> {
-    records
-        .iter()
-        .map(|r| SockFacts::from_record(r, offsets, hz, ts_ns))
-        .collect()
+    each: &mut dyn FnMut(SockFacts),
+) {
+    for r in records {
+        each(SockFacts::from_record(&r, offsets, hz, ts_ns));
+    }
 }
 
 /// One socket read, with the limits of its namespace.
@@ -141,7 +147,7 @@ pub fn read(
                 .as_ref()
                 .is_none_or(|w| f.inode.is_some_and(|i| w.contains(&i)))
     };
-    read_with(&mut || src.read(hz), targets, &keep)
+    read_with(&mut |each| src.read_each(hz, each), targets, &keep)
 }
 
 /// The namespaces a repeated reading covers (`ss -i`, `top`, the exporter). `--netns all` is
@@ -226,30 +232,27 @@ pub fn namespace_limits() -> HostLimits {
 /// The sockets `keep` accepts among those carrying data, read by `facts` inside each namespace,
 /// with the namespace's limits.
 pub fn read_with(
-    facts: &mut dyn FnMut() -> Result<Vec<SockFacts>>,
+    facts: &mut ReadEach,
     targets: &[netns::Netns],
     keep: &dyn Fn(&SockFacts) -> bool,
 ) -> Result<Vec<Seen>> {
     let mut out = Vec::new();
     for ns in targets {
-        let (all, mut host) = {
-            let _inside = netns::enter(ns)?;
-            (facts()?, namespace_limits())
-        };
+        let _inside = netns::enter(ns)?;
+        let mut host = namespace_limits();
         host.run_in = ns.exec_prefix();
         let host = std::sync::Arc::new(host);
-        // room for all at once: grown by doubling, 10,000 sockets' worth would be held twice
-        out.reserve(all.len());
-        for f in all
-            .into_iter()
-            .filter(|f| tcp_state::carries_data(f.state) && keep(f))
-        {
-            out.push(Seen {
-                line_ns: ns.name.clone(),
-                facts: f,
-                host: host.clone(),
-            });
-        }
+        // each socket kept as it is read: the namespace's sockets are never held twice (as
+        // facts, then as what is kept)
+        facts(&mut |f| {
+            if tcp_state::carries_data(f.state) && keep(&f) {
+                out.push(Seen {
+                    line_ns: ns.name.clone(),
+                    facts: f,
+                    host: host.clone(),
+                });
+            }
+        })?;
     }
     Ok(out)
 }

@@ -93,14 +93,10 @@ impl TracedVerdicts {
             };
             let keep = |f: &SockFacts| f.id.cookie.is_some_and(|c| cookies.contains(&c));
             let (offsets, hz) = (self.offsets, self.hz);
-            let mut facts = || -> Result<Vec<SockFacts>> {
+            let mut facts = |each: &mut dyn FnMut(SockFacts)| -> Result<()> {
                 let ts = crate::host::monotonic_ns();
-                Ok(snapshot::record_facts(
-                    &tracer.read_sockets()?,
-                    &offsets,
-                    hz,
-                    ts,
-                ))
+                snapshot::record_facts(tracer.read_sockets()?, &offsets, hz, ts, each);
+                Ok(())
             };
             if let Ok(s) = snapshot::read_with(&mut facts, &[target], &keep) {
                 seen.extend(s);

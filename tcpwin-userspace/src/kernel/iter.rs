@@ -131,9 +131,15 @@ impl SocketIter {
     /// Every TCP socket (outside LISTEN) of the calling thread's network namespace; the
     /// reading's `--ebpf-log` lines are printed before it returns.
     pub fn read(&mut self) -> Result<Vec<SockRecord>> {
+        parse_records(&self.read_bytes()?)
+    }
+
+    /// [`SocketIter::read`] as the iterator wrote it: whole records, not yet copied out (a
+    /// reading of 19,000 sockets holds them once, 4.7 MB, not twice).
+    pub fn read_bytes(&mut self) -> Result<Vec<u8>> {
         if let Some(p) = &self.pinned {
             match p.read() {
-                Ok(bytes) => return parse_records(&bytes),
+                Ok(bytes) => return Ok(bytes),
                 // removed under us (`cache --clear`, another build replacing it): load ours
                 Err(_) => {
                     self.pinned = None;
@@ -143,7 +149,7 @@ impl SocketIter {
             }
         }
         let bpf = self.bpf.as_mut().context("no socket iterator loaded")?;
-        let r = read(bpf);
+        let r = read_bytes(bpf);
         self.log.flush();
         r
     }
@@ -257,6 +263,11 @@ pub fn prepare(bpf: &mut Ebpf, btf: &aya::Btf) -> Result<()> {
 
 /// Runs the prepared iterator once in the calling thread's network namespace.
 pub fn read(bpf: &mut Ebpf) -> Result<Vec<SockRecord>> {
+    parse_records(&read_bytes(bpf)?)
+}
+
+/// [`read`]'s bytes, whole records not yet copied out.
+fn read_bytes(bpf: &mut Ebpf) -> Result<Vec<u8>> {
     let prog: &mut Iter = bpf
         .program_mut(names::ITER_TCP)
         .context("iter/tcp program")?
@@ -269,11 +280,17 @@ pub fn read(bpf: &mut Ebpf) -> Result<Vec<SockRecord>> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .context("reading the socket iterator")?;
-    parse_records(&bytes)
+    Ok(bytes)
 }
 
 /// The iterator's output: whole records, nothing left over.
 pub fn parse_records(bytes: &[u8]) -> Result<Vec<SockRecord>> {
+    Ok(records(bytes)?.collect())
+}
+
+/// The iterator's output record by record, each copied out as it is asked for; an error where
+/// the bytes are not whole records.
+pub fn records(bytes: &[u8]) -> Result<impl Iterator<Item = SockRecord> + '_> {
     let size = std::mem::size_of::<SockRecord>();
     if !bytes.len().is_multiple_of(size) {
         anyhow::bail!(
@@ -284,8 +301,7 @@ pub fn parse_records(bytes: &[u8]) -> Result<Vec<SockRecord>> {
     Ok(bytes
         .chunks_exact(size)
         // SAFETY: SockRecord is repr(C) plain data and each chunk is exactly its size.
-        .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr() as *const SockRecord) })
-        .collect())
+        .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr() as *const SockRecord) }))
 }
 
 #[cfg(test)]
