@@ -9,7 +9,7 @@
 use proptest::{prelude::*, test_runner::FileFailurePersistence};
 use tcpwin_userspace::{
     cmd::exporter::webconfig::{basic_credentials, WebConfig},
-    host::{kconfig, owner::listeners, sockdiag::wire::parse_replies, sysctl::memory_pressure},
+    host::{owner::listeners, sockdiag::wire::parse_replies, sysctl::memory_pressure},
     kernel::{btf::Resolver, iter::parse_records},
     ui::openmetrics::content_type,
 };
@@ -131,11 +131,6 @@ proptest! {
     fn fuzz_sockstat(text in "(.{0,80}\n){0,5}", mem in any::<[u64; 3]>()) {
         let _ = memory_pressure(&text, mem);
         let _ = memory_pressure(&format!("TCP: inuse 5 orphan 0 tw 0 alloc 9 mem {text}"), mem);
-    }
-
-    #[test]
-    fn fuzz_kconfig(text in "(.{0,60}\n){0,5}", key in "CONFIG_[A-Z_]{0,10}") {
-        let _ = kconfig::value(&text, &key);
     }
 
     #[test]
