@@ -48,11 +48,6 @@ impl Steps {
             .collect::<Vec<_>>()
             .join(", ")
     }
-
-    /// Seconds over every step.
-    pub fn total(&self) -> u64 {
-        self.took.iter().map(|(_, d)| d.as_secs_f64()).sum::<f64>() as u64
-    }
 }
 
 /// The longest excerpt of one failing test's panic the summary repeats (lines, characters each).

@@ -921,6 +921,12 @@ struct KernelRun {
 }
 
 pub fn vm_test(kernels: &str, tracer: &Path) -> Result<()> {
+    vm_test_with(kernels, tracer, LANES)
+}
+
+/// [`vm_test`] with `lanes` guests booted at once (the gate boots one at a time beside its
+/// suite).
+pub fn vm_test_with(kernels: &str, tracer: &Path, lanes: usize) -> Result<()> {
     toolchain::apt_install(&["qemu-system-x86", "busybox-static", "cpio"])?;
     let initrd = initramfs(tracer)?;
     let mut apt = None;
@@ -933,14 +939,14 @@ pub fn vm_test(kernels: &str, tracer: &Path) -> Result<()> {
     }
     let mut runs: Vec<Option<Result<KernelRun>>> = prepared.iter().map(|_| None).collect();
     std::thread::scope(|s| {
-        let lanes: Vec<_> = (0..LANES)
+        let lanes: Vec<_> = (0..lanes)
             .map(|lane| {
                 let prepared = &prepared;
                 s.spawn(move || {
                     prepared
                         .iter()
                         .enumerate()
-                        .filter(|(i, _)| i % LANES == lane)
+                        .filter(|(i, _)| i % lanes == lane)
                         .map(|(i, (series, release, vmlinuz, initrd))| {
                             (i, one_kernel(series, release, vmlinuz, initrd))
                         })
