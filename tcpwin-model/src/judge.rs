@@ -32,6 +32,20 @@ fn peer_tuple(id: &SocketId) -> Tuple {
     (r, rp, l, lp)
 }
 
+/// A socket's end of its connection as a key of 8 bytes, and its other end's: a reading counts
+/// its sockets' keys in a first pass and holds only the ends whose other end is to come
+/// ([`same_connection`] says whether two held ends are one connection's, whatever the keys).
+pub fn end_keys(id: &SocketId) -> (u64, u64) {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+    (h.hash_one(tuple(id)), h.hash_one(peer_tuple(id)))
+}
+
+/// Whether `a` and `b` are the two ends of one connection (as [`Judge::judge`] pairs them).
+pub fn same_connection(a: &SocketId, b: &SocketId) -> bool {
+    tuple(a) == peer_tuple(b) && tuple(a) != tuple(b)
+}
+
 /// Verdicts over intervals: remembers each socket's last reading.
 #[derive(Debug, Default)]
 pub struct Judge {

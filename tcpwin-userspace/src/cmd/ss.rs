@@ -2,12 +2,18 @@
 //! window_clamp, the buffer lock, unread bytes, the chrono times) and the verdict: which limit
 //! binds its window. Read through the socket iterator; costs nothing while it does not run.
 use std::{
+    collections::HashMap,
     io::Write,
     time::{Duration, Instant},
 };
 
 use anyhow::Result;
-use tcpwin_model::{facts::state_name, judge::Judge, schema::SsLine};
+use tcpwin_model::{
+    facts::state_name,
+    judge::{end_keys, same_connection, Judge},
+    schema::SsLine,
+    verdict::Verdict,
+};
 
 use crate::{
     cli::SsArgs,
@@ -30,6 +36,139 @@ fn moving(f: &tcpwin_model::facts::SockFacts) -> bool {
             f.bytes_received.unwrap_or(0) + f.bytes_acked.unwrap_or(0) > 0,
             |idle| !idle,
         )
+}
+
+/// Prints one judged socket where the selection keeps it: a JSON line or a text line.
+struct Printer<'a> {
+    args: &'a SsArgs,
+    select: tcpwin_model::select::Selection,
+    text: ui::ss::Renderer,
+    source: &'static str,
+}
+
+impl Printer<'_> {
+    fn line(&mut self, s: &snapshot::Seen, verdict: Verdict, out: &mut impl Write) -> Result<()> {
+        let l = SsLine {
+            host: None,
+            other_end: None,
+            source: self.source.into(),
+            netns_name: s.line_ns.clone(),
+            state_name: state_name(s.facts.state).into(),
+            facts: s.facts.clone(),
+            verdict,
+        };
+        if !self.select.keeps(&l) {
+            return Ok(());
+        }
+        if self.args.json {
+            serde_json::to_writer(&mut *out, &l)?;
+            writeln!(out)?;
+        } else {
+            self.text.line(&l, out)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, out: &mut impl Write) -> Result<()> {
+        if !self.args.json {
+            self.text.finish(out)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the owner (a scan of every process's fds) is shown: JSON, -e and the owner column
+/// (--workload, or where containers are read: --netns all, --container, --cgroup).
+fn owners_shown(args: &SsArgs) -> (bool, bool) {
+    let column = args.workload
+        || args.sockets.container.is_some()
+        || args.sockets.cgroup.is_some()
+        || args.sockets.netns.as_deref() == Some("all");
+    (args.json || args.extended || column, column)
+}
+
+/// One reading (no `-i`, no `--peer`) judged and printed as it is read, so that what is held
+/// does not grow with the sockets: a first pass counts each connection's ends (8 bytes a
+/// socket) and whether any socket moves data; where none does, a second judges and prints each
+/// socket as it comes, holding only an end whose other end is still to come. False where a
+/// socket moves data: that reading is judged over an interval, with every socket's first
+/// reading held (the caller's way).
+fn streamed<W: Write>(
+    args: &SsArgs,
+    rereading: &mut snapshot::Rereading,
+    src: &mut Source,
+    hz: Option<u32>,
+    out: &mut W,
+) -> Result<bool> {
+    let mut ends: HashMap<u64, u32> = HashMap::new();
+    let mut moves = false;
+    rereading.read_each(src, hz, &mut |s| {
+        moves |= moving(&s.facts);
+        *ends.entry(end_keys(&s.facts.id).0).or_default() += 1;
+    })?;
+    if moves {
+        return Ok(false);
+    }
+    let (shown, column) = owners_shown(args);
+    let owners = shown.then(crate::host::owner::socket_owners);
+    let mut judge = Judge::one_shot(args.target.target);
+    let mut p = Printer {
+        args,
+        select: args.selection(),
+        text: ui::ss::Renderer::new(false, args.extended, column),
+        source: src.name(),
+    };
+    // an end whose other end is in the reading (each seen once), until that one comes (boxed:
+    // the map's spare slots cost a pointer, not a socket's facts)
+    let mut waiting: HashMap<u64, Box<snapshot::Seen>> = HashMap::new();
+    let mut failed = None;
+    let mut rcv_wnd_read = false;
+    let mut judged = |p: &mut Printer, out: &mut W, pair: &[&snapshot::Seen]| -> Result<()> {
+        let now: Vec<_> = pair.iter().map(|s| (&s.facts, &*s.host)).collect();
+        judge.judge_each(&now, |i, v| p.line(pair[i], v, out))
+    };
+    rereading.read_each(src, hz, &mut |mut s| {
+        if failed.is_some() {
+            return;
+        }
+        if let Some(o) = &owners {
+            snapshot::add_owner(&mut s.facts, o);
+        }
+        rcv_wnd_read |= s.facts.rcv_wnd.is_some();
+        let (own, other) = end_keys(&s.facts.id);
+        let once = |k| ends.get(&k) == Some(&1);
+        let r = if own != other && once(own) && once(other) {
+            match waiting.remove(&other) {
+                Some(w) if same_connection(&w.facts.id, &s.facts.id) => {
+                    judged(&mut p, &mut *out, &[&w, &s])
+                }
+                Some(w) => {
+                    judged(&mut p, &mut *out, &[&w]).and_then(|_| judged(&mut p, &mut *out, &[&s]))
+                }
+                None => {
+                    waiting.insert(own, Box::new(s));
+                    Ok(())
+                }
+            }
+        } else {
+            judged(&mut p, &mut *out, &[&s])
+        };
+        if let Err(e) = r {
+            failed = Some(e);
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // ends whose other end closed between the two passes
+    for w in waiting.into_values() {
+        judged(&mut p, &mut *out, &[&w])?;
+    }
+    p.finish(out)?;
+    if matches!(src, Source::SockDiag) && !ends.is_empty() && !rcv_wnd_read {
+        eprintln!("tcpwin-trace: rcv_wnd is null: this kernel's tcp_info has no tcpi_rcv_wnd (Linux 6.2+)");
+    }
+    Ok(true)
 }
 
 pub fn run(args: SsArgs) -> Result<()> {
@@ -59,6 +198,16 @@ pub fn run(args: SsArgs) -> Result<()> {
         eprintln!("tcpwin-trace: the kernel's CONFIG_HZ is unknown (no /boot/config-* or /proc/config.gz): busy/rwnd-limited/sndbuf-limited times are null");
     }
     let mut peers = args.peer.peers()?;
+    // one reading of idle sockets (what a busy server mostly holds) is streamed
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    if args.interval.is_none()
+        && peers.is_none()
+        && streamed(&args, &mut rereading, &mut src, hz, &mut out)?
+    {
+        out.flush()?;
+        said_gone(&rereading);
+        return Ok(());
+    }
     let port = rereading.scope.port;
     // a reading, and the peers' ends of its connections at the same moment
     let mut read =
@@ -80,9 +229,6 @@ pub fn run(args: SsArgs) -> Result<()> {
     };
     let mut taken = 0u64;
     let mut said_rcv_wnd = false;
-    // one write per buffer, not per line (stdout is line-buffered): 10,000 lines are 10,000
-    // system calls otherwise
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     loop {
         let t0 = Instant::now();
         let mut seen = match read(&mut rereading, &mut src) {
@@ -117,50 +263,28 @@ pub fn run(args: SsArgs) -> Result<()> {
             eprintln!("tcpwin-trace: rcv_wnd is null: this kernel's tcp_info has no tcpi_rcv_wnd (Linux 6.2+)");
             said_rcv_wnd = true;
         }
-        // the owner (a scan of every process's fds) only where it is shown: JSON, -e and the
-        // owner column (--workload, or where containers are read: --netns all, --container,
-        // --cgroup)
-        let owners = args.workload
-            || args.sockets.container.is_some()
-            || args.sockets.cgroup.is_some()
-            || args.sockets.netns.as_deref() == Some("all");
-        if args.json || args.extended || owners {
+        // the owner (a scan of every process's fds) only where it is shown
+        let (shown, column) = owners_shown(&args);
+        if shown {
             snapshot::add_owners(&mut seen);
         }
-        let select = args.selection();
         taken += 1;
         // an interval's first snapshot has no rates yet: its verdicts are the static ones
-        let mut text =
-            ui::ss::Renderer::new(args.interval.is_some() && taken > 1, args.extended, owners);
+        let mut p = Printer {
+            args: &args,
+            select: args.selection(),
+            text: ui::ss::Renderer::new(
+                args.interval.is_some() && taken > 1,
+                args.extended,
+                column,
+            ),
+            source: src.name(),
+        };
         // each socket judged and printed in turn: nothing but the sockets read is held at once
         // (not every verdict's text)
         let now: Vec<_> = seen.iter().map(|s| (&s.facts, &*s.host)).collect();
-        let source = src.name();
-        judge.judge_each(&now, |i, v| -> Result<()> {
-            let s = &seen[i];
-            let l = SsLine {
-                host: None,
-                other_end: None,
-                source: source.into(),
-                netns_name: s.line_ns.clone(),
-                state_name: state_name(s.facts.state).into(),
-                facts: s.facts.clone(),
-                verdict: v,
-            };
-            if !select.keeps(&l) {
-                return Ok(());
-            }
-            if args.json {
-                serde_json::to_writer(&mut out, &l)?;
-                writeln!(out)?;
-            } else {
-                text.line(&l, &mut out)?;
-            }
-            Ok(())
-        })?;
-        if !args.json {
-            text.finish(&mut out)?;
-        }
+        judge.judge_each(&now, |i, v| p.line(&seen[i], v, &mut out))?;
+        p.finish(&mut out)?;
         out.flush()?;
         let Some(ms) = args.interval else {
             break;
@@ -173,11 +297,15 @@ pub fn run(args: SsArgs) -> Result<()> {
             break;
         }
     }
+    said_gone(&rereading);
+    Ok(())
+}
+
+fn said_gone(rereading: &snapshot::Rereading) {
     if rereading.gone > 0 {
         eprintln!(
             "tcpwin-trace: {} namespace(s) disappeared between listing and reading (skipped)",
             rereading.gone
         );
     }
-    Ok(())
 }

@@ -14,7 +14,7 @@ use crate::{
         sysctl,
     },
     kernel::{
-        iter::{records, Counting, SocketIter},
+        iter::{Counting, SocketIter},
         Kernel,
     },
 };
@@ -95,8 +95,7 @@ impl Source {
         match self {
             Source::Iterator(it) => {
                 let o = it.offsets;
-                let bytes = it.read_bytes()?;
-                record_facts(records(&bytes)?, &o, hz, ts, each);
+                it.read_each(&mut |r| each(SockFacts::from_record(&r, &o, hz, ts)))?;
             }
             Source::SockDiag => sockdiag::dump(ts)?.into_iter().for_each(each),
         }
@@ -137,6 +136,19 @@ pub fn read(
     filter: &Scope,
     hz: Option<u32>,
 ) -> Result<Vec<Seen>> {
+    let mut out = Vec::new();
+    read_each(src, targets, filter, hz, &mut |s| out.push(s))?;
+    Ok(out)
+}
+
+/// [`read`], each socket handed to `sink` as it is read (none held here).
+fn read_each(
+    src: &mut Source,
+    targets: &[netns::Netns],
+    filter: &Scope,
+    hz: Option<u32>,
+    sink: &mut dyn FnMut(Seen),
+) -> Result<()> {
     let wanted_inodes = match filter.owners() {
         Some(o) => Some(o.scan()?.inodes),
         None => None,
@@ -147,7 +159,7 @@ pub fn read(
                 .as_ref()
                 .is_none_or(|w| f.inode.is_some_and(|i| w.contains(&i)))
     };
-    read_with(&mut |each| src.read_each(hz, each), targets, &keep)
+    read_with_each(&mut |each| src.read_each(hz, each), targets, &keep, sink)
 }
 
 /// The namespaces a repeated reading covers (`ss -i`, `top`, the exporter). `--netns all` is
@@ -169,24 +181,41 @@ impl Rereading {
     /// One reading of every namespace covered now; an [`Ended`](crate::gather::scope::Ended)
     /// error where the process or workload read has ended.
     pub fn read(&mut self, src: &mut Source, hz: Option<u32>) -> Result<Vec<Seen>> {
-        self.read_covered(src, hz)
+        let mut out = Vec::new();
+        self.read_each(src, hz, &mut |s| out.push(s))?;
+        Ok(out)
+    }
+
+    /// [`Rereading::read`], each socket handed to `sink` as it is read: a caller that judges
+    /// and prints them as they come holds none of them.
+    pub fn read_each(
+        &mut self,
+        src: &mut Source,
+        hz: Option<u32>,
+        sink: &mut dyn FnMut(Seen),
+    ) -> Result<()> {
+        self.read_covered(src, hz, sink)
             .map_err(|e| self.scope.why_failed(e))
     }
 
-    fn read_covered(&mut self, src: &mut Source, hz: Option<u32>) -> Result<Vec<Seen>> {
+    fn read_covered(
+        &mut self,
+        src: &mut Source,
+        hz: Option<u32>,
+        sink: &mut dyn FnMut(Seen),
+    ) -> Result<()> {
         let now = self.scope.resolve()?;
         if self.scope.namespaces != Namespaces::All {
-            return read(src, &now, &self.scope, hz);
+            return read_each(src, &now, &self.scope, hz, sink);
         }
-        let mut out = Vec::new();
         for t in now {
-            match read(src, std::slice::from_ref(&t), &self.scope, hz) {
-                Ok(v) => out.extend(v),
+            match read_each(src, std::slice::from_ref(&t), &self.scope, hz, sink) {
+                Ok(()) => {}
                 Err(_) if !t.path.exists() => self.gone += 1,
                 Err(e) => return Err(e),
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -195,11 +224,16 @@ impl Rereading {
 pub fn add_owners(seen: &mut [Seen]) {
     let owners = owner::socket_owners();
     for s in seen {
-        if let Some(o) = s.facts.inode.and_then(|i| owners.get(&i)) {
-            s.facts.pid = Some(o.pid);
-            s.facts.comm = Some(o.comm.clone());
-            s.facts.workload = o.workload.clone();
-        }
+        add_owner(&mut s.facts, &owners);
+    }
+}
+
+/// One socket's owner from a scan of every process's fds (`owner::socket_owners`).
+pub fn add_owner(f: &mut SockFacts, owners: &std::collections::HashMap<u64, owner::Owner>) {
+    if let Some(o) = f.inode.and_then(|i| owners.get(&i)) {
+        f.pid = Some(o.pid);
+        f.comm = Some(o.comm.clone());
+        f.workload = o.workload.clone();
     }
 }
 
@@ -237,6 +271,17 @@ pub fn read_with(
     keep: &dyn Fn(&SockFacts) -> bool,
 ) -> Result<Vec<Seen>> {
     let mut out = Vec::new();
+    read_with_each(facts, targets, keep, &mut |s| out.push(s))?;
+    Ok(out)
+}
+
+/// [`read_with`], each socket kept handed to `sink`.
+fn read_with_each(
+    facts: &mut ReadEach,
+    targets: &[netns::Netns],
+    keep: &dyn Fn(&SockFacts) -> bool,
+    sink: &mut dyn FnMut(Seen),
+) -> Result<()> {
     for ns in targets {
         let _inside = netns::enter(ns)?;
         let mut host = namespace_limits();
@@ -246,7 +291,7 @@ pub fn read_with(
         // facts, then as what is kept)
         facts(&mut |f| {
             if tcp_state::carries_data(f.state) && keep(&f) {
-                out.push(Seen {
+                sink(Seen {
                     line_ns: ns.name.clone(),
                     facts: f,
                     host: host.clone(),
@@ -254,5 +299,5 @@ pub fn read_with(
             }
         })?;
     }
-    Ok(out)
+    Ok(())
 }

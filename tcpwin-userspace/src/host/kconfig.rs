@@ -20,7 +20,10 @@ mod tests {
     #[test]
     fn hz_is_the_configs() {
         let text = std::process::Command::new("sh")
-            .args(["-c", "zcat /proc/config.gz 2>/dev/null || cat /boot/config-$(uname -r)"])
+            .args([
+                "-c",
+                "zcat /proc/config.gz 2>/dev/null || cat /boot/config-$(uname -r)",
+            ])
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();

@@ -73,12 +73,19 @@ impl Cached {
     /// namespace: reading the pinned link runs the iterator there.
     pub fn read(&self) -> Result<Vec<u8>> {
         let mut bytes = Vec::new();
-        std::fs::File::open(&self.pin)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .with_context(|| {
-                format!("reading the pinned socket iterator {}", self.pin.display())
-            })?;
+        self.open()?
+            .read_to_end(&mut bytes)
+            .with_context(|| self.reading())?;
         Ok(bytes)
+    }
+
+    /// The pinned iterator opened: each read runs it on in the calling thread's namespace.
+    pub fn open(&self) -> Result<std::fs::File> {
+        std::fs::File::open(&self.pin).with_context(|| self.reading())
+    }
+
+    fn reading(&self) -> String {
+        format!("reading the pinned socket iterator {}", self.pin.display())
     }
 }
 

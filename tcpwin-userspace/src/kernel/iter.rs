@@ -134,6 +134,18 @@ impl SocketIter {
         parse_records(&self.read_bytes()?)
     }
 
+    /// [`SocketIter::read`], each record handed to `each` as the iterator writes it: a buffer
+    /// of 64 KiB is all a reading holds, whatever the number of sockets.
+    pub fn read_each(&mut self, each: &mut dyn FnMut(SockRecord)) -> Result<()> {
+        if let Some(p) = &self.pinned {
+            if let Ok(f) = p.open() {
+                return each_record(f, each);
+            }
+        }
+        records(&self.read_bytes()?)?.for_each(each);
+        Ok(())
+    }
+
     /// [`SocketIter::read`] as the iterator wrote it: whole records, not yet copied out (a
     /// reading of 19,000 sockets holds them once, 4.7 MB, not twice).
     pub fn read_bytes(&mut self) -> Result<Vec<u8>> {
@@ -288,6 +300,31 @@ pub fn parse_records(bytes: &[u8]) -> Result<Vec<SockRecord>> {
     Ok(records(bytes)?.collect())
 }
 
+/// The iterator's output read from `from` 64 KiB at a time, each record handed to `each` (a
+/// record may straddle two reads); an error where it does not end on a whole record.
+pub fn each_record(mut from: impl Read, each: &mut dyn FnMut(SockRecord)) -> Result<()> {
+    let size = std::mem::size_of::<SockRecord>();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut have = 0;
+    loop {
+        let n = from
+            .read(&mut buf[have..])
+            .context("reading the socket iterator")?;
+        if n == 0 {
+            break;
+        }
+        have += n;
+        let whole = have - have % size;
+        records(&buf[..whole])?.for_each(&mut *each);
+        buf.copy_within(whole..have, 0);
+        have -= whole;
+    }
+    if have > 0 {
+        anyhow::bail!("the socket iterator ended inside a record ({have} of {size} bytes)");
+    }
+    Ok(())
+}
+
 /// The iterator's output record by record, each copied out as it is asked for; an error where
 /// the bytes are not whole records.
 pub fn records(bytes: &[u8]) -> Result<impl Iterator<Item = SockRecord> + '_> {
@@ -307,6 +344,31 @@ pub fn records(bytes: &[u8]) -> Result<impl Iterator<Item = SockRecord> + '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records straddling reads of any length come out whole and in order; a torn last one
+    /// is an error.
+    #[test]
+    fn records_read_in_pieces_are_whole() {
+        struct Dribble(Vec<u8>, usize);
+        impl Read for Dribble {
+            fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.1.min(b.len()).min(self.0.len());
+                b[..n].copy_from_slice(&self.0[..n]);
+                self.0.drain(..n);
+                Ok(n)
+            }
+        }
+        let size = std::mem::size_of::<SockRecord>();
+        let bytes: Vec<u8> = (0..size * 300).map(|i| (i / size) as u8).collect();
+        for step in [1, 7, size - 1, size, size + 3, 70_000] {
+            let mut got = Vec::new();
+            each_record(Dribble(bytes.clone(), step), &mut |r| got.push(r)).unwrap();
+            assert_eq!(got.len(), 300);
+            assert_eq!(got, parse_records(&bytes).unwrap());
+        }
+        let torn = Dribble(bytes[..size * 2 + 5].to_vec(), 100);
+        assert!(each_record(torn, &mut |_| {}).is_err());
+    }
 
     #[test]
     fn records_must_be_whole() {
