@@ -65,9 +65,16 @@ struct BenchArgs {
     /// pairs; batches repeat until the run has lasted 3 s); 0 skips the churn table
     #[arg(long, default_value_t = 5000)]
     pub churn: u32,
-    /// Sockets for the `ss` table (tcpwin-trace ss vs ss -tin); 0 skips it
-    #[arg(long, default_value_t = 10_000)]
-    pub ss_sockets: usize,
+    /// Socket counts for the `ss` table (tcpwin-trace ss vs ss -tin, and the exporter's
+    /// scrape, at each count); 0 skips it
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000,50000")]
+    pub ss_sockets: Vec<usize>,
+    /// (internal) hold N loopback sockets in the namespace --hold-netns until stdin closes: the
+    /// `ss` table's sockets, spread over processes (a process may hold 20,000 here)
+    #[arg(long, hide = true, value_name = "N")]
+    pub hold_sockets: Option<usize>,
+    #[arg(long, hide = true, value_name = "NAME")]
+    pub hold_netns: Option<String>,
     /// The tracer to measure (default: tcpwin-trace beside this binary)
     #[arg(long, value_name = "PATH")]
     pub tracer: Option<PathBuf>,
@@ -447,8 +454,9 @@ fn run(args: BenchArgs) -> Result<()> {
         let _ = idle.wait();
         same::report(&rows?, args.json);
     }
-    if args.ss_sockets > 0 {
-        sockets::run(&pair, &env, args.ss_sockets, args.runs, args.json)?;
+    let counts: Vec<usize> = args.ss_sockets.iter().copied().filter(|n| *n > 0).collect();
+    if !counts.is_empty() {
+        sockets::run(&pair, &env, &counts, args.runs, args.json)?;
     }
     if args.churn > 0 {
         let mut idle = same::idle_process()?;
@@ -503,7 +511,15 @@ fn churn_table(pair: &Pair, env: &Env, args: &BenchArgs) -> Result<()> {
 }
 
 fn main() {
-    if let Err(e) = run(BenchArgs::parse()).map_err(tcpwin_lab::harness::interruption_alone) {
+    let args = BenchArgs::parse();
+    if let (Some(n), Some(ns)) = (args.hold_sockets, args.hold_netns.as_deref()) {
+        if let Err(e) = sockets::hold(ns, n) {
+            eprintln!("tcpwin-bench: holding {n} sockets in {ns}: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if let Err(e) = run(args).map_err(tcpwin_lab::harness::interruption_alone) {
         eprintln!("tcpwin-bench: error: {e:#}");
         std::process::exit(1);
     }

@@ -19,37 +19,88 @@ use crate::{
     Env,
 };
 
-/// Opens `n` sockets (n/2 connections) inside namespace `ns`; they live as long as the result.
-fn open_sockets(ns: &str, n: usize) -> Result<Vec<TcpStream>> {
-    let path = format!("/run/netns/{ns}");
-    std::thread::scope(|s| {
-        s.spawn(|| -> Result<Vec<TcpStream>> {
-            let f = std::fs::File::open(&path).with_context(|| path.clone())?;
-            tcpwin_common::netns::enter_thread(&f).with_context(|| format!("setns {path}"))?;
-            let lim = libc::rlimit {
-                rlim_cur: (n + 1024) as u64,
-                rlim_max: (n + 1024) as u64,
-            };
-            // SAFETY: a valid rlimit; root may raise the hard limit.
-            if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-                bail!(
-                    "RLIMIT_NOFILE {}: {}",
-                    n + 1024,
-                    std::io::Error::last_os_error()
-                );
-            }
-            let l = TcpListener::bind("127.0.0.1:0")?;
-            let addr = l.local_addr()?;
-            let mut v = Vec::with_capacity(n);
-            for _ in 0..n / 2 {
-                v.push(TcpStream::connect(addr)?);
-                v.push(l.accept()?.0);
-            }
-            Ok(v)
-        })
-        .join()
-        .map_err(|_| anyhow::anyhow!("the socket opener panicked"))?
-    })
+/// Sockets one holder process opens at most (a process may hold 20,000 descriptors here).
+const PER_HOLDER: usize = 18_000;
+
+/// `n` sockets (n/2 loopback connections, each process its own listener) held in namespace `ns`
+/// by processes of this binary (`--hold-sockets`); closed when dropped.
+struct Held(Vec<std::process::Child>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // stdin closed: the holder exits; killed if it does not
+            drop(c.stdin.take());
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Opens `n` sockets in `ns`, spread over holder processes; returns once all are open.
+fn open_sockets(ns: &str, n: usize) -> Result<Held> {
+    let exe = std::env::current_exe().context("the bench's own path")?;
+    let mut held = Held(Vec::new());
+    let mut left = n;
+    while left > 0 {
+        // pairs: an even share
+        let k = left.min(PER_HOLDER) & !1;
+        let k = if k == 0 { 2 } else { k };
+        left = left.saturating_sub(k);
+        held.0.push(
+            Command::new(&exe)
+                .args(["--hold-sockets", &k.to_string(), "--hold-netns", ns])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .context("starting a socket holder")?,
+        );
+    }
+    for c in &mut held.0 {
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(c.stdout.as_mut().expect("piped")),
+            &mut line,
+        )?;
+        if line.trim() != "ready" {
+            bail!("a socket holder did not open its sockets (it said {line:?})");
+        }
+    }
+    Ok(held)
+}
+
+/// The holder's side (`tcpwin-bench --hold-sockets N --hold-netns NS`): `n` sockets open in
+/// `ns`, `ready` said, held until stdin closes.
+pub fn hold(ns: &str, n: usize) -> Result<()> {
+    let path = tcpwin_common::netns::path_of(ns);
+    let f = std::fs::File::open(&path).with_context(|| path.display().to_string())?;
+    tcpwin_common::netns::enter_thread(&f).with_context(|| format!("setns {}", path.display()))?;
+    let lim = libc::rlimit {
+        rlim_cur: (n + 256) as u64,
+        rlim_max: (n + 256) as u64,
+    };
+    // SAFETY: a valid rlimit; root may raise the hard limit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        bail!(
+            "RLIMIT_NOFILE {}: {}",
+            n + 256,
+            std::io::Error::last_os_error()
+        );
+    }
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    let addr = l.local_addr()?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n / 2 {
+        v.push(TcpStream::connect(addr)?);
+        v.push(l.accept()?.0);
+    }
+    println!("ready");
+    std::io::stdout().flush()?;
+    // until the bench closes stdin (or dies)
+    let mut sink = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut sink);
+    drop(v);
+    Ok(())
 }
 
 /// Runs `cmd` to the end: (wall ms, peak RSS KiB, stdout lines). The peak is the process's
@@ -197,31 +248,39 @@ fn ss_row(env: &Env, ns: &str, n: usize, runs: usize, cached: bool) -> Result<Ss
     })
 }
 
-pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Result<()> {
-    // idle: the namespace's few sockets; then n more
+pub fn run(pair: &Pair, env: &Env, counts: &[usize], runs: usize, json_out: bool) -> Result<()> {
+    // idle: the namespace's few sockets; then each count in turn
     let mut rows = Vec::new();
     for cached in [true, false] {
         rows.push(ss_row(env, &pair.a, 0, runs, cached)?);
     }
-    let socks = open_sockets(&pair.a, n)?;
-    for cached in [true, false] {
-        rows.push(ss_row(env, &pair.a, n, runs, cached)?);
+    let mut exporters = Vec::new();
+    for &n in counts {
+        let socks = open_sockets(&pair.a, n)?;
+        // idle as a busy server's idle connections are: nothing sent or received for over a
+        // second (a socket that moved data within the last second is read twice, 250 ms apart)
+        std::thread::sleep(Duration::from_millis(1500));
+        for cached in [true, false] {
+            rows.push(ss_row(env, &pair.a, n, runs, cached)?);
+        }
+        exporters.push((n, exporter(env, &pair.a, runs)?));
+        drop(socks);
     }
-    let exp = exporter(env, &pair.a, runs)?;
-    drop(socks);
     if json_out {
         for r in rows {
             print_row(&BenchRow::Ss(r));
         }
-        print_row(&BenchRow::Exporter(ExporterBenchRow {
-            sockets: n as u64,
-            idle_cpu_share: exp.idle_cpu,
-            scrape_ms: exp.scrape_ms,
-            scrape_ms_max: exp.scrape_ms_max,
-            rss_mib: exp.rss_mib,
-            peak_rss_mib: exp.peak_rss_mib,
-            scrapes: exp.scrapes,
-        }));
+        for (n, exp) in exporters {
+            print_row(&BenchRow::Exporter(ExporterBenchRow {
+                sockets: n as u64,
+                idle_cpu_share: exp.idle_cpu,
+                scrape_ms: exp.scrape_ms,
+                scrape_ms_max: exp.scrape_ms_max,
+                rss_mib: exp.rss_mib,
+                peak_rss_mib: exp.peak_rss_mib,
+                scrapes: exp.scrapes,
+            }));
+        }
     } else {
         println!(
             "\nss: tcpwin-trace ss against ss -tin, whole commands (median of {runs}), peak RSS"
@@ -252,11 +311,26 @@ pub fn run(pair: &Pair, env: &Env, n: usize, runs: usize, json_out: bool) -> Res
                 r.tool_snapshot_ms
             );
         }
+        // memory against the count: each count's peak over the smallest count's (pinned)
+        let pinned: Vec<&SsBenchRow> = rows.iter().filter(|r| r.cached && r.sockets > 0).collect();
+        if let Some(first) = pinned.first() {
+            let over: Vec<String> = pinned
+                .iter()
+                .map(|r| format!("{}: x{:.2}", r.sockets, r.tool_rss_mib / first.tool_rss_mib))
+                .collect();
+            println!(
+                "peak RSS against {} sockets' (pinned): {}",
+                first.sockets,
+                over.join(", ")
+            );
+        }
         println!("(idle = the bench namespace's own sockets; pinned: the iterator a previous command left; loaded: TCPWIN_TRACE_CACHE=off, each run loads it)");
-        println!(
-            "exporter over {n} sockets: scrape {:.1} ms median ({:.1} max of {}; target <= 50), RSS {:.1} MiB after the scrapes (target <= 30; {:.1} MiB peak while scraping), idle CPU {:.3} % (5 s unscraped)",
-            exp.scrape_ms, exp.scrape_ms_max, exp.scrapes, exp.rss_mib, exp.peak_rss_mib, exp.idle_cpu * 100.0
-        );
+        for (n, exp) in &exporters {
+            println!(
+                "exporter over {n} sockets: scrape {:.1} ms median ({:.1} max of {}; target <= 50), RSS {:.1} MiB after the scrapes (target <= 30; {:.1} MiB peak while scraping), idle CPU {:.3} % (5 s unscraped)",
+                exp.scrape_ms, exp.scrape_ms_max, exp.scrapes, exp.rss_mib, exp.peak_rss_mib, exp.idle_cpu * 100.0
+            );
+        }
     }
     Ok(())
 }
