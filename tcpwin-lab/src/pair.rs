@@ -87,9 +87,9 @@ fn add_namespaces(names: &[&String]) -> Result<()> {
 }
 
 impl Pair {
-    /// Creates `<prefix>-a` and `<prefix>-b`. Refuses if either name is taken.
-    pub fn create(prefix: &str, mtu: u32) -> Result<Pair> {
-        let p = Pair {
+    /// The pair's names and addresses (`<prefix>-a`, `<prefix>-b`), nothing created yet.
+    fn named(prefix: &str, path: Option<WanPath>) -> Pair {
+        Pair {
             a: format!("{prefix}-a"),
             b: format!("{prefix}-b"),
             dev_a: "veth-a",
@@ -98,8 +98,13 @@ impl Pair {
             ip_b: "10.248.0.2",
             ip6_a: "fd00:248::1",
             ip6_b: "fd00:248::2",
-            path: None,
-        };
+            path,
+        }
+    }
+
+    /// Creates `<prefix>-a` and `<prefix>-b`. Refuses if either name is taken.
+    pub fn create(prefix: &str, mtu: u32) -> Result<Pair> {
+        let p = Pair::named(prefix, None);
         // From here on, Drop removes whatever was created.
         add_namespaces(&[&p.a, &p.b])?;
         ip(&[
@@ -302,22 +307,15 @@ impl Pair {
             );
         }
         let p_ns = format!("{prefix}-p");
-        let mut p = Pair {
-            a: format!("{prefix}-a"),
-            b: format!("{prefix}-b"),
-            dev_a: "veth-a",
-            dev_b: "veth-b",
-            ip_a: "10.248.0.1",
-            ip_b: "10.248.0.2",
-            ip6_a: "fd00:248::1",
-            ip6_b: "fd00:248::2",
-            path: Some(WanPath {
+        let mut p = Pair::named(
+            prefix,
+            Some(WanPath {
                 ns: p_ns.clone(),
                 rtt,
                 rate_bps,
                 line: None,
             }),
-        };
+        );
         // From here on, Drop removes whatever was created.
         add_namespaces(&[&p.a, &p_ns, &p.b])?;
         ip(&[

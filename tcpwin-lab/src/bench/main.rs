@@ -394,14 +394,8 @@ fn run(args: BenchArgs) -> Result<()> {
     // Ctrl-C ends the bench between runs, with the namespaces removed and the sysctl restored
     tcpwin_common::stop::install_stop_handler();
     let mut modes = vec![Mode::Empty, Mode::Default];
+    with_bpftrace(&args, &mut modes, Mode::Bpftrace);
     if !args.no_peers {
-        if Command::new("bpftrace").arg("--version").output().is_ok() {
-            modes.push(Mode::Bpftrace);
-        } else {
-            eprintln!(
-                "bench: bpftrace not installed: its row is skipped (apt-get install bpftrace)"
-            );
-        }
         modes.push(Mode::SsPoll);
     }
     let mut samples: HashMap<Mode, Vec<Sample>> = HashMap::new();
@@ -469,6 +463,22 @@ fn run(args: BenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// `mode`, one of bpftrace's, into `modes` where the peers are asked for and bpftrace is
+/// installed; its row said to be skipped where it is not.
+fn with_bpftrace(args: &BenchArgs, modes: &mut Vec<Mode>, mode: Mode) {
+    if args.no_peers {
+        return;
+    }
+    if Command::new("bpftrace").arg("--version").output().is_ok() {
+        modes.push(mode);
+    } else {
+        eprintln!(
+            "bench: bpftrace not installed: the {} row is skipped (apt-get install bpftrace)",
+            mode.name()
+        );
+    }
+}
+
 /// The churn table: each observer's cost per short connection, beside an untraced run.
 fn churn_table(pair: &Pair, env: &Env, args: &BenchArgs) -> Result<()> {
     let mut churn: HashMap<Mode, Vec<Sample>> = HashMap::new();
@@ -480,15 +490,7 @@ fn churn_table(pair: &Pair, env: &Env, args: &BenchArgs) -> Result<()> {
         Mode::Exporter,
     ];
     // bpftrace's tcplife beside them: what a tool that reports each connection once costs
-    if !args.no_peers {
-        if Command::new("bpftrace").arg("--version").output().is_ok() {
-            churn_modes.push(Mode::Tcplife);
-        } else {
-            eprintln!(
-                "bench: bpftrace not installed: the tcplife row is skipped (apt-get install bpftrace)"
-            );
-        }
-    }
+    with_bpftrace(args, &mut churn_modes, Mode::Tcplife);
     for i in 0..args.runs {
         for mode in churn_modes.iter().flat_map(|m| [Mode::Untraced, *m]) {
             check_stop()?;
