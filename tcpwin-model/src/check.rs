@@ -65,37 +65,17 @@ pub struct CheckReport {
     pub fits: Vec<Fit>,
 }
 
-/// `check`'s exit statuses, for scripts: 0 every kind of socket fits the BDP (or none was asked),
-/// 1 autotuned sockets do not (nor, then, need SO_RCVBUF ones be asked about), 3 autotuned
-/// sockets fit but a socket that sets SO_RCVBUF cannot (net.core.rmem_max caps it); 2 is an
-/// error (the check could not be made).
-pub mod exit {
-    pub const FITS: i32 = 0;
-    pub const AUTOTUNED_DOES_NOT_FIT: i32 = 1;
-    pub const ERROR: i32 = 2;
-    pub const ONLY_SO_RCVBUF_DOES_NOT_FIT: i32 = 3;
-}
-
 impl CheckReport {
     /// Every socket kind fits the BDP (or none was asked).
     pub fn fits_all(&self) -> bool {
         self.fits.iter().all(|f| f.fits != Some(false))
     }
 
-    /// The exit status (see [`exit`]).
-    pub fn exit_code(&self) -> i32 {
-        let misses = |kind: &str| {
-            self.fits
-                .iter()
-                .any(|f| f.socket == kind && f.fits == Some(false))
-        };
-        if misses("autotuned") {
-            exit::AUTOTUNED_DOES_NOT_FIT
-        } else if misses("so_rcvbuf") {
-            exit::ONLY_SO_RCVBUF_DOES_NOT_FIT
-        } else {
-            exit::FITS
-        }
+    /// A socket of this kind (`autotuned`, `so_rcvbuf`) cannot advertise the BDP asked.
+    pub fn misses(&self, kind: &str) -> bool {
+        self.fits
+            .iter()
+            .any(|f| f.socket == kind && f.fits == Some(false))
     }
 }
 
@@ -377,25 +357,21 @@ mod tests {
     }
 
     #[test]
-    fn exit_codes_say_which_kind_does_not_fit() {
+    fn which_kind_misses_is_said() {
         // rmem_max 425984 caps SO_RCVBUF at 851968; autotuning reaches 32 MB
         let r = run(limits(), 162, "1gbit:18ms");
-        assert_eq!(
-            r.exit_code(),
-            exit::ONLY_SO_RCVBUF_DOES_NOT_FIT,
+        assert!(
+            !r.misses("autotuned") && r.misses("so_rcvbuf"),
             "{:?}",
             r.fits
         );
         let r = run(limits(), 128, "10mbit:1ms");
-        assert_eq!(r.exit_code(), exit::FITS);
+        assert!(!r.misses("autotuned") && !r.misses("so_rcvbuf"));
         let l = HostLimits {
             tcp_rmem: Some([4096, 131072, 1 << 20]),
             ..limits()
         };
-        assert_eq!(
-            run(l, 162, "1gbit:18ms").exit_code(),
-            exit::AUTOTUNED_DOES_NOT_FIT
-        );
+        assert!(run(l, 162, "1gbit:18ms").misses("autotuned"));
     }
 
     #[test]

@@ -34,7 +34,7 @@ fn main() {
             // a health check tells "does not fit" (1) from "could not tell" (2)
             Err(e) => {
                 eprintln!("tcpwin-trace: error: {e:#}");
-                std::process::exit(tcpwin_model::check::exit::ERROR);
+                std::process::exit(cmd::check::exit::ERROR);
             }
         },
         Some(Cmd::Lab(a)) => cmd::lab::run(a),
