@@ -224,7 +224,7 @@ impl Transfer<'_> {
         } else {
             format!("{}:{}", self.pair.ip_b, self.port)
         };
-        let mut cmd = Pair::exec(&self.pair.b, &self.exe.to_string_lossy());
+        let mut cmd = Pair::exec(&self.pair.b, &self.exe);
         cmd.args(["transfer", "recv", "--listen", &listen])
             .args(["--conns", &self.conns.to_string()])
             .stdout(Stdio::piped());
@@ -269,7 +269,7 @@ impl Transfer<'_> {
         } else {
             format!("{}:{}", self.pair.ip_b, self.port)
         };
-        let mut cmd = Pair::exec(&self.pair.a, &self.exe.to_string_lossy());
+        let mut cmd = Pair::exec(&self.pair.a, &self.exe);
         cmd.args(["transfer", "send", "--connect", &connect])
             .args(["--bytes", &self.bytes.to_string()])
             .args(["--conns", &self.conns.to_string()])

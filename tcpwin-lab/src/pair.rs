@@ -181,7 +181,7 @@ impl Pair {
     }
 
     /// A command run inside a namespace (the mounts kept: `/sys` is the host's).
-    pub fn exec(ns: &str, program: &str) -> Command {
+    pub fn exec(ns: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
         tcpwin_common::netns::command_named(ns, program)
     }
 
@@ -411,7 +411,7 @@ pub fn in_netns<T: Send + 'static>(
     ns: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::thread::JoinHandle<T> {
-    let file = std::fs::File::open(format!("/run/netns/{ns}"))
+    let file = std::fs::File::open(tcpwin_common::netns::path_of(ns))
         .unwrap_or_else(|e| panic!("namespace {ns}: {e}"));
     std::thread::spawn(move || {
         if let Err(e) = tcpwin_common::netns::enter_thread(&file) {

@@ -445,7 +445,7 @@ fn pid_filter_catches_a_connection_opened_and_used_at_once() {
     let t = transfer(&p, port, 1, false);
     let (mut rx, mut rx_out) = t.start_receiver().unwrap();
     let mut sender = Proc(
-        Pair::exec(&p.a, &exe().to_string_lossy())
+        Pair::exec(&p.a, exe())
             .args([
                 "transfer",
                 "send",

@@ -111,7 +111,7 @@ pub fn report_churn(
             (Mode::EmptyAll, "the empty programs'"),
         ]
         .into_iter()
-        .filter_map(|(m, name)| Some(format!("{:.2}x {name} ({:.2} us)", ours / us(m)?, us(m)?)))
+        .filter_map(|(m, name)| us(m).map(|t| format!("{:.2}x {name} ({t:.2} us)", ours / t)))
         .collect::<Vec<_>>();
         println!(
             "default per connection: {ours:.2} us of BPF time, {}",

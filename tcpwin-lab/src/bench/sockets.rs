@@ -29,8 +29,8 @@ struct Held(Vec<std::process::Child>);
 impl Drop for Held {
     fn drop(&mut self) {
         for c in &mut self.0 {
-            // stdin closed: the holder exits; killed if it does not
-            drop(c.stdin.take());
+            // killed, its sockets closed with it (its stdin closing would end it too, when the
+            // bench itself dies)
             let _ = c.kill();
             let _ = c.wait();
         }

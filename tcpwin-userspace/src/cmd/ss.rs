@@ -26,6 +26,10 @@ use crate::{
 };
 use tcpwin_common::stop::{install_stop_handler, wait_or_stop};
 
+/// Why sock_diag's readings have no advertised window, said where none has one.
+const RCV_WND_NULL: &str =
+    "rcv_wnd is null: this kernel's tcp_info has no tcpi_rcv_wnd (Linux 6.2+)";
+
 /// Without `-i`, how long after the first reading the sockets moving data are read again.
 const SECOND_READING: Duration = Duration::from_millis(250);
 
@@ -166,7 +170,7 @@ fn streamed<W: Write>(
     }
     p.finish(out)?;
     if matches!(src, Source::SockDiag) && !ends.is_empty() && !rcv_wnd_read {
-        eprintln!("tcpwin-trace: rcv_wnd is null: this kernel's tcp_info has no tcpi_rcv_wnd (Linux 6.2+)");
+        eprintln!("tcpwin-trace: {RCV_WND_NULL}");
     }
     Ok(true)
 }
@@ -260,7 +264,7 @@ pub fn run(args: SsArgs) -> Result<()> {
             && !seen.is_empty()
             && seen.iter().all(|s| s.facts.rcv_wnd.is_none())
         {
-            eprintln!("tcpwin-trace: rcv_wnd is null: this kernel's tcp_info has no tcpi_rcv_wnd (Linux 6.2+)");
+            eprintln!("tcpwin-trace: {RCV_WND_NULL}");
             said_rcv_wnd = true;
         }
         // the owner (a scan of every process's fds) only where it is shown

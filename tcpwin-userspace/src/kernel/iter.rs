@@ -148,7 +148,7 @@ impl SocketIter {
 
     /// [`SocketIter::read`] as the iterator wrote it: whole records, not yet copied out (a
     /// reading of 19,000 sockets holds them once, 4.7 MB, not twice).
-    pub fn read_bytes(&mut self) -> Result<Vec<u8>> {
+    fn read_bytes(&mut self) -> Result<Vec<u8>> {
         if let Some(p) = &self.pinned {
             match p.read() {
                 Ok(bytes) => return Ok(bytes),

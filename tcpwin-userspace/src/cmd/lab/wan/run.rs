@@ -68,7 +68,7 @@ impl PeerViews {
         let mut exporters = Vec::new();
         for (ns, ip) in [(&pair.a, ip_a), (&pair.b, ip_b)] {
             exporters.push(Proc(
-                Pair::exec(ns, &exe.to_string_lossy())
+                Pair::exec(ns, exe)
                     .args(["exporter", "--listen", &format!("{ip}:{EXPORTER_PORT}")])
                     .args(["--port", &PORT.to_string(), "--fresh-ms", "0"])
                     .stdout(std::process::Stdio::null())
