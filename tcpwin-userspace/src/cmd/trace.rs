@@ -578,6 +578,19 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         }
     };
     // Detach first, then drain what is already in the ring buffer, then count.
+    finish(tracer, ring, session, args.json, started, stop_reason)
+}
+
+/// The end of a trace: the hooks detached, the ring drained, the last verdicts, and the
+/// summary (the kernel's counters, what the ring carried, each histogram), with any loss said.
+fn finish(
+    mut tracer: Tracer,
+    mut ring: Ring,
+    mut session: Session,
+    json: bool,
+    started: Instant,
+    stop_reason: String,
+) -> Result<()> {
     let missed_runs = tracer.recursion_misses();
     tracer.detach();
     session.drain(&mut ring, &tracer.log)?;
@@ -650,7 +663,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         verdicts,
         ebpf_log,
     };
-    if args.json {
+    if json {
         serde_json::to_writer(&mut out.w, &summary)?;
         writeln!(out.w)?;
     } else {
