@@ -207,6 +207,29 @@ impl Resolver {
                 bail!("the kernel's BTF has no `struct {structure}`: is this a kernel image with networking and BTF?");
             }
         }
+        self.plain_members(&mut o, &mut absent);
+        self.derived_members(&mut o, &mut absent);
+        // Layout facts the programs rely on: the socket is the first member of tcp_sock, and
+        // sock_common the first member of sock.
+        if self.member("tcp_sock", "inet_conn").map(|m| m.bit_offset) != Some(0)
+            || self.member("sock", "__sk_common").map(|m| m.bit_offset) != Some(0)
+        {
+            bail!("unexpected layout: struct sock is not at the start of struct tcp_sock");
+        }
+        let essential = [
+            ("sock_common.skc_num", o.skc_num),
+            ("tcp_sock.window_clamp", o.tp_window_clamp),
+            ("sk_buff.len", o.skb_len),
+            ("sk_buff.truesize", o.skb_truesize),
+        ];
+        if let Some((name, _)) = essential.iter().find(|(_, v)| *v == ABSENT) {
+            bail!("the kernel's BTF lacks `{name}` (or it changed type): tcpwin-trace cannot trace this kernel");
+        }
+        Ok(Layout { offsets: o, absent })
+    }
+
+    /// The members read as they are: each at its offset, of the size the programs read.
+    fn plain_members(&self, o: &mut Offsets, absent: &mut Vec<(String, String)>) {
         // (field, struct, path, expected size in bytes)
         let plain: [(&mut u32, &str, &str, usize); 62] = [
             (&mut o.skc_family, "sock_common", "skc_family", 2),
@@ -306,6 +329,11 @@ impl Resolver {
                 None => absent.push((format!("{st}.{path}"), "not in this kernel".into())),
             }
         }
+    }
+
+    /// The members found through another (a minmax's first sample, the inode beside a socket,
+    /// bitfields, the control block inside `sk_buff.cb`).
+    fn derived_members(&self, o: &mut Offsets, absent: &mut Vec<(String, String)>) {
         // `tcp_min_rtt()` is the value of the first sample of the `rtt_min` minmax
         // (`struct minmax { struct minmax_sample { u32 t; u32 v; } s[3]; }`)
         match self.member("tcp_sock", "rtt_min") {
@@ -370,23 +398,6 @@ impl Resolver {
                 "not in this kernel's BTF: payload length read from the TCP header".into(),
             ));
         }
-        // Layout facts the programs rely on: the socket is the first member of tcp_sock, and
-        // sock_common the first member of sock.
-        if self.member("tcp_sock", "inet_conn").map(|m| m.bit_offset) != Some(0)
-            || self.member("sock", "__sk_common").map(|m| m.bit_offset) != Some(0)
-        {
-            bail!("unexpected layout: struct sock is not at the start of struct tcp_sock");
-        }
-        let essential = [
-            ("sock_common.skc_num", o.skc_num),
-            ("tcp_sock.window_clamp", o.tp_window_clamp),
-            ("sk_buff.len", o.skb_len),
-            ("sk_buff.truesize", o.skb_truesize),
-        ];
-        if let Some((name, _)) = essential.iter().find(|(_, v)| *v == ABSENT) {
-            bail!("the kernel's BTF lacks `{name}` (or it changed type): tcpwin-trace cannot trace this kernel");
-        }
-        Ok(Layout { offsets: o, absent })
     }
 }
 
