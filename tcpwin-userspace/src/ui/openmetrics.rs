@@ -14,7 +14,8 @@ use prometheus_client::{
     registry::Registry,
 };
 use tcpwin_model::metrics::{
-    bucketize, name, process, ratio_buckets, Buckets, Distribution, HttpCounts, Scrape, TopSocket,
+    bucketize, name, process, ratio_buckets, Buckets, ChronoTotals, Distribution, HttpCounts,
+    ProcessStats, Scrape, TopSocket,
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -246,6 +247,69 @@ fn distribution(reg: &mut Registry, n: &str, sum: &str, help: &str, d: &Distribu
     gauge(reg, sum, &format!("the sum over the sockets of {n}"), d.sum);
 }
 
+/// What held the senders, summed over live and closed sockets (tcp_info's chrono times).
+fn chrono(reg: &mut Registry, c: &ChronoTotals) {
+    counter(
+        reg,
+        name::BUSY,
+        "time sockets spent sending data (tcp_info busy), live and closed since start",
+        c.seconds[0],
+    );
+    counter(
+        reg,
+        name::RWND_LIMITED,
+        "time senders were limited by the peer's receive window (tcp_info rwnd_limited), live and closed since start",
+        c.seconds[1],
+    );
+    counter(
+        reg,
+        name::SNDBUF_LIMITED,
+        "time senders were limited by their send buffer (tcp_info sndbuf_limited), live and closed since start",
+        c.seconds[2],
+    );
+    counter(
+        reg,
+        name::CLOSED,
+        "connections that closed since the exporter started",
+        c.closed,
+    );
+}
+
+/// The exporter's own process, as Prometheus's client libraries name it.
+fn process_stats(reg: &mut Registry, p: &ProcessStats) {
+    counter(
+        reg,
+        process::CPU_SECONDS,
+        "user and system CPU time the exporter spent",
+        p.cpu_seconds,
+    );
+    for (n, help, v) in [
+        (
+            process::RESIDENT,
+            "resident memory",
+            p.resident_bytes as f64,
+        ),
+        (process::VIRTUAL, "virtual memory", p.virtual_bytes as f64),
+        (
+            process::OPEN_FDS,
+            "open file descriptors",
+            p.open_fds as f64,
+        ),
+        (
+            process::MAX_FDS,
+            "the limit of open file descriptors",
+            p.max_fds as f64,
+        ),
+        (
+            process::START_TIME,
+            "start time since the Unix epoch",
+            p.start_time_seconds,
+        ),
+    ] {
+        gauge(reg, n, help, v);
+    }
+}
+
 /// Encodes one scrape; `openmetrics` picks the format. `duration_s`, `errors`: the exporter's
 /// own measure of the scrape.
 pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> String {
@@ -319,30 +383,7 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
         );
     }
     if let Some(c) = &s.chrono {
-        counter(
-            &mut reg,
-            name::BUSY,
-            "time sockets spent sending data (tcp_info busy), live and closed since start",
-            c.seconds[0],
-        );
-        counter(
-            &mut reg,
-            name::RWND_LIMITED,
-            "time senders were limited by the peer's receive window (tcp_info rwnd_limited), live and closed since start",
-            c.seconds[1],
-        );
-        counter(
-            &mut reg,
-            name::SNDBUF_LIMITED,
-            "time senders were limited by their send buffer (tcp_info sndbuf_limited), live and closed since start",
-            c.seconds[2],
-        );
-        counter(
-            &mut reg,
-            name::CLOSED,
-            "connections that closed since the exporter started",
-            c.closed,
-        );
+        chrono(&mut reg, c);
     }
     if let Some(per_if) = &s.packet_ratio {
         let fam = Family::<IfaceLabel, CountedHistogram>::default();
@@ -376,37 +417,7 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
         );
     }
     if let Some(p) = &s.process {
-        counter(
-            &mut reg,
-            process::CPU_SECONDS,
-            "user and system CPU time the exporter spent",
-            p.cpu_seconds,
-        );
-        for (n, help, v) in [
-            (
-                process::RESIDENT,
-                "resident memory",
-                p.resident_bytes as f64,
-            ),
-            (process::VIRTUAL, "virtual memory", p.virtual_bytes as f64),
-            (
-                process::OPEN_FDS,
-                "open file descriptors",
-                p.open_fds as f64,
-            ),
-            (
-                process::MAX_FDS,
-                "the limit of open file descriptors",
-                p.max_fds as f64,
-            ),
-            (
-                process::START_TIME,
-                "start time since the Unix epoch",
-                p.start_time_seconds,
-            ),
-        ] {
-            gauge(&mut reg, n, help, v);
-        }
+        process_stats(&mut reg, p);
     }
     if let Some(h) = &s.http {
         http(&mut reg, h);
