@@ -10,7 +10,7 @@ use tcpwin_lab::{
     programs::{App, Client},
     sysctl::GlobalSysctl,
 };
-use tcpwin_model::verdict::Fix;
+use tcpwin_model::verdict::{AppFix, Fix};
 
 use super::run::Setup;
 
@@ -68,145 +68,74 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
         }
     }
     if let Some(a) = &fix.app {
-        let bytes = u32::try_from(a.bytes).context("a socket option over 4 GiB")?;
-        let said = match (a.option.as_str(), st.app) {
-            (
-                "SO_RCVBUF" | "SO_SNDBUF",
-                Some(App::Iperf3 {
-                    reverse,
-                    streams,
-                    congestion,
-                    fq_rate,
-                    bitrate,
-                    ..
-                }),
-            ) => {
-                st.app = Some(App::Iperf3 {
-                    window: Some(bytes),
-                    reverse,
-                    streams,
-                    congestion,
-                    fq_rate,
-                    bitrate,
-                });
-                format!("iperf3 -w {bytes}")
-            }
-            (
-                "SO_SNDBUF",
-                Some(App::Nginx {
-                    limit_rate,
-                    server_rate,
-                    client,
-                    ..
-                }),
-            ) => {
-                st.app = Some(App::Nginx {
-                    sndbuf: Some(bytes),
-                    limit_rate,
-                    server_rate,
-                    client,
-                });
-                format!("nginx: listen ... sndbuf={bytes}")
-            }
-            // iperf3's --fq-rate is its SO_MAX_PACING_RATE, in bit/s
-            (
-                "SO_MAX_PACING_RATE",
-                Some(App::Iperf3 {
-                    window,
-                    reverse,
-                    streams,
-                    congestion,
-                    bitrate,
-                    ..
-                }),
-            ) => {
-                let bps = a.bytes.saturating_mul(8);
-                st.app = Some(App::Iperf3 {
-                    window,
-                    reverse,
-                    streams,
-                    congestion,
-                    fq_rate: Some(bps),
-                    bitrate,
-                });
-                format!("iperf3 --fq-rate {bps}")
-            }
-            ("SO_RCVBUF", Some(App::Upload { .. })) => {
-                st.app = Some(App::Upload {
-                    rcvbuf: Some(bytes),
-                });
-                format!("nginx: listen ... rcvbuf={bytes}")
-            }
-            (
-                "SO_RCVBUF",
-                Some(App::Nginx {
-                    sndbuf,
-                    limit_rate,
-                    server_rate,
-                    client:
-                        Client::Python {
-                            clamp, clamp_when, ..
-                        },
-                }),
-            ) => {
-                st.app = Some(App::Nginx {
-                    sndbuf,
-                    limit_rate,
-                    server_rate,
-                    client: Client::Python {
-                        rcvbuf: Some(bytes),
-                        clamp,
-                        clamp_when,
-                    },
-                });
-                format!("the Python client: SO_RCVBUF {bytes}")
-            }
-            (
-                "TCP_WINDOW_CLAMP",
-                Some(App::Nginx {
-                    sndbuf,
-                    limit_rate,
-                    server_rate,
-                    client:
-                        Client::Python {
-                            rcvbuf, clamp_when, ..
-                        },
-                }),
-            ) => {
-                st.app = Some(App::Nginx {
-                    sndbuf,
-                    limit_rate,
-                    server_rate,
-                    client: Client::Python {
-                        rcvbuf,
-                        clamp: Some(bytes),
-                        clamp_when,
-                    },
-                });
-                format!("the Python client: TCP_WINDOW_CLAMP {bytes}")
-            }
-            ("SO_RCVBUF", None) => {
-                st.rcvbuf = Some(bytes);
-                format!("the lab's receiver: --rcvbuf {bytes}")
-            }
-            // a clamp set before the handshake is asked again there, at the fix's value
-            ("TCP_WINDOW_CLAMP", None) if st.listen_clamp.is_some() => {
-                st.listen_clamp = Some(bytes);
-                format!("the lab's receiver: --listen-clamp {bytes}")
-            }
-            ("TCP_WINDOW_CLAMP", None) => {
-                st.window_clamp = Some(bytes);
-                format!("the lab's receiver: --window-clamp {bytes}")
-            }
-            (o, app) => bail!(
-                "the fix asks {o} of {}, which the lab cannot give it",
-                app.map(|a| a.describe())
-                    .unwrap_or_else(|| "the lab's own endpoints".into())
-            ),
-        };
-        done.push(said);
+        done.push(give_app(a, st)?);
     }
     Ok(done)
+}
+
+/// Gives the application's socket option to the row's program as its own option (iperf3's
+/// `-w` and `--fq-rate`, nginx's `listen ... sndbuf=`/`rcvbuf=`, the Python client's options),
+/// or to the lab's receiver; returns what was done, in words.
+fn give_app(a: &AppFix, st: &mut Setup) -> Result<String> {
+    let bytes = u32::try_from(a.bytes).context("a socket option over 4 GiB")?;
+    Ok(match (a.option.as_str(), &mut st.app) {
+        ("SO_RCVBUF" | "SO_SNDBUF", Some(App::Iperf3 { window, .. })) => {
+            *window = Some(bytes);
+            format!("iperf3 -w {bytes}")
+        }
+        ("SO_SNDBUF", Some(App::Nginx { sndbuf, .. })) => {
+            *sndbuf = Some(bytes);
+            format!("nginx: listen ... sndbuf={bytes}")
+        }
+        // iperf3's --fq-rate is its SO_MAX_PACING_RATE, in bit/s
+        ("SO_MAX_PACING_RATE", Some(App::Iperf3 { fq_rate, .. })) => {
+            let bps = a.bytes.saturating_mul(8);
+            *fq_rate = Some(bps);
+            format!("iperf3 --fq-rate {bps}")
+        }
+        ("SO_RCVBUF", Some(App::Upload { rcvbuf })) => {
+            *rcvbuf = Some(bytes);
+            format!("nginx: listen ... rcvbuf={bytes}")
+        }
+        (
+            "SO_RCVBUF",
+            Some(App::Nginx {
+                client: Client::Python { rcvbuf, .. },
+                ..
+            }),
+        ) => {
+            *rcvbuf = Some(bytes);
+            format!("the Python client: SO_RCVBUF {bytes}")
+        }
+        (
+            "TCP_WINDOW_CLAMP",
+            Some(App::Nginx {
+                client: Client::Python { clamp, .. },
+                ..
+            }),
+        ) => {
+            *clamp = Some(bytes);
+            format!("the Python client: TCP_WINDOW_CLAMP {bytes}")
+        }
+        ("SO_RCVBUF", None) => {
+            st.rcvbuf = Some(bytes);
+            format!("the lab's receiver: --rcvbuf {bytes}")
+        }
+        // a clamp set before the handshake is asked again there, at the fix's value
+        ("TCP_WINDOW_CLAMP", None) if st.listen_clamp.is_some() => {
+            st.listen_clamp = Some(bytes);
+            format!("the lab's receiver: --listen-clamp {bytes}")
+        }
+        ("TCP_WINDOW_CLAMP", None) => {
+            st.window_clamp = Some(bytes);
+            format!("the lab's receiver: --window-clamp {bytes}")
+        }
+        (o, app) => bail!(
+            "the fix asks {o} of {}, which the lab cannot give it",
+            app.map(|a| a.describe())
+                .unwrap_or_else(|| "the lab's own endpoints".into())
+        ),
+    })
 }
 
 #[cfg(test)]
