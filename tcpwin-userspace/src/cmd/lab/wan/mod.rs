@@ -107,24 +107,7 @@ fn judge_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Ju
         .as_ref()
         .map(|p| p.totals())
         .unwrap_or_default();
-    let app_rate = match (s.recv, st.app) {
-        (Recv::SlowReader { bps }, None) => bps,
-        (
-            _,
-            Some(App::Nginx {
-                limit_rate: Some(r),
-                ..
-            }),
-        ) => r,
-        (
-            _,
-            Some(App::Nginx {
-                server_rate: Some(r),
-                ..
-            }),
-        ) => r,
-        _ => u64::MAX,
-    };
+    let app_rate = app_rate(s, st);
     let sender_report = r.sender.as_ref();
     // each end's socket, as the last reading holds it
     let ends: Vec<(&str, &snapshot::Seen)> = [("receiver", Some(rx)), ("sender", tx)]
@@ -133,20 +116,7 @@ fn judge_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Ju
         .collect();
     let row = WanRow {
         scenario: s.scenario.into(),
-        condition: s.recv.describe()
-            + &s.wmem_max
-                .map(|m| format!(", sender tcp_wmem max {m}"))
-                .unwrap_or_default()
-            + if s.sender_wscale_off {
-                ", the sender's tcp_window_scaling=0"
-            } else {
-                ""
-            }
-            + &(if s.loss_ppm > 0 {
-                format!(", {:.1} % lost", s.loss_ppm as f64 / 1e4)
-            } else {
-                String::new()
-            }),
+        condition: s.condition(),
         app: s
             .app
             .map(|a| a.describe())
@@ -216,31 +186,8 @@ fn judge_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Ju
         fix: None,
         fixed: None,
         counter: None,
-        recorded: ends
-            .iter()
-            .filter_map(|(end, me)| {
-                let cookie = me.facts.id.cookie;
-                recorded_end(
-                    end,
-                    r.readings
-                        .iter()
-                        .filter_map(|rd| rd.iter().find(|x| x.facts.id.cookie == cookie)),
-                )
-            })
-            .collect(),
-        peer_recorded: ends
-            .iter()
-            .filter_map(|(end, me)| {
-                let want = tcpwin_model::id::other_end(&me.facts.id);
-                recorded_end(
-                    end,
-                    r.peer_readings.as_ref()?.iter().filter_map(|p| {
-                        let (_, seen) = p.iter().find(|(ns, _)| *ns == me.line_ns)?;
-                        seen.iter().find(|x| x.facts.id.tuple() == want)
-                    }),
-                )
-            })
-            .collect(),
+        recorded: recorded(&ends, &r),
+        peer_recorded: peer_recorded(&ends, &r),
     };
     Ok(Judged {
         row,
@@ -248,6 +195,60 @@ fn judge_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Ju
         sender: sv,
         alone: reads::alone(first, last, rx, target),
     })
+}
+
+/// The rate the application holds the transfer to, where the row sets one (u64::MAX: none).
+fn app_rate(s: &Spec, st: &run::Setup) -> u64 {
+    match (s.recv, st.app) {
+        (Recv::SlowReader { bps }, None) => bps,
+        (
+            _,
+            Some(App::Nginx {
+                limit_rate: Some(r),
+                ..
+            }),
+        ) => r,
+        (
+            _,
+            Some(App::Nginx {
+                server_rate: Some(r),
+                ..
+            }),
+        ) => r,
+        _ => u64::MAX,
+    }
+}
+
+/// Each end's readings of the transfer, as the end's own host holds them.
+fn recorded(ends: &[(&str, &snapshot::Seen)], r: &run::Run) -> Vec<RecordedEnd> {
+    ends.iter()
+        .filter_map(|(end, me)| {
+            let cookie = me.facts.id.cookie;
+            recorded_end(
+                end,
+                r.readings
+                    .iter()
+                    .filter_map(|rd| rd.iter().find(|x| x.facts.id.cookie == cookie)),
+            )
+        })
+        .collect()
+}
+
+/// Each end's peer readings over the network: the other end's socket, as its host's exporter
+/// gave it.
+fn peer_recorded(ends: &[(&str, &snapshot::Seen)], r: &run::Run) -> Vec<RecordedEnd> {
+    ends.iter()
+        .filter_map(|(end, me)| {
+            let want = tcpwin_model::id::other_end(&me.facts.id);
+            recorded_end(
+                end,
+                r.peer_readings.as_ref()?.iter().filter_map(|p| {
+                    let (_, seen) = p.iter().find(|(ns, _)| *ns == me.line_ns)?;
+                    seen.iter().find(|x| x.facts.id.tuple() == want)
+                }),
+            )
+        })
+        .collect()
 }
 
 /// One end's readings in time order (those it was found in), with its namespace's limits as the

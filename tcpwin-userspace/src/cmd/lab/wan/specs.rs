@@ -448,6 +448,25 @@ impl Spec {
         }
     }
 
+    /// What the row sets, in words: the receiver's setting, then the sender's and the path's.
+    pub(super) fn condition(&self) -> String {
+        let s = self;
+        s.recv.describe()
+            + &s.wmem_max
+                .map(|m| format!(", sender tcp_wmem max {m}"))
+                .unwrap_or_default()
+            + if s.sender_wscale_off {
+                ", the sender's tcp_window_scaling=0"
+            } else {
+                ""
+            }
+            + &(if s.loss_ppm > 0 {
+                format!(", {:.1} % lost", s.loss_ppm as f64 / 1e4)
+            } else {
+                String::new()
+            })
+    }
+
     /// The path's own rate with nothing set, what a repaired transfer should reach: the same
     /// path, the namespace's defaults, the lab's own endpoints.
     pub(super) fn baseline(&self) -> Spec {
