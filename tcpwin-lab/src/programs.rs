@@ -336,48 +336,7 @@ impl App {
                     .map(|r| format!(" limit_rate {};", r / 8))
                     .unwrap_or_default();
                 let (dir, server) = nginx(&pair.a, port, &listen, &throttle, true)?;
-                let url = format!("http://{}:{port}/big", pair.ip_a);
-                let (c, kind) = match client {
-                    Client::Curl => {
-                        let mut c = Pair::exec(&pair.b, "curl");
-                        c.args(["-s", "-o", "/dev/null", "-w", "%{speed_download}"])
-                            .args(["--max-time", &format!("{secs}")]);
-                        if let Some(r) = limit_rate {
-                            c.args(["--limit-rate", &format!("{}", r / 8)]);
-                        }
-                        c.arg(&url);
-                        (c, Kind::BytesPerSecond)
-                    }
-                    Client::Wget => {
-                        // wget writes the file to a pipe; what arrived in SECS is its rate
-                        let limit = limit_rate
-                            .map(|r| format!(" --limit-rate={}", r / 8))
-                            .unwrap_or_default();
-                        let mut c = Pair::exec(&pair.b, "sh");
-                        c.args([
-                            "-c",
-                            &format!(
-                                "timeout {secs} wget -q -O - --tries=1{limit} {url} | wc -c | awk '{{print $1 / {secs}}}'"
-                            ),
-                        ]);
-                        (c, Kind::BytesPerSecond)
-                    }
-                    Client::Python {
-                        rcvbuf,
-                        clamp,
-                        clamp_when,
-                    } => {
-                        std::fs::write(dir.join("client.py"), PYTHON_CLIENT)?;
-                        // Debian's python3 (what the package installs), not a user's own
-                        let mut c = Pair::exec(&pair.b, "/usr/bin/python3");
-                        c.arg(dir.join("client.py"))
-                            .args([pair.ip_a, &port.to_string(), &format!("{secs}")])
-                            .arg(rcvbuf.unwrap_or(0).to_string())
-                            .arg(clamp.unwrap_or(0).to_string())
-                            .arg(clamp_when.arg());
-                        (c, Kind::BitsPerSecond)
-                    }
-                };
+                let (c, kind) = nginx_client(client, limit_rate, pair, port, secs, &dir)?;
                 let client = spawn_client(c)?;
                 Ok(Running {
                     procs: vec![server],
@@ -420,6 +379,60 @@ impl App {
             }
         }
     }
+}
+
+/// The client that downloads nginx's file for `secs` in the receiver's namespace, at most at
+/// `limit_rate` bit/s, and the unit it prints its rate in.
+fn nginx_client(
+    client: Client,
+    limit_rate: Option<u64>,
+    pair: &Pair,
+    port: u16,
+    secs: f64,
+    dir: &std::path::Path,
+) -> Result<(std::process::Command, Kind)> {
+    let url = format!("http://{}:{port}/big", pair.ip_a);
+    Ok(match client {
+        Client::Curl => {
+            let mut c = Pair::exec(&pair.b, "curl");
+            c.args(["-s", "-o", "/dev/null", "-w", "%{speed_download}"])
+                .args(["--max-time", &format!("{secs}")]);
+            if let Some(r) = limit_rate {
+                c.args(["--limit-rate", &format!("{}", r / 8)]);
+            }
+            c.arg(&url);
+            (c, Kind::BytesPerSecond)
+        }
+        Client::Wget => {
+            // wget writes the file to a pipe; what arrived in SECS is its rate
+            let limit = limit_rate
+                .map(|r| format!(" --limit-rate={}", r / 8))
+                .unwrap_or_default();
+            let mut c = Pair::exec(&pair.b, "sh");
+            c.args([
+                "-c",
+                &format!(
+                    "timeout {secs} wget -q -O - --tries=1{limit} {url} | wc -c | awk '{{print $1 / {secs}}}'"
+                ),
+            ]);
+            (c, Kind::BytesPerSecond)
+        }
+        Client::Python {
+            rcvbuf,
+            clamp,
+            clamp_when,
+        } => {
+            std::fs::write(dir.join("client.py"), PYTHON_CLIENT)?;
+            // Debian's python3 (what the package installs), not a user's own
+            let mut c = Pair::exec(&pair.b, "/usr/bin/python3");
+            c.arg(dir.join("client.py"))
+                .args([pair.ip_a, &port.to_string(), &format!("{secs}")])
+                .arg(rcvbuf.unwrap_or(0).to_string())
+                .arg(clamp.unwrap_or(0).to_string())
+                .arg(clamp_when.arg());
+            (c, Kind::BitsPerSecond)
+        }
+    })
 }
 
 fn spawn_client(mut c: std::process::Command) -> Result<Child> {
