@@ -249,36 +249,7 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             let mut buf = vec![0u8; 256 << 10];
             for _ in 0..conns {
                 let (mut s, _) = l.accept()?;
-                let mut total = 0u64;
-                let started = std::time::Instant::now();
-                let mut clamp = window_clamp;
-                // a slow reader reads small pieces, so the queue, not one read, is what waits
-                let chunk = if read_bps.is_some() {
-                    16 << 10
-                } else {
-                    buf.len()
-                };
-                loop {
-                    let n = s.read(&mut buf[..chunk])?;
-                    if n == 0 {
-                        break;
-                    }
-                    total += n as u64;
-                    if let Some(c) = clamp.filter(|_| total >= 256 << 10) {
-                        set_int(
-                            s.as_raw_fd(),
-                            libc::IPPROTO_TCP,
-                            libc::TCP_WINDOW_CLAMP,
-                            c as i32,
-                        )
-                        .context("setsockopt(TCP_WINDOW_CLAMP)")?;
-                        clamp = None;
-                    }
-                    if let Some(bps) = read_bps {
-                        let due = Duration::from_secs_f64(total as f64 * 8.0 / bps as f64);
-                        std::thread::sleep(due.saturating_sub(started.elapsed()));
-                    }
-                }
+                let total = read_all(&mut s, &mut buf, window_clamp, read_bps)?;
                 let mut truth = ground_truth(&s)?;
                 truth.bytes = Some(total);
                 println!("{}", serde_json::to_string(&truth)?);
@@ -305,72 +276,128 @@ pub fn run(cmd: TransferCmd) -> Result<()> {
             std::thread::sleep(Duration::from_millis(delay_ms));
             for _ in 0..conns {
                 let mut s = connect_retry(connect, cc.as_deref())?;
-                let mut left = bytes;
-                let started = std::time::Instant::now();
-                let until = secs.map(|t| started + Duration::from_secs_f64(t));
-                let mut snd_wnd_peak = 0u32;
-                let mut sent = 0u64;
-                // with --secs: the rate over the last two thirds, from the socket's own
-                // bytes_acked (slow start left out)
-                let mark_at = secs.map(|t| started + Duration::from_secs_f64(t / 3.0));
-                let mut mark: Option<(std::time::Instant, u64)> = None;
-                loop {
-                    if mark.is_none() && mark_at.is_some_and(|m| std::time::Instant::now() >= m) {
-                        let acked = tcp_info(s.as_raw_fd())?.bytes_acked.unwrap_or(0);
-                        mark = Some((std::time::Instant::now(), acked));
-                    }
-                    let n = match until {
-                        Some(u) if std::time::Instant::now() >= u => break,
-                        Some(_) => buf.len(),
-                        None if left == 0 => break,
-                        None => left.min(buf.len() as u64) as usize,
-                    };
-                    s.write_all(&buf[..n])?;
-                    left = left.saturating_sub(n as u64);
-                    sent += n as u64;
-                    if report {
-                        snd_wnd_peak = snd_wnd_peak.max(snd_wnd(s.as_raw_fd()).unwrap_or(0));
-                    }
-                }
-                let elapsed = started.elapsed().as_secs_f64();
-                let (steady, steady_wnd) = match mark {
-                    Some((t, acked)) => {
-                        let info = tcp_info(s.as_raw_fd())?;
-                        let now = info.bytes_acked.unwrap_or(0);
-                        let dt = t.elapsed().as_secs_f64().max(1e-9);
-                        (
-                            Some((now.saturating_sub(acked) as f64 * 8.0 / dt) as u64),
-                            info.snd_wnd,
-                        )
-                    }
-                    None => (None, None),
-                };
-                // the kernel's view of the connection with the sender's own measurements
-                let say = |s: &TcpStream| -> Result<()> {
-                    let mut truth = ground_truth(s)?;
-                    truth.snd_wnd_peak = Some(snd_wnd_peak);
-                    truth.throughput_bps = Some((sent as f64 * 8.0 / elapsed.max(1e-9)) as u64);
-                    truth.steady_bps = steady;
-                    truth.steady_snd_wnd = steady_wnd;
-                    println!("{}", serde_json::to_string(&truth)?);
-                    std::io::stdout().flush()?;
-                    Ok(())
-                };
-                s.shutdown(std::net::Shutdown::Write)?;
-                if report_early {
-                    say(&s)?;
-                }
-                // wait for the receiver's close so the whole exchange is over
-                let mut sink = [0u8; 64];
-                let _ = s.read(&mut sink);
-                if report && !report_early {
-                    // after the peer's FIN the socket is closed: TCP_INFO still answers
-                    say(&s)?;
-                }
+                send_one(&mut s, &buf, bytes, secs, report, report_early)?;
             }
             Ok(())
         }
     }
+}
+
+/// Reads a connection to its end, `read_bps` at most, setting TCP_WINDOW_CLAMP `clamp` once
+/// 256 KiB arrived; the bytes read.
+fn read_all(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    window_clamp: Option<u32>,
+    read_bps: Option<u64>,
+) -> Result<u64> {
+    let mut total = 0u64;
+    let started = std::time::Instant::now();
+    let mut clamp = window_clamp;
+    // a slow reader reads small pieces, so the queue, not one read, is what waits
+    let chunk = if read_bps.is_some() {
+        16 << 10
+    } else {
+        buf.len()
+    };
+    loop {
+        let n = s.read(&mut buf[..chunk])?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        if let Some(c) = clamp.filter(|_| total >= 256 << 10) {
+            set_int(
+                s.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_WINDOW_CLAMP,
+                c as i32,
+            )
+            .context("setsockopt(TCP_WINDOW_CLAMP)")?;
+            clamp = None;
+        }
+        if let Some(bps) = read_bps {
+            let due = Duration::from_secs_f64(total as f64 * 8.0 / bps as f64);
+            std::thread::sleep(due.saturating_sub(started.elapsed()));
+        }
+    }
+    Ok(total)
+}
+
+/// Sends `bytes` (or for `secs`) on a connection, then waits for the receiver's close; with
+/// `report`, prints the kernel's view of the connection with the sender's own measurements
+/// (before the close with `report_early`).
+fn send_one(
+    s: &mut TcpStream,
+    buf: &[u8],
+    bytes: u64,
+    secs: Option<f64>,
+    report: bool,
+    report_early: bool,
+) -> Result<()> {
+    let mut left = bytes;
+    let started = std::time::Instant::now();
+    let until = secs.map(|t| started + Duration::from_secs_f64(t));
+    let mut snd_wnd_peak = 0u32;
+    let mut sent = 0u64;
+    // with --secs: the rate over the last two thirds, from the socket's own
+    // bytes_acked (slow start left out)
+    let mark_at = secs.map(|t| started + Duration::from_secs_f64(t / 3.0));
+    let mut mark: Option<(std::time::Instant, u64)> = None;
+    loop {
+        if mark.is_none() && mark_at.is_some_and(|m| std::time::Instant::now() >= m) {
+            let acked = tcp_info(s.as_raw_fd())?.bytes_acked.unwrap_or(0);
+            mark = Some((std::time::Instant::now(), acked));
+        }
+        let n = match until {
+            Some(u) if std::time::Instant::now() >= u => break,
+            Some(_) => buf.len(),
+            None if left == 0 => break,
+            None => left.min(buf.len() as u64) as usize,
+        };
+        s.write_all(&buf[..n])?;
+        left = left.saturating_sub(n as u64);
+        sent += n as u64;
+        if report {
+            snd_wnd_peak = snd_wnd_peak.max(snd_wnd(s.as_raw_fd()).unwrap_or(0));
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let (steady, steady_wnd) = match mark {
+        Some((t, acked)) => {
+            let info = tcp_info(s.as_raw_fd())?;
+            let now = info.bytes_acked.unwrap_or(0);
+            let dt = t.elapsed().as_secs_f64().max(1e-9);
+            (
+                Some((now.saturating_sub(acked) as f64 * 8.0 / dt) as u64),
+                info.snd_wnd,
+            )
+        }
+        None => (None, None),
+    };
+    // the kernel's view of the connection with the sender's own measurements
+    let say = |s: &TcpStream| -> Result<()> {
+        let mut truth = ground_truth(s)?;
+        truth.snd_wnd_peak = Some(snd_wnd_peak);
+        truth.throughput_bps = Some((sent as f64 * 8.0 / elapsed.max(1e-9)) as u64);
+        truth.steady_bps = steady;
+        truth.steady_snd_wnd = steady_wnd;
+        println!("{}", serde_json::to_string(&truth)?);
+        std::io::stdout().flush()?;
+        Ok(())
+    };
+    s.shutdown(std::net::Shutdown::Write)?;
+    if report_early {
+        say(s)?;
+    }
+    // wait for the receiver's close so the whole exchange is over
+    let mut sink = [0u8; 64];
+    let _ = s.read(&mut sink);
+    if report && !report_early {
+        // after the peer's FIN the socket is closed: TCP_INFO still answers
+        say(s)?;
+    }
+    Ok(())
 }
 
 /// Connects (retrying while the receiver starts), with `cc` set on the socket before the
