@@ -238,30 +238,7 @@ fn one_run(
         _ => None,
     };
     let obs = start_observer(mode, pair, env)?;
-    let mut ids: std::collections::HashSet<u64> = Default::default();
-    if matches!(
-        mode,
-        Mode::Default
-            | Mode::Filtered
-            | Mode::OtherPid
-            | Mode::Bpftrace
-            | Mode::Tcplife
-            | Mode::Empty
-            | Mode::EmptyAll
-            | Mode::Exporter
-    ) {
-        // bpftrace says "Attaching" before its programs are all in: wait for them to appear
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            ids = program_ids().difference(&ids_before).copied().collect();
-            if !ids.is_empty() || Instant::now() > deadline {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        ids = program_ids().difference(&ids_before).copied().collect();
-    }
+    let ids = new_programs(mode, &ids_before);
     let obs_pid = match &obs {
         Observer::Tracer(t) => Some(t.child.id()),
         Observer::Bpftrace(c, _) => Some(c.id()),
@@ -330,6 +307,45 @@ fn one_run(
         s.tracer_cpu_share = Some((proc_cpu_seconds(p) - obs_cpu0) / wall);
         s.tracer_rss = peak_rss_bytes(p);
     }
+    stop_observer(obs, mode, wall, &mut s)?;
+    Ok(s)
+}
+
+/// The observer's programs: those that appeared since `before` (none for a mode that loads
+/// none), once they stop appearing.
+fn new_programs(
+    mode: Mode,
+    before: &std::collections::HashSet<u64>,
+) -> std::collections::HashSet<u64> {
+    let mut ids: std::collections::HashSet<u64> = Default::default();
+    if matches!(
+        mode,
+        Mode::Default
+            | Mode::Filtered
+            | Mode::OtherPid
+            | Mode::Bpftrace
+            | Mode::Tcplife
+            | Mode::Empty
+            | Mode::EmptyAll
+            | Mode::Exporter
+    ) {
+        // bpftrace says "Attaching" before its programs are all in: wait for them to appear
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            ids = program_ids().difference(before).copied().collect();
+            if !ids.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        ids = program_ids().difference(before).copied().collect();
+    }
+    ids
+}
+
+/// Stops the observer and adds what it says of the run to `s` (events, lines, CPU).
+fn stop_observer(obs: Observer, mode: Mode, wall: f64, s: &mut Sample) -> Result<()> {
     match obs {
         Observer::None => {}
         Observer::Exporter(mut c) => {
@@ -376,7 +392,7 @@ fn one_run(
             s.tracer_cpu_share = Some(cpu / wall);
         }
     }
-    Ok(s)
+    Ok(())
 }
 
 fn run(args: BenchArgs) -> Result<()> {
