@@ -505,6 +505,105 @@ fn run_into(cmd: &mut Command, out: &Path) -> Result<bool> {
     Ok(status.success())
 }
 
+/// Every lab row `repeat` times with its fix applied, then the lab's tables; its figures.
+fn run_lab(
+    exe: &Path,
+    dir: &Path,
+    repeat: u32,
+    failed: &mut Vec<String>,
+    figures: &mut BTreeMap<String, Figure>,
+) -> Result<()> {
+    let rows_file = dir.join("lab.jsonl");
+    let ran = run_into(
+        Command::new(exe)
+            .args(["lab", "--scenario", "all", "--apply-fix", "--json"])
+            .arg("--repeat")
+            .arg(repeat.to_string()),
+        &rows_file,
+    )?;
+    // the tables, from the rows just written (the lab's own exit: a miss or an open loop)
+    let tables = Command::new(exe)
+        .args(["lab", "--from"])
+        .arg(&rows_file)
+        .status()
+        .context("printing the lab's tables")?;
+    if !ran || !tables.success() {
+        failed.push(format!(
+            "the lab: a verdict missed or a fix did not close (rows in {})",
+            rows_file.display()
+        ));
+    }
+    let rows: Vec<WanRow> = lines(&rows_file)?;
+    figures.extend(lab_figures(&rows));
+    Ok(())
+}
+
+/// The overhead bench (its figures, where a short connection's time goes, the cost targets)
+/// and the tracer's memory over a five-minute soak.
+fn run_bench(
+    exe: &Path,
+    obj: &Path,
+    nolog: &Path,
+    dir: &Path,
+    failed: &mut Vec<String>,
+    figures: &mut BTreeMap<String, Figure>,
+) -> Result<()> {
+    let bench_file = dir.join("bench.jsonl");
+    let ran = run_into(
+        Command::new(root().join("target/release/tcpwin-bench"))
+            .arg("--tracer")
+            .arg(exe)
+            .arg("--obj")
+            .arg(obj)
+            .arg("--nolog-obj")
+            .arg(nolog)
+            .arg("--json"),
+        &bench_file,
+    )?;
+    if !ran {
+        failed.push("the bench failed".into());
+    }
+    let rows: Vec<BenchRow> = lines(&bench_file)?;
+    figures.extend(bench_figures(&rows));
+    println!("\nwhere a short connection's BPF time goes (both ends, per connection):");
+    for l in churn_breakdown(&rows) {
+        println!("{l}");
+    }
+    println!("\ncost targets (ratios of the same run; docs/benchmark.md: where the time goes):");
+    for (k, t, v, met) in targets(figures) {
+        println!(
+            "  {k:<62} {:>6}  target {t:<7}  {}",
+            v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into()),
+            match (v, met) {
+                (None, _) => "not measured",
+                (_, true) => "met",
+                (_, false) => "NOT MET",
+            }
+        );
+    }
+    // the tracer's memory over five minutes of mixed load (the gate's soak runs 20 s)
+    let soak = crate::cargo(obj)
+        .env("TCPWIN_REQUIRE_EBPF", "1")
+        .env("TCPWIN_SOAK_SECS", SOAK_SECS.to_string())
+        .args([
+            "test",
+            "--release",
+            "-p",
+            "tcpwin-userspace",
+            "--test",
+            "reliability",
+        ])
+        .args(["--", "--exact", "soak_memory_does_not_grow", "--nocapture"])
+        .status()
+        .context("running the soak")?;
+    if !soak.success() {
+        failed.push(format!(
+            "the {SOAK_SECS} s soak: the tracer's memory grew or it lost events"
+        ));
+    }
+    Ok(())
+}
+
 pub struct Args {
     pub repeat: u32,
     pub save: bool,
@@ -524,87 +623,10 @@ pub fn proof(a: &Args) -> Result<()> {
     let mut failed = Vec::new();
     let mut figures = BTreeMap::new();
     if !a.no_lab {
-        let rows_file = dir.join("lab.jsonl");
-        let ran = run_into(
-            Command::new(&exe)
-                .args(["lab", "--scenario", "all", "--apply-fix", "--json"])
-                .arg("--repeat")
-                .arg(a.repeat.to_string()),
-            &rows_file,
-        )?;
-        // the tables, from the rows just written (the lab's own exit: a miss or an open loop)
-        let tables = Command::new(&exe)
-            .args(["lab", "--from"])
-            .arg(&rows_file)
-            .status()
-            .context("printing the lab's tables")?;
-        if !ran || !tables.success() {
-            failed.push(format!(
-                "the lab: a verdict missed or a fix did not close (rows in {})",
-                rows_file.display()
-            ));
-        }
-        let rows: Vec<WanRow> = lines(&rows_file)?;
-        figures.extend(lab_figures(&rows));
+        run_lab(&exe, &dir, a.repeat, &mut failed, &mut figures)?;
     }
     if !a.no_bench {
-        let bench_file = dir.join("bench.jsonl");
-        let ran = run_into(
-            Command::new(root().join("target/release/tcpwin-bench"))
-                .arg("--tracer")
-                .arg(&exe)
-                .arg("--obj")
-                .arg(&obj)
-                .arg("--nolog-obj")
-                .arg(&nolog)
-                .arg("--json"),
-            &bench_file,
-        )?;
-        if !ran {
-            failed.push("the bench failed".into());
-        }
-        let rows: Vec<BenchRow> = lines(&bench_file)?;
-        figures.extend(bench_figures(&rows));
-        println!("\nwhere a short connection's BPF time goes (both ends, per connection):");
-        for l in churn_breakdown(&rows) {
-            println!("{l}");
-        }
-        println!(
-            "\ncost targets (ratios of the same run; docs/benchmark.md: where the time goes):"
-        );
-        for (k, t, v, met) in targets(&figures) {
-            println!(
-                "  {k:<62} {:>6}  target {t:<7}  {}",
-                v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into()),
-                match (v, met) {
-                    (None, _) => "not measured",
-                    (_, true) => "met",
-                    (_, false) => "NOT MET",
-                }
-            );
-        }
-    }
-    if !a.no_bench {
-        // the tracer's memory over five minutes of mixed load (the gate's soak runs 20 s)
-        let soak = crate::cargo(&obj)
-            .env("TCPWIN_REQUIRE_EBPF", "1")
-            .env("TCPWIN_SOAK_SECS", SOAK_SECS.to_string())
-            .args([
-                "test",
-                "--release",
-                "-p",
-                "tcpwin-userspace",
-                "--test",
-                "reliability",
-            ])
-            .args(["--", "--exact", "soak_memory_does_not_grow", "--nocapture"])
-            .status()
-            .context("running the soak")?;
-        if !soak.success() {
-            failed.push(format!(
-                "the {SOAK_SECS} s soak: the tracer's memory grew or it lost events"
-            ));
-        }
+        run_bench(&exe, &obj, &nolog, &dir, &mut failed, &mut figures)?;
     }
     let last: Option<Proof> = std::fs::read_to_string(committed())
         .ok()
