@@ -841,6 +841,29 @@ fn check_commands(series: &str, out: &str, problems: &mut Vec<String>) {
             s.get("CHECKERR").map(|e| e.trim()).unwrap_or("")
         ))),
     }
+    check_fork(&s, problems);
+    // the exporter, --port of the connection: both ends, and their window_clamp summed
+    let metrics = s.get("METRICS").cloned().unwrap_or_default();
+    let value = |name: &str| -> Option<f64> {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    };
+    let count = value("tcpwin_sockets_by_window_clamp_bytes{upper=\"+Inf\"}");
+    let sum = value("tcpwin_sockets_window_clamp_bytes");
+    let want = (rx.window_clamp + tx.window_clamp) as f64;
+    if count != Some(2.0) || sum != Some(want) {
+        problems.push(p(format!(
+            "exporter: {count:?} sockets summing window_clamp {sum:?}, getsockopt {want} over 2 (stderr: {})",
+            s.get("EXPERR").map(|e| e.trim()).unwrap_or("")
+        )));
+    }
+}
+
+/// `--pid` of a shell in the guest: the client it forked once the trace was on is traced from
+/// its init, through the fork hook.
+fn check_fork(s: &BTreeMap<String, String>, problems: &mut Vec<String>) {
+    let p = |m: String| format!("commands: {m}");
     // --pid of a shell: the client it forked once the trace was on is traced from its init
     let fork_err = s.get("FORKERR").cloned().unwrap_or_default();
     let fork_trace: Vec<EventLine> = s
@@ -854,7 +877,7 @@ fn check_commands(series: &str, out: &str, problems: &mut Vec<String>) {
                 .collect()
         })
         .unwrap_or_default();
-    let clients: Vec<EndpointReport> = json_lines(&s, "FORKTX");
+    let clients: Vec<EndpointReport> = json_lines(s, "FORKTX");
     if !backend_line(&fork_err)
         .1
         .contains("sched_process_fork:tp_btf")
@@ -876,22 +899,6 @@ fn check_commands(series: &str, out: &str, problems: &mut Vec<String>) {
             }
         }
         None => problems.push(p("--pid: the forked client reported nothing".into())),
-    }
-    // the exporter, --port of the connection: both ends, and their window_clamp summed
-    let metrics = s.get("METRICS").cloned().unwrap_or_default();
-    let value = |name: &str| -> Option<f64> {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-    };
-    let count = value("tcpwin_sockets_by_window_clamp_bytes{upper=\"+Inf\"}");
-    let sum = value("tcpwin_sockets_window_clamp_bytes");
-    let want = (rx.window_clamp + tx.window_clamp) as f64;
-    if count != Some(2.0) || sum != Some(want) {
-        problems.push(p(format!(
-            "exporter: {count:?} sockets summing window_clamp {sum:?}, getsockopt {want} over 2 (stderr: {})",
-            s.get("EXPERR").map(|e| e.trim()).unwrap_or("")
-        )));
     }
 }
 
