@@ -2,8 +2,8 @@
 //! (a reader that left, `| head`, is not one).
 use clap::Parser;
 use tcpwin_userspace::{
-    cli::{Cli, Cmd},
-    cmd, kernel,
+    cmd::{self, Cli, Cmd},
+    kernel,
 };
 
 /// `tcpwin-trace ss | head`: the reader left, nothing is wrong.

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use tcpwin_userspace::cli::Cli;
+use tcpwin_userspace::cmd::Cli;
 
 fn root() -> PathBuf {
     tcpwin_lab::harness::workspace()

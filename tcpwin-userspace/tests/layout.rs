@@ -297,19 +297,27 @@ fn the_test_bench_only_under_the_lab_command() {
 }
 
 /// Clap stays with the commands: below them (gather, kernel, host, ui) every function takes
-/// domain types (a scope, a target rate, a source), never an argument struct, and nothing but
-/// the commands imports `cli`.
+/// domain types (a scope, a target rate, a source), never an argument struct; each command's
+/// arguments are declared beside it, the shared groups in `cmd::args`.
 #[test]
-fn clap_only_in_cli_and_the_commands() {
-    let above = |m: &str| m == "cli" || m == "cmd" || m.starts_with("cmd::");
+fn clap_only_in_the_commands() {
+    let above = |m: &str| m == "cmd" || m.starts_with("cmd::");
     let bad: Vec<String> = users_of("clap")
         .into_iter()
-        .chain(users_of("cli::"))
+        .chain(users_of("args::"))
         .filter(|m| !above(m))
         .collect();
     assert!(
         bad.is_empty(),
-        "clap or cli used below the commands: {bad:?}"
+        "clap or the argument groups used below the commands: {bad:?}"
     );
-    assert!(users_of("clap").contains(&"cli".to_string()));
+    for (m, args) in [
+        ("cmd", "pub struct Cli"),
+        ("cmd::args", "pub struct SocketArgs"),
+        ("cmd::ss", "pub struct SsArgs"),
+        ("cmd::trace", "pub struct TraceArgs"),
+    ] {
+        let (_, t) = modules().into_iter().find(|(n, _)| n == m).unwrap();
+        assert!(code(&t).contains(args), "{m} does not declare {args}");
+    }
 }

@@ -2,7 +2,15 @@
 //! `kernel::cache`), shown or removed.
 use anyhow::Result;
 
-use crate::{cli::CacheArgs, kernel::cache};
+use crate::kernel::cache;
+
+#[derive(clap::Args, Debug)]
+pub struct CacheArgs {
+    /// Remove every entry (the pinned iterators and their layout files); the next command
+    /// loads the iterator afresh
+    #[arg(long)]
+    pub clear: bool,
+}
 
 pub fn run(args: CacheArgs) -> Result<()> {
     crate::kernel::object::check_privileges()?;

@@ -6,7 +6,34 @@
 use anyhow::Result;
 use tcpwin_model::check::CheckReport;
 
-use crate::{cli::CheckArgs, gather::audit, ui};
+use crate::{gather::audit, ui};
+use tcpwin_model::check::{parse_bdp, Bdp};
+
+use super::args::{KernelArgs, SocketArgs};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Bandwidth and RTT to size windows for, as iperf3 / tc write them: 1gbit:18ms
+    #[arg(long, value_name = "RATE:RTT", value_parser = parse_bdp)]
+    pub bdp: Option<Bdp>,
+    /// The scaling ratio to size buffers with (default: the median measured on the sockets
+    /// asked for (--pid, --port) that received data, else a fresh socket's 128)
+    #[arg(long, value_name = "1-255", value_parser = clap::value_parser!(u8).range(1..))]
+    pub ratio: Option<u8>,
+    /// The namespace audited and the sockets the ratio is measured on (--netns all is refused:
+    /// a host's namespaces each have their own settings, audit them one at a time)
+    #[command(flatten)]
+    pub sockets: SocketArgs,
+    /// The report as one JSON object
+    #[arg(long)]
+    pub json: bool,
+    /// Report as if the kernel were this version (`uname -r` form): the notes keyed by version
+    /// (a test hook; the settings are still this host's)
+    #[arg(long, value_name = "RELEASE", hide = true)]
+    pub assume_kernel: Option<String>,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+}
 
 /// `check`'s exit statuses, for scripts: 0 every kind of socket fits the BDP (or none was asked),
 /// 1 autotuned sockets do not (nor, then, need SO_RCVBUF ones be asked about), 3 autotuned

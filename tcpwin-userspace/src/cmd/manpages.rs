@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 
-use crate::cli::Cli;
+use super::Cli;
 
 /// Writes `tcpwin-trace.1` and `tcpwin-trace-COMMAND.1` for every visible command.
 pub fn write(dir: &Path) -> Result<()> {

@@ -4,10 +4,20 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use tcpwin_model::recording::{figures, moved_data, parse_recording, socket_series, Recording};
 
-use crate::{
-    cli::ReportArgs,
-    ui::{plot, report},
-};
+use crate::ui::{plot, report};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct ReportArgs {
+    /// A recording (`tcpwin-trace record -o FILE`); two to set them side by side (e.g. GRO off
+    /// then on)
+    #[arg(required = true, num_args = 1..=2, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Also draw it as SVG: per socket, window_clamp / rcv_ssthresh / rcv_wnd / sk_rcvbuf over
+    /// time with the ratio changes marked, and the rate against window / RTT
+    #[arg(long, value_name = "OUT.svg")]
+    pub svg: Option<PathBuf>,
+}
 
 fn load(p: &std::path::Path) -> Result<Recording> {
     let text = std::fs::read_to_string(p)

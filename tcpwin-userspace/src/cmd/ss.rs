@@ -15,8 +15,8 @@ use tcpwin_model::{
     verdict::Verdict,
 };
 
+use super::args::{KernelArgs, PeerArgs, SocketArgs, SourceArg, TargetArgs};
 use crate::{
-    cli::SsArgs,
     gather::{
         scope,
         snapshot::{self, Source, SourceKind},
@@ -25,6 +25,70 @@ use crate::{
     ui,
 };
 use tcpwin_common::stop::{install_stop_handler, wait_or_stop};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SsArgs {
+    #[command(flatten)]
+    pub sockets: SocketArgs,
+    /// One JSON object per socket
+    #[arg(long)]
+    pub json: bool,
+    /// Every fact of each socket and the verdict's why and fix (default: one line per socket)
+    #[arg(short, long)]
+    pub extended: bool,
+    /// A last column naming each socket's owner: its process (`comm/pid`) and workload (the
+    /// container and its runtime, the pod, or the systemd unit); shown by default with `--netns
+    /// all`, `--container` and `--cgroup`
+    #[arg(short = 'W', long)]
+    pub workload: bool,
+    /// Only sockets in this state (as `ss` names them)
+    #[arg(long, value_name = "STATE", value_parser = tcpwin_model::select::STATES)]
+    pub state: Option<String>,
+    /// Only sockets whose receive window is what binds them (a cap, the peer's window, or a
+    /// window an application closed by not reading)
+    #[arg(long)]
+    pub limited: bool,
+    /// Hide idle sockets (no data moved or waiting), e.g. control connections
+    #[arg(long)]
+    pub active: bool,
+    /// Only sockets with this local (source) port
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub sport: Option<u16>,
+    /// Only sockets with this remote (destination) port
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub dport: Option<u16>,
+    /// Repeat every MS milliseconds: rates from the deltas between snapshots, verdicts over
+    /// each interval (until Ctrl-C, or --count)
+    #[arg(short, long, value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub interval: Option<u64>,
+    /// Snapshots to take with --interval (default: until Ctrl-C)
+    #[arg(short = 'c', long, value_name = "N", requires = "interval")]
+    pub count: Option<u64>,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Where to read sockets: the BPF socket iterator, or sock_diag (what `ss` reads: no
+    /// scaling_ratio, window_clamp or SO_RCVBUF lock); auto falls back to sock_diag when the
+    /// kernel refuses the iterator, and says so
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    pub source: SourceArg,
+    #[command(flatten)]
+    pub peer: PeerArgs,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+}
+
+impl SsArgs {
+    /// The filters applied to judged sockets.
+    pub fn selection(&self) -> tcpwin_model::select::Selection {
+        tcpwin_model::select::Selection {
+            state: self.state.clone(),
+            limited: self.limited,
+            active: self.active,
+            sport: self.sport,
+            dport: self.dport,
+        }
+    }
+}
 
 /// Why sock_diag's readings have no advertised window, said where none has one.
 const RCV_WND_NULL: &str =

@@ -19,8 +19,8 @@ use ratatui::{
 use tcpwin_common::counter;
 use tcpwin_model::judge::Judge;
 
+use super::args::{KernelArgs, PeerArgs, SocketArgs, TargetArgs};
 use crate::{
-    cli::TopArgs,
     gather::{
         audit,
         scope::{self, Namespaces, Scope},
@@ -39,6 +39,25 @@ use crate::{
     },
 };
 use tcpwin_common::stop::{install_stop_handler, wait_or_stop};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TopArgs {
+    #[command(flatten)]
+    pub sockets: SocketArgs,
+    /// Refresh every MS milliseconds
+    #[arg(short, long, value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub interval: u64,
+    /// Also attach the tracer and show its events (each ratio and window change with the
+    /// packet that caused it) for the selected socket; this runs the per-packet hook
+    #[arg(long)]
+    pub trace: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub peer: PeerArgs,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+}
 
 /// The ring buffer of `top --trace`, KiB (the tracer's default).
 const TOP_RINGBUF_KIB: u32 = 1024;

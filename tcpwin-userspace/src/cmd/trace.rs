@@ -8,7 +8,7 @@ use std::{
 };
 use tcpwin_model::units::count;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use tcpwin_common::stop::{install_stop_handler, stopped_by};
 use tcpwin_common::{counter, hook};
 use tcpwin_model::{
@@ -25,7 +25,6 @@ use tcpwin_model::{
 };
 
 use crate::{
-    cli::TraceArgs,
     gather::{scope::Scope, traced::TracedVerdicts},
     host::{
         kconfig, monotonic_ns,
@@ -45,6 +44,81 @@ use crate::{
         shown::{as_step, in_time_order, Directions, Fold, Folds, Next, Shown},
     },
 };
+use std::path::PathBuf;
+
+use super::args::{BackendArg, KernelArgs, PeerArgs, SocketArgs, TargetArgs};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub sockets: SocketArgs,
+    /// Which kernel hooks to use; auto tries fentry, then kprobe, then tracepoint
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// Stop after this many seconds (default: until Ctrl-C / SIGTERM)
+    #[arg(short, long, value_name = "SECS", value_parser = parse_duration)]
+    pub duration: Option<f64>,
+    /// JSON lines on stdout (one object per event, then a summary object)
+    #[arg(long)]
+    pub json: bool,
+    /// No live lines, only the summary
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Verdicts in full: every number, why, the fix, the factors beside (default: one short
+    /// line each: the limit, rate, window, RTT and the fix)
+    #[arg(short, long)]
+    pub extended: bool,
+    /// Which lines to show, comma-separated: init, ratio, space, seen, close, verdict (default:
+    /// init, ratio, space, close, verdict, with the rcv_ssthresh-only steps of each socket folded
+    /// into one line a second in the text; naming `space` shows each)
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = crate::ui::shown::EVENT_NAMES)]
+    pub events: Option<Vec<String>>,
+    /// No verdicts (they read the traced sockets once a second through the socket iterator)
+    #[arg(long)]
+    pub no_verdicts: bool,
+    /// Ring buffer size in KiB (a power of two, at least 4)
+    #[arg(long, default_value_t = 1024, value_name = "KIB")]
+    pub ringbuf_kib: u32,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub peer: PeerArgs,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+}
+
+fn parse_duration(s: &str) -> std::result::Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err("the duration must be a positive number of seconds".into());
+    }
+    // A year is enough; beyond that tokio's timer and Instant arithmetic overflow.
+    if v > 365.0 * 86400.0 {
+        return Err("the duration must be at most one year (31536000 seconds)".into());
+    }
+    Ok(v)
+}
+
+impl TraceArgs {
+    pub fn validate(&self) -> Result<()> {
+        let kib = self.ringbuf_kib;
+        if kib < 4 || !kib.is_power_of_two() || kib > 1 << 20 {
+            bail!("--ringbuf-kib {kib}: the ring buffer size must be a power of two between 4 and 1048576 KiB");
+        }
+        self.kernel.validate()
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordArgs {
+    /// The recording to write (JSON lines, readable by jq)
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub trace: TraceArgs,
+}
 
 /// The one workload a trace selected: the traced process's (`--pid`), or the container's or
 /// cgroup's when all its processes share one (`--container`, `--cgroup`); None otherwise.

@@ -1,5 +1,5 @@
 //! Which sockets a command reads: a process, a port, network namespaces. Resolved once from the
-//! command line (`cli::SocketArgs`), then used alike by `ss`, `top`, `check`, the exporter and
+//! command line (`cmd::args::SocketArgs`), then used alike by `ss`, `top`, `check`, the exporter and
 //! the tracer: a `--pid` is read in its own namespace unless `--netns` names another, `--netns
 //! all` is every namespace (listed afresh at each reading), the default the caller's.
 use std::net::IpAddr;

@@ -20,7 +20,6 @@ use tcpwin_model::{
 
 use self::{auth::Guard, stats::Stats, webconfig::WebConfig};
 use crate::{
-    cli::ExporterArgs,
     gather::{
         scope::Scope,
         snapshot::{self, Source},
@@ -29,7 +28,71 @@ use crate::{
     kernel::iter::Counting,
     ui::openmetrics,
 };
+use std::{net::SocketAddr, path::PathBuf};
 use tcpwin_common::stop::{install_stop_handler, wait_or_stop};
+
+use super::args::{KernelArgs, SocketArgs};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExporterArgs {
+    /// Address and port to serve /metrics on (only there: bind a public address yourself)
+    #[arg(long, default_value = "127.0.0.1:9943", value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// (On a container host, --netns all: a container's sockets live in its own namespace,
+    /// looked up again at every scrape)
+    #[command(flatten)]
+    pub sockets: SocketArgs,
+    /// Also export the ratio (len * 256 / truesize) of every data packet received, by
+    /// interface, as a histogram. This attaches a per-packet hook (tcp:tcp_probe, one map update
+    /// per packet, about 0.1-0.3 µs): the one option that costs per packet
+    #[arg(long)]
+    pub packet_histogram: bool,
+    /// Also export, labelled by socket (local, remote, netns, side, limit), the N sockets
+    /// running closest to their window's ceiling (rate / (window / RTT)); without it no metric
+    /// has a per-socket label
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub top: Option<u16>,
+    /// Also export the sockets per workload and limit (`tcpwin_workload_sockets`, labelled by
+    /// the pod's namespace, name and UID, the container and the workload's short form): a
+    /// series per limit each workload's sockets show, never per socket
+    #[arg(long, value_name = "workload", value_parser = ["workload"])]
+    pub by: Option<String>,
+    /// Scrapes within this many milliseconds of a reading share it (two Prometheus replicas
+    /// scraping at once read the sockets once); 0 reads at every scrape
+    #[arg(long, value_name = "MS", default_value_t = 250)]
+    pub fresh_ms: u64,
+    /// TLS and basic auth, from a file in the format Prometheus exporters share (as
+    /// node_exporter's): `tls_server_config: {cert_file, key_file, min_version}` and
+    /// `basic_auth_users: {USER: BCRYPT_HASH}`; a key it does not implement is refused by name
+    #[arg(long = "web.config.file", value_name = "PATH")]
+    pub web_config_file: Option<PathBuf>,
+    /// Scrapes answered at once; more get 503 Service Unavailable (as exporter-toolkit's
+    /// --web.max-requests); 0: no bound
+    #[arg(long = "web.max-requests", value_name = "N", default_value_t = 40)]
+    pub max_requests: usize,
+    /// Connections open at once (silent ones included); at the bound the one idle longest is
+    /// closed for the newcomer
+    #[arg(long = "web.max-connections", value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub max_connections: u32,
+    /// Seconds a connection has to send a request head, TLS handshake included (and between two
+    /// requests on a kept-alive connection); a silent one is closed after it
+    #[arg(long = "web.header-timeout", value_name = "SECONDS", default_value_t = 10.0, value_parser = header_timeout)]
+    pub header_timeout: f64,
+    /// Do not serve per-socket readings at /sockets (what `--peer` asks a host's exporter for:
+    /// each matching socket's facts and its namespace's limits, behind the same TLS and basic
+    /// auth as /metrics)
+    #[arg(long)]
+    pub no_sockets_endpoint: bool,
+    #[command(flatten)]
+    pub kernel: KernelArgs,
+}
+
+fn header_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.1..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s}: seconds from 0.1 to 3600")),
+    }
+}
 
 /// One scrape: the encoded body.
 struct Scraper {
