@@ -11,12 +11,20 @@
 //! - `sysctl`: global sysctls set for an experiment and restored;
 //! - `harness`: the tracer and the endpoints as child processes, bounded waits, Ctrl-C;
 //! - `pty`: a pseudo-terminal for the tests of full-screen commands;
-//! - `rows`: what the lab, its endpoints and the benchmark write (JSON lines), as typed structs.
+//! - `rows`: what the lab, its endpoints and the benchmark write (JSON lines), as typed structs;
+//! - `experiment`: article 004's experiment (packet shapes against one buffer), traced;
+//! - `wan`: the scenarios over a long path, their runs, four ways of reading, the fix loop, the
+//!   tallies; `table`: the lab's tables;
+//! - `readings`: what the lab asks of the product (its readings of sockets, its peer client).
 pub mod delay;
 pub mod endpoints;
+pub mod experiment;
 pub mod harness;
 pub mod pair;
 pub mod programs;
 pub mod pty;
+pub mod readings;
 pub mod rows;
 pub mod sysctl;
+pub mod table;
+pub mod wan;

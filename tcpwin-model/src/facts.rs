@@ -410,6 +410,16 @@ pub struct RecordedEnd {
     pub host: HostLimits,
 }
 
+/// One socket read, with the limits of its namespace.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    /// the namespace's name
+    pub line_ns: String,
+    pub facts: SockFacts,
+    /// shared by the namespace's sockets (one copy per namespace, not per socket)
+    pub host: std::sync::Arc<HostLimits>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,7 @@ fn main() {
     });
     let result = match cli.cmd {
         Some(Cmd::Transfer { args }) => cmd::lab::endpoints(args),
-        Some(Cmd::Demo) => cmd::lab::demo::run(),
+        Some(Cmd::Demo) => cmd::demo::run(),
         Some(Cmd::Ss(a)) => cmd::ss::run(a),
         Some(Cmd::Exporter(a)) => cmd::exporter::run(a),
         Some(Cmd::Check(a)) => match cmd::check::run(a) {

@@ -4,6 +4,7 @@
 pub mod args;
 pub mod cache;
 pub mod check;
+pub mod demo;
 pub mod exporter;
 pub mod lab;
 pub mod manpages;

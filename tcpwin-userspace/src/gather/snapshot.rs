@@ -119,15 +119,8 @@ pub fn record_facts(
     }
 }
 
-/// One socket read, with the limits of its namespace.
-#[derive(Clone)]
-pub struct Seen {
-    /// the namespace's name
-    pub line_ns: String,
-    pub facts: SockFacts,
-    /// shared by the namespace's sockets (one copy per namespace, not per socket)
-    pub host: std::sync::Arc<HostLimits>,
-}
+/// One socket read, with the limits of its namespace (the model's).
+pub use tcpwin_model::facts::Seen;
 
 /// Reads every namespace asked once: the sockets that pass the filters.
 pub fn read(

@@ -1,31 +1,15 @@
-//! The experiment of article 004, measured instead of derived: the same buffer, different packet
-//! shapes (MTU, receiver GRO, sender TSO/GSO), different windows. The ratio comes from the kernel
-//! through the tracer; the receiver's and sender's own getsockopt are recorded beside it.
-use std::{process::Stdio, time::Duration};
+//! `lab`: the command's arguments, the lab's runs asked of `tcpwin_lab` with the product's
+//! readings handed to it (`Readings`), the tables printed and drawn; and the hidden `transfer`
+//! command (the lab's endpoints).
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-
-use tcpwin_lab::rows::EndpointReport;
-use tcpwin_lab::{
-    harness::{check_stop, Tracer, Transfer},
-    pair::Pair,
-};
-use tcpwin_model::{
-    kind::EventKind,
-    schema::{parse_trace, EventLine},
-};
+use anyhow::{Context, Result};
+use tcpwin_lab::{experiment, pair::Pair, table, wan};
+use tcpwin_model::units::{parse_path, PathSpec};
 
 use crate::kernel::object::check_privileges;
 
-pub mod demo;
-pub mod table;
-pub mod wan;
-
-use std::path::PathBuf;
-use table::{LabResult, Row};
-use tcpwin_lab::rows::{AdvWinScaleRow, HandshakeRow};
-
-use tcpwin_model::units::{parse_path, PathSpec};
+mod readings;
 
 #[derive(clap::Args, Debug)]
 pub struct LabArgs {
@@ -88,72 +72,6 @@ pub struct LabArgs {
     pub rejudge: bool,
 }
 
-pub const PINNED: u32 = 1 << 20;
-const SMALL_BUF: u32 = 64 << 10;
-const PORT: u16 = 5401;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Buffer {
-    /// `tcp_moderate_rcvbuf=0`, `tcp_rmem` pinned at 1 MiB in the receiver's namespace
-    Pinned1m,
-    /// autotuning with the default `tcp_rmem`
-    Auto,
-    /// the receiver sets `SO_RCVBUF` 64 KiB (autotuning off for the socket)
-    SoRcvbuf64k,
-}
-
-impl Buffer {
-    pub fn name(self) -> &'static str {
-        match self {
-            Buffer::Pinned1m => "pinned-1m",
-            Buffer::Auto => "auto",
-            Buffer::SoRcvbuf64k => "so_rcvbuf-64k",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Condition {
-    pub mtu: u32,
-    pub gro: bool,
-    pub tso: bool,
-    pub buffer: Buffer,
-}
-
-const fn c(mtu: u32, gro: bool, tso: bool, buffer: Buffer) -> Condition {
-    Condition {
-        mtu,
-        gro,
-        tso,
-        buffer,
-    }
-}
-
-/// The main contrasts in well under a minute.
-pub const QUICK: [Condition; 7] = [
-    c(1500, false, false, Buffer::Pinned1m),
-    c(1500, true, false, Buffer::Pinned1m),
-    c(1500, false, true, Buffer::Pinned1m),
-    c(9000, false, false, Buffer::Pinned1m),
-    c(9000, true, false, Buffer::Pinned1m),
-    c(1500, false, false, Buffer::SoRcvbuf64k),
-    c(1500, true, true, Buffer::Auto),
-];
-
-pub fn full() -> Vec<Condition> {
-    let mut v = Vec::new();
-    for buffer in [Buffer::Pinned1m, Buffer::Auto, Buffer::SoRcvbuf64k] {
-        for mtu in [1500, 9000] {
-            for gro in [false, true] {
-                for tso in [false, true] {
-                    v.push(c(mtu, gro, tso, buffer));
-                }
-            }
-        }
-    }
-    v
-}
-
 /// The hidden `transfer` command: the lab's own endpoints, run inside its namespaces.
 pub fn endpoints(args: Vec<String>) -> Result<()> {
     use clap::Parser;
@@ -166,56 +84,6 @@ pub fn endpoints(args: Vec<String>) -> Result<()> {
     let e = Endpoints::try_parse_from(std::iter::once("transfer".to_string()).chain(args))
         .unwrap_or_else(|e| e.exit());
     tcpwin_lab::endpoints::run(e.cmd)
-}
-
-/// `tcp_adv_win_scale` values swept (the documented range is -31..31).
-pub const ADV_WIN_SCALES: [i32; 7] = [-31, -2, 0, 1, 2, 4, 31];
-
-fn apply_buffer(pair: &Pair, b: Buffer) -> Result<()> {
-    match b {
-        Buffer::Pinned1m => pair.pin_receiver_buffer(PINNED),
-        Buffer::Auto | Buffer::SoRcvbuf64k => {
-            Pair::sysctl(&pair.b, "net.ipv4.tcp_moderate_rcvbuf", "1")?;
-            Pair::sysctl(&pair.b, "net.ipv4.tcp_rmem", "4096 131072 6291456")
-        }
-    }
-}
-
-/// What one transfer produced: the receiver's and sender's own reports.
-struct Done {
-    receiver: EndpointReport,
-    sender: EndpointReport,
-}
-
-fn transfer(pair: &Pair, exe: &std::path::Path, bytes: u64, rcvbuf: Option<u32>) -> Result<Done> {
-    let t = Transfer {
-        exe: exe.to_path_buf(),
-        pair,
-        port: PORT,
-        bytes,
-        conns: 1,
-        ipv6: false,
-        rcvbuf,
-        timeout: Duration::from_secs(90),
-        send: Default::default(),
-    };
-    let (rx, tx) = t.run_both(true)?;
-    Ok(Done {
-        receiver: rx
-            .into_iter()
-            .next()
-            .context("the receiver reported nothing")?,
-        sender: tx
-            .into_iter()
-            .next()
-            .context("the sender reported nothing")?,
-    })
-}
-
-pub struct LabOpts {
-    pub full: bool,
-    pub json: bool,
-    pub bytes: u64,
 }
 
 /// `--svg DIR`: made and tried before the lab runs (minutes), so a bad path fails at once.
@@ -311,69 +179,9 @@ pub fn run(args: LabArgs) -> Result<()> {
     lab(args).map_err(tcpwin_lab::harness::interruption_alone)
 }
 
-/// A scenario run's tables and its outcome: the notes, the accuracy table, the fix loops and the
-/// summary; an error when a verdict differed or a fix did not close.
-fn tables(rows: &[tcpwin_lab::rows::WanRow]) -> Result<()> {
-    let acc = wan::accuracy(rows);
-    table::wan_notes(rows);
-    table::print_accuracy(&acc);
-    table::print_fix_loops(&wan::fix_loops(rows));
-    let (held, n) = wan::counters(rows);
-    if n > 0 {
-        println!(
-            "counter-proofs (no fix printed: both buffers raised anyway): {held} of {n} held, the rate did not move"
-        );
-    }
-    table::print_summary(&wan::summary(rows));
-    table::print_by_program(&wan::by_program(rows), false);
-    let (checked, refused) = wan::checked(rows);
-    println!(
-        "the judge's own check: {checked} verdicts read, {} refused (a why, fix and facts that disagree)",
-        refused.len()
-    );
-    wan::outcome(&acc, rows)
-}
-
-/// `--from FILE`: the tables of an earlier `--json` run, from its rows (`markdown`: the summary
-/// alone, as the README shows it; `rejudge`: every way of reading judged again by this build).
-fn tables_from(f: &std::path::Path, markdown: bool, rejudge: bool) -> Result<()> {
-    let text = std::fs::read_to_string(f)
-        .with_context(|| format!("--from {}: cannot read it", f.display()))?;
-    let mut rows = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str::<tcpwin_lab::rows::WanRow>(l).with_context(|| {
-                format!(
-                    "--from {}: line {} is not a row of `lab --scenario ... --json`",
-                    f.display(),
-                    i + 1
-                )
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if rows.is_empty() {
-        bail!("--from {}: no rows in it", f.display());
-    }
-    if rejudge {
-        let again = wan::rejudge(&mut rows);
-        eprintln!(
-            "lab: {again} of {} rows judged again by this build from their recorded readings (the others kept too few; fix loops as they ran)",
-            rows.len()
-        );
-    }
-    if markdown {
-        table::print_summary_markdown(&wan::summary(&rows));
-        table::print_by_program(&wan::by_program(&rows), true);
-        return wan::outcome(&wan::accuracy(&rows), &rows);
-    }
-    tables(&rows)
-}
-
 fn lab(args: LabArgs) -> Result<()> {
     if let Some(f) = &args.from {
-        return tables_from(f, args.markdown, args.rejudge);
+        return wan::tables_from(f, args.markdown, args.rejudge);
     }
     check_privileges()?;
     svg_dir(args.svg.as_deref())?;
@@ -394,12 +202,13 @@ fn lab(args: LabArgs) -> Result<()> {
         };
         let rows = match (&args.path, &args.scenario) {
             (Some(p), _) => {
-                let r = wan::path(&exe, *p)?;
+                let r = wan::path(&exe, &mut readings::Product::load()?, *p)?;
                 show(&r)?;
                 vec![r]
             }
             (None, Some(s)) => wan::scenarios(
                 &exe,
+                &mut readings::Product::load()?,
                 &wan::Plan {
                     scenario: s,
                     quick: args.quick,
@@ -424,16 +233,16 @@ fn lab(args: LabArgs) -> Result<()> {
         if json {
             return wan::outcome(&wan::accuracy(&rows), &rows);
         }
-        return tables(&rows);
+        return wan::print_tables(&rows);
     }
-    let opts = LabOpts {
+    let opts = experiment::LabOpts {
         full: args.full,
         json: args.json,
         bytes: args.bytes,
     };
     let pair = Pair::create(&format!("tcpwin-lab-{}", std::process::id()), 1500)
         .context("the lab creates two network namespaces joined by veth")?;
-    let result = run_in(&pair, &exe, &opts);
+    let result = experiment::run_in(&pair, &exe, &opts, crate::host::kconfig::release());
     drop(pair);
     let result = result?;
     if opts.json {
@@ -474,145 +283,4 @@ fn lab(args: LabArgs) -> Result<()> {
         )?;
     }
     Ok(())
-}
-
-fn run_in(pair: &Pair, exe: &std::path::Path, opts: &LabOpts) -> Result<LabResult> {
-    let conditions = if opts.full { full() } else { QUICK.to_vec() };
-    let tracer = Tracer::start(
-        exe,
-        &["--json", "--netns", "all", "--port", &PORT.to_string()],
-        Stdio::piped(),
-        Duration::from_secs(60),
-    )?;
-    let mut matrix = Vec::new();
-    for cond in &conditions {
-        check_stop()?;
-        pair.set_mtu(cond.mtu)?;
-        pair.set_offloads(cond.tso, cond.gro)?;
-        apply_buffer(pair, cond.buffer)?;
-        let rcvbuf = (cond.buffer == Buffer::SoRcvbuf64k).then_some(SMALL_BUF);
-        let done = transfer(pair, exe, opts.bytes, rcvbuf)
-            .with_context(|| format!("transfer for {cond:?}"))?;
-        if !opts.json {
-            eprintln!(
-                "lab: MTU {} GRO {} TSO {} {}: done",
-                cond.mtu,
-                on(cond.gro),
-                on(cond.tso),
-                cond.buffer.name()
-            );
-        }
-        matrix.push((*cond, done));
-    }
-    // The SYN-ACK window for a 64 KiB buffer (article 004's quantization table), and whether
-    // tcp_adv_win_scale changes it.
-    pair.set_offloads(false, false)?;
-    Pair::sysctl(&pair.b, "net.ipv4.tcp_moderate_rcvbuf", "0")?;
-    Pair::sysctl(
-        &pair.b,
-        "net.ipv4.tcp_rmem",
-        &format!("4096 {SMALL_BUF} {SMALL_BUF}"),
-    )?;
-    let mut handshakes = Vec::new();
-    for mtu in [1500, 9000] {
-        check_stop()?;
-        pair.set_mtu(mtu)?;
-        handshakes.push((mtu, transfer(pair, exe, 64 << 10, None)?));
-    }
-    pair.set_mtu(1500)?;
-    let original = Pair::read_sysctl(&pair.b, "net.ipv4.tcp_adv_win_scale")?;
-    let mut sweep = Vec::new();
-    for n in ADV_WIN_SCALES {
-        check_stop()?;
-        Pair::sysctl(&pair.b, "net.ipv4.tcp_adv_win_scale", &n.to_string())?;
-        sweep.push((n, transfer(pair, exe, 64 << 10, None)?));
-    }
-    Pair::sysctl(&pair.b, "net.ipv4.tcp_adv_win_scale", &original)?;
-    std::thread::sleep(Duration::from_millis(300));
-    let (status, out, stderr) = tracer.stop(Duration::from_secs(30))?;
-    if !status.success() {
-        bail!("the tracer failed: {}", stderr.join("\n"));
-    }
-    let tcpwin_model::schema::Trace {
-        events, summary, ..
-    } = parse_trace(&out).context("the tracer's output")?;
-    if summary.events_lost > 0 {
-        eprintln!(
-            "lab: WARNING: the tracer lost {} events: some rows may be incomplete",
-            summary.events_lost
-        );
-    }
-    let of = |cookie: u64| -> Vec<&EventLine> {
-        events
-            .iter()
-            .filter(|e| e.id.cookie == Some(cookie))
-            .collect()
-    };
-    let rows = matrix
-        .iter()
-        .map(|(cond, d)| Row::from_events(*cond, &of(d.receiver.cookie), d))
-        .collect();
-    let init_wnd = |d: &Done| -> Option<u64> {
-        of(d.receiver.cookie)
-            .iter()
-            .find(|e| e.event == EventKind::Init)
-            .map(|e| e.rcv_wnd as u64)
-    };
-    let handshake = handshakes
-        .iter()
-        .map(|(mtu, d)| HandshakeRow {
-            mtu: *mtu,
-            rcvbuf: SMALL_BUF as u64,
-            advmss: Some(d.receiver.advmss as u64),
-            syn_ack_window: init_wnd(d),
-        })
-        .collect();
-    let sysctl = sweep
-        .iter()
-        .map(|(n, d)| AdvWinScaleRow {
-            tcp_adv_win_scale: *n,
-            syn_ack_window: init_wnd(d),
-            window_clamp: Some(d.receiver.window_clamp as u64),
-        })
-        .collect();
-    let kernel = crate::host::kconfig::release();
-    Ok(LabResult {
-        kernel,
-        rows,
-        handshake,
-        sysctl,
-    })
-}
-
-pub fn on(b: bool) -> &'static str {
-    if b {
-        "on"
-    } else {
-        "off"
-    }
-}
-
-impl Row {
-    fn from_events(cond: Condition, events: &[&EventLine], d: &Done) -> Row {
-        let setter = events
-            .iter()
-            .rfind(|e| e.event == EventKind::Ratio)
-            .and_then(|e| e.cause.as_ref());
-        let last = events.last();
-        Row {
-            cond,
-            scaling_ratio: last.and_then(|e| e.scaling_ratio).map(u64::from),
-            first_skb_len: setter.and_then(|c| c.skb_len).map(u64::from),
-            first_skb_truesize: setter.and_then(|c| c.skb_truesize).map(u64::from),
-            window_clamp: last.map(|e| e.window_clamp as u64),
-            sk_rcvbuf: last.map(|e| e.sk_rcvbuf as u64),
-            snd_wnd_peak: d.sender.snd_wnd_peak.map(u64::from),
-            throughput_bps: d.sender.throughput_bps,
-            init_rcv_wnd: events
-                .iter()
-                .find(|e| e.event == EventKind::Init)
-                .map(|e| e.rcv_wnd as u64),
-            getsockopt_window_clamp: Some(d.receiver.window_clamp as u64),
-        }
-    }
 }

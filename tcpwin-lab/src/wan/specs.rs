@@ -1,7 +1,7 @@
 //! The lab's scenarios: each row a path, the receiver's (or sender's) setting, the traffic (the
 //! lab's own endpoints or a real program), and the limit it is built to show.
+use crate::programs::{App, ClampWhen, Client};
 use anyhow::{bail, Result};
-use tcpwin_lab::programs::{App, ClampWhen, Client};
 use tcpwin_model::verdict::Limit;
 
 /// What the receiver's side is set to in a row.
@@ -279,7 +279,7 @@ const CURL: Option<App> = nginx(None, None, None, Client::Curl);
 const IPERF3: Option<App> = iperf3(None, false, 1);
 
 /// Every row, by scenario. Rates are scaled to what the delay line holds on this machine kind
-/// (see `tcpwin_lab::pair::WAN_MAX_RATE`); the articles' RTTs are kept.
+/// (see `crate::pair::WAN_MAX_RATE`); the articles' RTTs are kept.
 #[rustfmt::skip]
 const ROWS: &[Spec] = {
     use ClampWhen::*;

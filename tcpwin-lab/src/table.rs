@@ -3,9 +3,9 @@ use std::collections::BTreeMap;
 
 use tcpwin_model::verdict::{fmt_rate, Limit};
 
-use tcpwin_lab::rows::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow};
+use crate::rows::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow};
 
-use super::{on, Condition};
+use crate::experiment::{on, Condition};
 
 pub struct Row {
     pub cond: Condition,
@@ -29,7 +29,10 @@ pub struct LabResult {
     pub sysctl: Vec<AdvWinScaleRow>,
 }
 
-use crate::ui::or_dash as opt;
+/// A value, or `-` where there is none.
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
 
 impl Row {
     pub fn share(&self) -> Option<f64> {
@@ -445,13 +448,13 @@ pub fn print_accuracy(t: &super::wan::Accuracy) {
             format!(
                 "{} {} {}",
                 match k.read {
-                    tcpwin_lab::rows::Read::Snapshot => "snapshot",
-                    tcpwin_lab::rows::Read::Interval => "interval",
+                    crate::rows::Read::Snapshot => "snapshot",
+                    crate::rows::Read::Interval => "interval",
                 },
                 match k.view {
-                    tcpwin_lab::rows::View::Both => "both",
-                    tcpwin_lab::rows::View::Alone => "alone",
-                    tcpwin_lab::rows::View::Peer => "peer",
+                    crate::rows::View::Both => "both",
+                    crate::rows::View::Alone => "alone",
+                    crate::rows::View::Peer => "peer",
                 },
                 k.end
             ),

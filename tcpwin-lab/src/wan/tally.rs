@@ -3,8 +3,8 @@
 //! judge's own check over every reading; and whether the lab passes. Pure over the rows.
 use std::collections::BTreeMap;
 
+use crate::rows::{Read, View, WanRow};
 use anyhow::{bail, Result};
-use tcpwin_lab::rows::{Read, View, WanRow};
 use tcpwin_model::verdict::Limit;
 
 /// One line of the accuracy table: a scenario's row with one congestion control, one way of
@@ -295,7 +295,7 @@ pub fn checked(rows: &[WanRow]) -> (u32, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tcpwin_lab::rows::FixedRun;
+    use crate::rows::FixedRun;
 
     fn row(expected: Limit, got: Limit, cc: &str) -> WanRow {
         WanRow {

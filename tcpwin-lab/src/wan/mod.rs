@@ -13,22 +13,21 @@
 //! reading can tell. `--repeat N` runs each N times and prints the accuracy table; any mismatch
 //! makes the lab exit non-zero. `--apply-fix` applies each window limit's fix as its JSON gives
 //! it, runs the transfer again and holds it to the same path's rate with nothing set.
-use anyhow::{Context, Result};
-use tcpwin_lab::rows::{FixedRun, Round, WanRow, FIX_CLOSES_SHARE};
-use tcpwin_lab::{
+use crate::rows::{FixedRun, Round, WanRow, FIX_CLOSES_SHARE};
+use crate::{
     harness::{check_stop, Interrupted},
     programs::App,
 };
+use anyhow::{bail, Context, Result};
 use tcpwin_model::facts::RecordedEnd;
 use tcpwin_model::{
     units::PathSpec,
     verdict::{Limit, Verdict},
 };
 
-use crate::{
-    gather::snapshot,
-    kernel::{iter::SocketIter, Kernel},
-};
+use tcpwin_model::facts::Seen;
+
+use crate::readings::Readings;
 
 mod fixloop;
 mod reads;
@@ -72,7 +71,7 @@ struct RowRun<'a> {
 
 /// One transfer on the row's setup, judged (the interval verdicts, both ends read together,
 /// are the row's own; the four ways of reading in `reads`).
-fn judge_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Judged> {
+fn judge_run(r: RowRun, it: &mut dyn Readings, st: &run::Setup) -> Result<Judged> {
     let RowRun {
         exe,
         spec: s,
@@ -110,7 +109,7 @@ fn judge_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Ju
     let app_rate = app_rate(s, st);
     let sender_report = r.sender.as_ref();
     // each end's socket, as the last reading holds it
-    let ends: Vec<(&str, &snapshot::Seen)> = [("receiver", Some(rx)), ("sender", tx)]
+    let ends: Vec<(&str, &Seen)> = [("receiver", Some(rx)), ("sender", tx)]
         .into_iter()
         .filter_map(|(end, i)| Some((end, &last[i?])))
         .collect();
@@ -220,7 +219,7 @@ fn app_rate(s: &Spec, st: &run::Setup) -> u64 {
 }
 
 /// Each end's readings of the transfer, as the end's own host holds them.
-fn recorded(ends: &[(&str, &snapshot::Seen)], r: &run::Run) -> Vec<RecordedEnd> {
+fn recorded(ends: &[(&str, &Seen)], r: &run::Run) -> Vec<RecordedEnd> {
     ends.iter()
         .filter_map(|(end, me)| {
             let cookie = me.facts.id.cookie;
@@ -236,7 +235,7 @@ fn recorded(ends: &[(&str, &snapshot::Seen)], r: &run::Run) -> Vec<RecordedEnd> 
 
 /// Each end's peer readings over the network: the other end's socket, as its host's exporter
 /// gave it.
-fn peer_recorded(ends: &[(&str, &snapshot::Seen)], r: &run::Run) -> Vec<RecordedEnd> {
+fn peer_recorded(ends: &[(&str, &Seen)], r: &run::Run) -> Vec<RecordedEnd> {
     ends.iter()
         .filter_map(|(end, me)| {
             let want = tcpwin_model::id::other_end(&me.facts.id);
@@ -253,11 +252,8 @@ fn peer_recorded(ends: &[(&str, &snapshot::Seen)], r: &run::Run) -> Vec<Recorded
 
 /// One end's readings in time order (those it was found in), with its namespace's limits as the
 /// last of them gives them; None when it was found in none.
-fn recorded_end<'a>(
-    end: &str,
-    seen: impl Iterator<Item = &'a snapshot::Seen>,
-) -> Option<RecordedEnd> {
-    let seen: Vec<&snapshot::Seen> = seen.collect();
+fn recorded_end<'a>(end: &str, seen: impl Iterator<Item = &'a Seen>) -> Option<RecordedEnd> {
+    let seen: Vec<&Seen> = seen.collect();
     Some(RecordedEnd {
         end: end.into(),
         host: (*seen.last()?.host).clone(),
@@ -267,7 +263,7 @@ fn recorded_end<'a>(
 
 /// Every row's ways of reading judged again from its recorded readings (see
 /// `reads::rejudge`), its both-ends verdicts with them; how many rows were.
-pub(super) fn rejudge(rows: &mut [tcpwin_lab::rows::WanRow]) -> usize {
+pub(super) fn rejudge(rows: &mut [crate::rows::WanRow]) -> usize {
     let mut n = 0;
     for row in rows.iter_mut() {
         let Some(again) = reads::rejudge(row) else {
@@ -277,8 +273,8 @@ pub(super) fn rejudge(rows: &mut [tcpwin_lab::rows::WanRow]) -> usize {
             again
                 .iter()
                 .find(|r| {
-                    r.read == tcpwin_lab::rows::Read::Interval
-                        && r.view == tcpwin_lab::rows::View::Both
+                    r.read == crate::rows::Read::Interval
+                        && r.view == crate::rows::View::Both
                         && r.end == end
                 })
                 .and_then(|r| r.verdict)
@@ -339,10 +335,10 @@ fn counter_proves(s: &Spec, cc: &str) -> bool {
 /// receiver's tcp_rmem max at [`COUNTER_BUFFERS`], its rate held to the row's own (`rate`).
 fn counter(
     r: RowRun,
-    it: &mut snapshot::Source,
+    it: &mut dyn Readings,
     n: &mut usize,
     rate: Option<u64>,
-) -> Result<tcpwin_lab::rows::CounterRun> {
+) -> Result<crate::rows::CounterRun> {
     let spec = Spec {
         wmem_max: Some(COUNTER_BUFFERS),
         recv: Recv::RmemMax(COUNTER_BUFFERS),
@@ -353,7 +349,7 @@ fn counter(
     let after = on_time_run(RowRun { spec: &spec, ..r }, it, &st)?
         .row
         .throughput_bps;
-    Ok(tcpwin_lab::rows::CounterRun {
+    Ok(crate::rows::CounterRun {
         applied: vec![
             format!("the sender's net.ipv4.tcp_wmem max {COUNTER_BUFFERS}"),
             format!("the receiver's net.ipv4.tcp_rmem max {COUNTER_BUFFERS}"),
@@ -361,12 +357,12 @@ fn counter(
         throughput_bps: after,
         held: after
             .zip(rate)
-            .is_some_and(|(a, b)| (a as f64) < tcpwin_lab::rows::COUNTER_HOLDS * b as f64),
+            .is_some_and(|(a, b)| (a as f64) < crate::rows::COUNTER_HOLDS * b as f64),
     })
 }
 
 /// A transfer on a set-up path, run again (up to `ATTEMPTS`) while its delay line is late.
-fn on_time_run(r: RowRun, it: &mut snapshot::Source, st: &run::Setup) -> Result<Judged> {
+fn on_time_run(r: RowRun, it: &mut dyn Readings, st: &run::Setup) -> Result<Judged> {
     let mut attempt = 1;
     loop {
         let j = judge_run(r, it, st)?;
@@ -404,14 +400,14 @@ impl Plan<'_> {
 
 /// The rows of one scenario run: the row (its path late: run again, up to `ATTEMPTS`), and with
 /// `--apply-fix` its fix applied and the transfer run again beside the same path's baseline.
-fn one_row(r: RowRun, it: &mut snapshot::Source, n: &mut usize, plan: &Plan) -> Result<WanRow> {
+fn one_row(r: RowRun, it: &mut dyn Readings, n: &mut usize, plan: &Plan) -> Result<WanRow> {
     let RowRun {
         exe, spec: s, cc, ..
     } = r;
     let mut attempt = 1;
     let (mut j, mut st) = loop {
         // each end's peer over the network: the fifth way of reading
-        let st = run::setup(s, cc, *n, Some(exe))?;
+        let st = run::setup(s, cc, *n, Some((exe, &*it)))?;
         *n += 1;
         let mut j = match judge_run(r, it, &st) {
             Ok(j) => j,
@@ -535,7 +531,7 @@ fn one_row(r: RowRun, it: &mut snapshot::Source, n: &mut usize, plan: &Plan) -> 
 /// shows nothing merged, then say so rather than judge the fix on it).
 fn fixed_run(
     r: RowRun,
-    it: &mut snapshot::Source,
+    it: &mut dyn Readings,
     st: &run::Setup,
     fix: &tcpwin_model::verdict::Fix,
 ) -> Result<(Judged, bool)> {
@@ -565,11 +561,11 @@ fn merged(ratio: Option<u8>) -> bool {
 /// handed to `each` as it completes.
 pub fn scenarios(
     exe: &std::path::Path,
+    it: &mut dyn Readings,
     plan: &Plan,
     each: &mut dyn FnMut(&WanRow) -> Result<()>,
 ) -> Result<Vec<WanRow>> {
     let specs = rows(plan.scenario, plan.quick)?;
-    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(&Kernel::default())?));
     let mut out = Vec::new();
     let mut n = 0;
     for run_no in 1..=plan.repeat {
@@ -606,7 +602,7 @@ pub fn scenarios(
                     cc,
                     run_no,
                 };
-                let row = one_row(run, &mut it, &mut n, plan)
+                let row = one_row(run, it, &mut n, plan)
                     .with_context(|| format!("row {s:?} with {cc}"))?;
                 each(&row)?;
                 out.push(row);
@@ -617,9 +613,9 @@ pub fn scenarios(
 }
 
 /// `--path`: the path alone, measured with ample windows.
-pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
+pub fn path(exe: &std::path::Path, it: &mut dyn Readings, p: PathSpec) -> Result<WanRow> {
     // without a rate the path is as fast as the delay line holds
-    let rate = p.rate_bps.unwrap_or(tcpwin_lab::pair::WAN_MAX_RATE);
+    let rate = p.rate_bps.unwrap_or(crate::pair::WAN_MAX_RATE);
     let s = Spec {
         scenario: "path",
         path: Path::Wan {
@@ -629,7 +625,6 @@ pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
         },
         ..BASE
     };
-    let mut it = snapshot::Source::Iterator(Box::new(SocketIter::load(&Kernel::default())?));
     let plan = Plan {
         scenario: s.scenario,
         quick: false,
@@ -644,7 +639,67 @@ pub fn path(exe: &std::path::Path, p: PathSpec) -> Result<WanRow> {
         cc: "reno",
         run_no: 1,
     };
-    one_row(run, &mut it, &mut 0, &plan)
+    one_row(run, it, &mut 0, &plan)
+}
+
+/// A scenario run's tables and its outcome: the notes, the accuracy table, the fix loops and the
+/// summary; an error when a verdict differed or a fix did not close.
+pub fn print_tables(rows: &[WanRow]) -> Result<()> {
+    let acc = accuracy(rows);
+    crate::table::wan_notes(rows);
+    crate::table::print_accuracy(&acc);
+    crate::table::print_fix_loops(&fix_loops(rows));
+    let (held, n) = counters(rows);
+    if n > 0 {
+        println!(
+            "counter-proofs (no fix printed: both buffers raised anyway): {held} of {n} held, the rate did not move"
+        );
+    }
+    crate::table::print_summary(&summary(rows));
+    crate::table::print_by_program(&by_program(rows), false);
+    let (checked, refused) = checked(rows);
+    println!(
+        "the judge's own check: {checked} verdicts read, {} refused (a why, fix and facts that disagree)",
+        refused.len()
+    );
+    outcome(&acc, rows)
+}
+
+/// `--from FILE`: the tables of an earlier `--json` run, from its rows (`markdown`: the summary
+/// alone, as the README shows it; `judge_again`: every way of reading judged again by this build).
+pub fn tables_from(f: &std::path::Path, markdown: bool, judge_again: bool) -> Result<()> {
+    let text = std::fs::read_to_string(f)
+        .with_context(|| format!("--from {}: cannot read it", f.display()))?;
+    let mut rows = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str::<WanRow>(l).with_context(|| {
+                format!(
+                    "--from {}: line {} is not a row of `lab --scenario ... --json`",
+                    f.display(),
+                    i + 1
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if rows.is_empty() {
+        bail!("--from {}: no rows in it", f.display());
+    }
+    if judge_again {
+        let again = rejudge(&mut rows);
+        eprintln!(
+            "lab: {again} of {} rows judged again by this build from their recorded readings (the others kept too few; fix loops as they ran)",
+            rows.len()
+        );
+    }
+    if markdown {
+        crate::table::print_summary_markdown(&summary(&rows));
+        crate::table::print_by_program(&by_program(&rows), true);
+        return outcome(&accuracy(&rows), &rows);
+    }
+    print_tables(&rows)
 }
 
 #[cfg(test)]

@@ -3,20 +3,18 @@
 //! read three times while it runs (at 2 s, a quarter second later, and at 5 s).
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use tcpwin_lab::rows::EndpointReport;
-use tcpwin_lab::{
+use crate::rows::EndpointReport;
+use crate::{
     harness::{Proc, SendOpts, Transfer},
     pair::Pair,
     programs::App,
     sysctl::GlobalSysctl,
 };
+use anyhow::{Context, Result};
 
 use super::specs::{Path, Recv, Spec};
-use crate::{
-    gather::{peer::Peers, scope::Scope, snapshot},
-    host::netns,
-};
+use crate::readings::{PeerClient, Readings};
+use tcpwin_model::facts::Seen;
 
 pub(super) const PORT: u16 = 5403;
 /// Seconds per transfer; the verdict is taken over [2 s, 5 s], the sender's own rate over the
@@ -58,12 +56,12 @@ const EXPORTER_PORT: u16 = 9943;
 /// in the bottleneck's queue, and on a 100 ms path was answered after the transfer had ended.
 pub(super) struct PeerViews {
     _exporters: Vec<Proc>,
-    /// (an end's namespace, resolved once, its client of the other end's exporter)
-    ends: Vec<(netns::Netns, std::sync::Mutex<Peers>)>,
+    /// (an end's namespace, its client of the other end's exporter)
+    ends: Vec<(String, std::sync::Mutex<Box<dyn PeerClient>>)>,
 }
 
 impl PeerViews {
-    fn start(exe: &std::path::Path, pair: &Pair) -> Result<PeerViews> {
+    fn start(exe: &std::path::Path, pair: &Pair, product: &dyn Readings) -> Result<PeerViews> {
         let (ip_a, ip_b) = pair.management_link()?;
         let mut exporters = Vec::new();
         for (ns, ip) in [(&pair.a, ip_a), (&pair.b, ip_b)] {
@@ -80,20 +78,20 @@ impl PeerViews {
         let mut ends = Vec::new();
         for (ns, other_ip) in [(&pair.a, ip_b), (&pair.b, ip_a)] {
             // the other end's exporter answers from this end's namespace
-            let target = netns::resolve(Some(ns))?.remove(0);
-            let _in = netns::enter(&target)?;
-            let until = std::time::Instant::now() + Duration::from_secs(20);
-            while std::net::TcpStream::connect((other_ip, EXPORTER_PORT)).is_err() {
-                if std::time::Instant::now() > until {
-                    anyhow::bail!(
-                        "the exporter at {other_ip}:{EXPORTER_PORT} did not listen within 20 s"
-                    );
+            in_namespace(ns, || {
+                let until = std::time::Instant::now() + Duration::from_secs(20);
+                while std::net::TcpStream::connect((other_ip, EXPORTER_PORT)).is_err() {
+                    if std::time::Instant::now() > until {
+                        anyhow::bail!(
+                            "the exporter at {other_ip}:{EXPORTER_PORT} did not listen within 20 s"
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
                 }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let peers = Peers::new(&[format!("http://{other_ip}:{EXPORTER_PORT}")], None)?
-                .context("a peer")?;
-            ends.push((target, std::sync::Mutex::new(peers)));
+                Ok(())
+            })?;
+            let peer = product.peer(&format!("http://{other_ip}:{EXPORTER_PORT}"))?;
+            ends.push((ns.clone(), std::sync::Mutex::new(peer)));
         }
         Ok(PeerViews {
             _exporters: exporters,
@@ -104,25 +102,25 @@ impl PeerViews {
     /// Each end's peer readings of the connections of `reading`: (the end's namespace, the
     /// other end's sockets as its exporter answered, ready to judge beside the end's own). Both
     /// ends ask at once, each from its namespace (a thread each).
-    fn read(&self, reading: &[snapshot::Seen]) -> Result<PeerReading> {
+    fn read(&self, reading: &[Seen]) -> Result<PeerReading> {
         std::thread::scope(|sc| {
             let asks: Vec<_> = self
                 .ends
                 .iter()
                 .map(|(ns, peers)| {
-                    sc.spawn(move || -> Result<(String, Vec<snapshot::Seen>)> {
-                        let _in = netns::enter(ns)?;
-                        let local: Vec<snapshot::Seen> = reading
+                    sc.spawn(move || -> Result<(String, Vec<Seen>)> {
+                        enter(ns)?;
+                        let local: Vec<Seen> = reading
                             .iter()
-                            .filter(|s| s.line_ns == ns.name)
+                            .filter(|s| s.line_ns == *ns)
                             .cloned()
                             .collect();
                         let mut p = peers.lock().map_err(|_| anyhow::anyhow!("peer poisoned"))?;
-                        let theirs = p.read(&local, Some(PORT));
+                        let theirs = p.read(&local, PORT);
                         for n in p.news() {
-                            eprintln!("lab: {}: {n}", ns.name);
+                            eprintln!("lab: {ns}: {n}");
                         }
-                        Ok((ns.name.clone(), theirs))
+                        Ok((ns.clone(), theirs))
                     })
                 })
                 .collect();
@@ -150,7 +148,7 @@ pub(super) fn setup(
     s: &Spec,
     cc: &str,
     n: usize,
-    peers: Option<&std::path::Path>,
+    peers: Option<(&std::path::Path, &dyn Readings)>,
 ) -> Result<Setup> {
     if let Some(app) = s.app {
         app.require()?;
@@ -203,8 +201,8 @@ pub(super) fn setup(
         globals: Vec::new(),
         peers: None,
     };
-    if let Some(exe) = peers {
-        st.peers = Some(PeerViews::start(exe, &st.pair)?);
+    if let Some((exe, product)) = peers {
+        st.peers = Some(PeerViews::start(exe, &st.pair, product)?);
     }
     let pair = &st.pair;
     match s.recv {
@@ -227,7 +225,7 @@ pub(super) fn setup(
         }
         Recv::ClampBeforeHandshake(c) => st.listen_clamp = Some(c),
         Recv::RouteWindow(w) => {
-            tcpwin_lab::pair::ip(&[
+            crate::pair::ip(&[
                 "-n",
                 &pair.b,
                 "route",
@@ -246,12 +244,12 @@ pub(super) fn setup(
 
 /// Each end's peer readings at one moment: (the end's namespace, the other end's sockets from
 /// its exporter).
-pub(super) type PeerReading = Vec<(String, Vec<snapshot::Seen>)>;
+pub(super) type PeerReading = Vec<(String, Vec<Seen>)>;
 
 /// A transfer, read three times while it runs, with what the sender measured itself.
 pub(super) struct Run {
     /// at 2 s, 250 ms later, at 5 s
-    pub readings: [Vec<snapshot::Seen>; 3],
+    pub readings: [Vec<Seen>; 3],
     /// each end's peer over the network at the same moments, where the setup has them
     pub peer_readings: Option<[PeerReading; 3]>,
     pub throughput_bps: Option<u64>,
@@ -260,44 +258,54 @@ pub(super) struct Run {
 }
 
 /// Both ends' sockets of `port` in the pair's namespaces, read together.
-fn sample(it: &mut snapshot::Source, pair: &Pair, hz: Option<u32>) -> Result<Vec<snapshot::Seen>> {
-    let filter = Scope {
-        port: Some(PORT),
-        ..Scope::default()
-    };
-    let mut targets = netns::resolve(Some(&pair.a))?;
-    targets.extend(netns::resolve(Some(&pair.b))?);
-    snapshot::read(it, &targets, &filter, hz)
+fn sample(it: &mut dyn Readings, pair: &Pair) -> Result<Vec<Seen>> {
+    it.read(&[&pair.a, &pair.b], PORT)
+}
+
+/// Moves the calling thread into the lab's namespace `name`.
+fn enter(name: &str) -> Result<()> {
+    let path = tcpwin_common::netns::path_of(name);
+    let f = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    tcpwin_common::netns::enter_thread(&f).with_context(|| format!("entering {name}"))
+}
+
+/// Runs `f` on a thread of its own inside the lab's namespace `name`.
+fn in_namespace(name: &str, f: impl FnOnce() -> Result<()> + Send) -> Result<()> {
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            enter(name)?;
+            f()
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("a thread in {name} panicked"))?
+    })
 }
 
 /// One transfer through the row's path with congestion control `cc`.
 pub(super) fn transfer(
     exe: &std::path::Path,
-    it: &mut snapshot::Source,
+    it: &mut dyn Readings,
     s: &Spec,
     st: &Setup,
     cc: &str,
 ) -> Result<Run> {
-    let hz = crate::host::kconfig::hz();
     let pair = &st.pair;
-    type Readings = ([Vec<snapshot::Seen>; 3], Option<[PeerReading; 3]>);
+    type Watched = ([Vec<Seen>; 3], Option<[PeerReading; 3]>);
     // each reading, and at the same moment each end's peer over the network: the peers are
     // asked (for the connections of the reading before, the same ones) while the ends are
     // read, so the two readings of a connection are milliseconds apart, not a round of
     // questions; with nothing read before, they are asked after
-    let at = |it: &mut snapshot::Source,
-              before: &[snapshot::Seen]|
-     -> Result<(Vec<snapshot::Seen>, Option<PeerReading>)> {
+    let at = |it: &mut dyn Readings, before: &[Seen]| -> Result<(Vec<Seen>, Option<PeerReading>)> {
         match st.peers.as_ref() {
-            None => Ok((sample(it, pair, hz)?, None)),
+            None => Ok((sample(it, pair)?, None)),
             Some(p) if before.is_empty() => {
-                let r = sample(it, pair, hz)?;
+                let r = sample(it, pair)?;
                 let theirs = p.read(&r)?;
                 Ok((r, Some(theirs)))
             }
             Some(p) => std::thread::scope(|sc| {
                 let asked = sc.spawn(|| p.read(before));
-                let r = sample(it, pair, hz);
+                let r = sample(it, pair);
                 let theirs = asked
                     .join()
                     .map_err(|_| anyhow::anyhow!("a peer reading panicked"))??;
@@ -305,12 +313,12 @@ pub(super) fn transfer(
             }),
         }
     };
-    let watch = |it: &mut snapshot::Source| -> Result<Readings> {
+    let watch = |it: &mut dyn Readings| -> Result<Watched> {
         // the connections the peers are asked about at the first reading
         let ahead = Duration::from_millis(200);
         std::thread::sleep(JUDGE_FROM - ahead);
         let early = match st.peers {
-            Some(_) => sample(it, pair, hz)?,
+            Some(_) => sample(it, pair)?,
             None => Vec::new(),
         };
         std::thread::sleep(ahead);

@@ -5,11 +5,11 @@
 //! ends.
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
-use tcpwin_lab::{
+use crate::{
     programs::{App, Client},
     sysctl::GlobalSysctl,
 };
+use anyhow::{bail, Context, Result};
 use tcpwin_model::verdict::{AppFix, Fix};
 
 use super::run::Setup;
@@ -45,7 +45,7 @@ pub(super) fn apply(fix: &Fix, st: &mut Setup) -> Result<Vec<String>> {
             st.globals.push(GlobalSysctl::keep(k)?);
         }
         let out = match &on_peer {
-            Some(ns) => tcpwin_lab::pair::Pair::exec(ns, "bash")
+            Some(ns) => crate::pair::Pair::exec(ns, "bash")
                 .args(["-c", cmd])
                 .output(),
             None => Command::new("bash").args(["-c", cmd]).output(),

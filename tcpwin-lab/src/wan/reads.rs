@@ -2,14 +2,14 @@
 //! second reading of the sockets moving data a quarter second later) or an interval (`ss -i`),
 //! both ends' namespaces together (one host, `--netns all`) or each end's alone (two hosts);
 //! and what each way is expected to name: an end alone can only tell what it sees.
-use tcpwin_lab::rows::{Read, ReadVerdict, View};
+use crate::rows::{Read, ReadVerdict, View};
 use tcpwin_model::{
     judge::Judge,
     verdict::{Class, Limit, Verdict},
 };
 
 use super::run::PeerReading;
-use crate::gather::snapshot::Seen;
+use tcpwin_model::facts::Seen;
 
 /// The transfer's two ends in a reading: (receiving, sending) socket indexes, by the joined
 /// judgement of `before` -> `after`: the busiest sender of the port and its peer (a real
@@ -131,7 +131,7 @@ pub(super) fn accepted(
 /// A recorded row's ways of reading judged again by this build's judge, from the readings the
 /// row kept (each end's three, with its namespace's limits, and its peer's as the peer's
 /// exporter answered): None where the row kept fewer than three readings of its receiver.
-pub(super) fn rejudge(row: &tcpwin_lab::rows::WanRow) -> Option<Vec<ReadVerdict>> {
+pub(super) fn rejudge(row: &crate::rows::WanRow) -> Option<Vec<ReadVerdict>> {
     let seen = |e: &tcpwin_model::facts::RecordedEnd, ns: &str, k: usize| Seen {
         line_ns: ns.to_string(),
         facts: e.readings[k].clone(),
