@@ -21,7 +21,6 @@ use crate::{
         scope,
         snapshot::{self, Source, SourceKind},
     },
-    host::kconfig,
     ui,
 };
 use tcpwin_common::stop::{install_stop_handler, wait_or_stop};
@@ -244,7 +243,8 @@ pub fn run(args: SsArgs) -> Result<()> {
     // a process's sockets live in its namespace: read that one unless --netns says otherwise
     let mut rereading = snapshot::Rereading::new(args.sockets.scope()?);
     let source = args.source.into();
-    let mut src = Source::open(source, &args.kernel.kernel())?;
+    let kernel = args.kernel.kernel();
+    let mut src = Source::open(source, &kernel)?;
     if source == SourceKind::SockDiag {
         eprintln!(
             "tcpwin-trace: reading sock_diag (what iproute2's ss reads): {} are null{}",
@@ -261,7 +261,7 @@ pub fn run(args: SsArgs) -> Result<()> {
             eprintln!("tcpwin-trace: {field} {why}: reported as null");
         }
     }
-    let hz = kconfig::hz();
+    let hz = kernel.hz();
     if hz.is_none() {
         eprintln!("tcpwin-trace: the kernel's CONFIG_HZ is unknown (no /boot/config-* or /proc/config.gz): busy/rwnd-limited/sndbuf-limited times are null");
     }

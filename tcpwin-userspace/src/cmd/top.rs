@@ -26,9 +26,9 @@ use crate::{
         scope::{self, Namespaces, Scope},
         snapshot::{self, Source, SourceKind},
     },
-    host::{kconfig, monotonic_ns},
+    host::monotonic_ns,
     kernel::log::LogLevel,
-    kernel::{attach::Backend, maps, maps::OwnerSync, ring::Ring, tracer::Tracer},
+    kernel::{attach::Backend, maps, maps::OwnerSync, ring::Ring, tracer::Tracer, Kernel},
     ui::{
         text::event_short,
         top::{
@@ -73,14 +73,14 @@ struct Tracing {
 }
 
 impl Tracing {
-    fn start(args: &TopArgs, scope: &Scope) -> Result<Tracing> {
+    fn start(kernel: &Kernel, scope: &Scope) -> Result<Tracing> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .context("starting the event reader")?;
         let _in = rt.enter();
         let mut tracer = Tracer::load(
-            &args.kernel.kernel(),
+            kernel,
             scope.kernel_filter()?,
             Backend::Auto,
             TOP_RINGBUF_KIB,
@@ -232,9 +232,9 @@ pub fn run(args: TopArgs) -> Result<()> {
     })
     .map(|r| header_lines(&r))
     .unwrap_or_else(|e| vec![format!("host check unavailable: {e:#}")]);
-    let hz = kconfig::hz();
+    let hz = kernel.hz();
     let mut tracing = if args.trace {
-        Some(Tracing::start(&args, &scope)?)
+        Some(Tracing::start(&kernel, &scope)?)
     } else {
         None
     };

@@ -27,7 +27,7 @@ use tcpwin_model::{
 use crate::{
     gather::{scope::Scope, traced::TracedVerdicts},
     host::{
-        kconfig, monotonic_ns,
+        monotonic_ns,
         owner::{self, Owners, WorkloadCache},
         sysctl,
     },
@@ -521,12 +521,12 @@ pub async fn record(mut args: TraceArgs, path: &std::path::Path) -> Result<()> {
     run_to(args, Some(path)).await
 }
 
-fn header(attached: &Attached, t0_ns: u64) -> HeaderLine {
+fn header(attached: &Attached, t0_ns: u64, kernel: &str) -> HeaderLine {
     HeaderLine {
         event: HeaderTag::Header,
         tool: "tcpwin-trace".into(),
         version: env!("CARGO_PKG_VERSION").into(),
-        kernel: crate::host::kconfig::release(),
+        kernel: kernel.into(),
         host: crate::host::sysctl::read("kernel.hostname").unwrap_or_default(),
         backend: attached.backend.to_string(),
         hooks: attached.hook_list(),
@@ -550,8 +550,9 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
         ),
         None => Box::new(std::io::stdout()),
     };
+    let kernel = args.kernel.kernel();
     let mut tracer = Tracer::load(
-        &args.kernel.kernel(),
+        &kernel,
         scope.kernel_filter()?,
         args.backend.into(),
         args.ringbuf_kib,
@@ -573,7 +574,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     } else {
         match tracer.prepare_iter() {
             Ok(()) => Some(
-                TracedVerdicts::new(kconfig::hz(), tracer.layout().offsets, args.target.target)
+                TracedVerdicts::new(kernel.hz(), tracer.layout().offsets, args.target.target)
                     .with_peers(args.peer.peers()?, args.sockets.port),
             ),
             Err(e) => {
@@ -585,7 +586,7 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     let t0_ns = monotonic_ns();
     let mut w = BufWriter::new(sink);
     if let Some(p) = record {
-        serde_json::to_writer(&mut w, &header(&tracer.attached, t0_ns))?;
+        serde_json::to_writer(&mut w, &header(&tracer.attached, t0_ns, kernel.release()))?;
         writeln!(w)?;
         eprintln!("tcpwin-trace: recording to {}", p.display());
     }

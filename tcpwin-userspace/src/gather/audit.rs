@@ -12,7 +12,7 @@ use tcpwin_model::{
 
 use crate::{
     gather::scope::{Namespaces, Scope},
-    host::{kconfig, monotonic_ns, netdev, netns, sysctl},
+    host::{monotonic_ns, netdev, netns, sysctl},
     kernel::{iter::SocketIter, object, Kernel},
 };
 
@@ -114,7 +114,7 @@ pub fn report(a: &Audit) -> Result<CheckReport> {
     let run_in = ns.exec_prefix();
     let kernel = match &a.assume_kernel {
         Some(k) => k.clone(),
-        None => kconfig::release(),
+        None => a.kernel.release().into(),
     };
     let era = if a.kernel.has_scaling_ratio()? {
         Era::MeasuredRatio

@@ -20,29 +20,44 @@ use std::{
 
 use anyhow::Result;
 
-/// The kernel the programs go into: where its BTF is (parsed once per process, see
-/// `btf::kernel_btf`) and which eBPF object to load (the one built into the binary, or
-/// `--obj`). Made once from a command's flags and handed to whatever loads programs or reads
-/// layouts: the tracer, the socket iterator, the audit.
+/// The kernel the programs go into, pictured once: its release and tick rate (`CONFIG_HZ`,
+/// read once), where its BTF is (parsed once per process, see `btf::kernel_btf`) and which eBPF
+/// object to load (the one built into the binary, or `--obj`). Made once from a command's flags
+/// and handed to whatever loads programs, reads layouts or turns jiffies into time: the tracer,
+/// the socket iterator, the readings, the audit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Kernel {
     btf: PathBuf,
     obj: Option<PathBuf>,
+    release: String,
+    hz: Option<u32>,
 }
 
 impl Default for Kernel {
     /// The running kernel, with the object built into the binary.
     fn default() -> Self {
-        Kernel {
-            btf: PathBuf::from(btf::VMLINUX),
-            obj: None,
-        }
+        Kernel::new(PathBuf::from(btf::VMLINUX), None)
     }
 }
 
 impl Kernel {
     pub fn new(btf: PathBuf, obj: Option<PathBuf>) -> Kernel {
-        Kernel { btf, obj }
+        Kernel {
+            btf,
+            obj,
+            release: crate::host::kconfig::release(),
+            hz: crate::host::kconfig::hz(),
+        }
+    }
+
+    /// Its release (`uname -r`), empty where it cannot be read.
+    pub fn release(&self) -> &str {
+        &self.release
+    }
+
+    /// Its tick rate (`CONFIG_HZ`), None where its config cannot be read: jiffies to time.
+    pub fn hz(&self) -> Option<u32> {
+        self.hz
     }
 
     /// The object to load instead of the built-in one (`--obj`).

@@ -24,7 +24,6 @@ use crate::{
         scope::Scope,
         snapshot::{self, Source},
     },
-    host::kconfig,
     kernel::iter::Counting,
     ui::openmetrics,
 };
@@ -330,8 +329,9 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     // sockets, known only while open
     let counting = scope.owners().is_none();
     let scraper_all = scope.namespaces == crate::gather::scope::Namespaces::All;
+    let kernel = args.kernel.kernel();
     let src = Source::open_counting(
-        &args.kernel.kernel(),
+        &kernel,
         &Counting {
             states: counting,
             packets: args.packet_histogram,
@@ -378,10 +378,10 @@ pub fn run(args: ExporterArgs) -> Result<()> {
     let mut scraper = Scraper {
         src,
         scope,
-        hz: kconfig::hz(),
+        hz: kernel.hz(),
         args,
         judge: Judge::new(None),
-        kernel: kconfig::release(),
+        kernel: kernel.release().into(),
         counters: Counters::default(),
         counting,
         blind_spots: if scraper_all {

@@ -242,7 +242,12 @@ fn lab(args: LabArgs) -> Result<()> {
     };
     let pair = Pair::create(&format!("tcpwin-lab-{}", std::process::id()), 1500)
         .context("the lab creates two network namespaces joined by veth")?;
-    let result = experiment::run_in(&pair, &exe, &opts, crate::host::kconfig::release());
+    let result = experiment::run_in(
+        &pair,
+        &exe,
+        &opts,
+        crate::kernel::Kernel::default().release().into(),
+    );
     drop(pair);
     let result = result?;
     if opts.json {

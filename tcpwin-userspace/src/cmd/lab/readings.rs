@@ -6,7 +6,7 @@ use tcpwin_model::facts::Seen;
 
 use crate::{
     gather::{peer::Peers, scope::Scope, snapshot},
-    host::{kconfig, netns},
+    host::netns,
     kernel::{iter::SocketIter, Kernel},
 };
 
@@ -19,9 +19,10 @@ pub struct Product {
 impl Product {
     /// The socket iterator, loaded with this kernel's BTF and the built-in object.
     pub fn load() -> Result<Product> {
+        let kernel = Kernel::default();
         Ok(Product {
-            source: snapshot::Source::Iterator(Box::new(SocketIter::load(&Kernel::default())?)),
-            hz: kconfig::hz(),
+            source: snapshot::Source::Iterator(Box::new(SocketIter::load(&kernel)?)),
+            hz: kernel.hz(),
         })
     }
 }
