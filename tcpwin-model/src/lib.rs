@@ -16,10 +16,11 @@
 //! - `verdict`: which limit binds a window, and the change that lifts it;
 //! - `judge`: the one stateful judge every front end uses (readings in, verdicts out);
 //! - `units`: rates, durations and paths as users write them;
+//! - `addr`: an address or a network (`--addr`), matched against a connection's ends;
 //! - `check`: the host audited, and whether a bandwidth-delay product fits;
-//! - `select`: which judged sockets `ss` shows (state, limited, active, ports);
 //! - `metrics`: what the exporter publishes (the metric names live there);
 //! - `workload`: whose a socket is (container, pod, unit) from its owner's cgroup.
+pub mod addr;
 pub mod check;
 pub mod decode;
 pub mod facts;
@@ -32,7 +33,6 @@ pub mod metrics;
 pub mod peer;
 pub mod recording;
 pub mod schema;
-pub mod select;
 pub mod tcp_info;
 pub mod timeline;
 pub mod units;

@@ -2,7 +2,7 @@
 //! query, written by the asking end and parsed by the exporter), and how a peer's socket is told
 //! from the asker's own in one judgement. Pure: text in, values out. The reply is JSON lines of
 //! [`SsLine`](crate::schema::SsLine) with their namespace's limits (`host`).
-use crate::{id::SocketId, select::AddrPrefix};
+use crate::{addr::AddrPrefix, id::SocketId};
 
 /// The path the exporter answers on.
 pub const PATH: &str = "/sockets";

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use tcpwin_model::{select::AddrPrefix, units::parse_rate, workload::Selector};
+use tcpwin_model::{addr::AddrPrefix, units::parse_rate, workload::Selector};
 
 use crate::{
     gather::{scope::Scope, snapshot::SourceKind},

@@ -18,7 +18,7 @@ use tcpwin_model::{
 use super::args::{KernelArgs, PeerArgs, SocketArgs, SourceArg, TargetArgs};
 use crate::{
     gather::{
-        scope,
+        scope::{self, Scope},
         snapshot::{self, Source, SourceKind},
     },
     ui,
@@ -41,7 +41,7 @@ pub struct SsArgs {
     #[arg(short = 'W', long)]
     pub workload: bool,
     /// Only sockets in this state (as `ss` names them)
-    #[arg(long, value_name = "STATE", value_parser = tcpwin_model::select::STATES)]
+    #[arg(long, value_name = "STATE", value_parser = crate::gather::scope::STATES)]
     pub state: Option<String>,
     /// Only sockets whose receive window is what binds them (a cap, the peer's window, or a
     /// window an application closed by not reading)
@@ -77,15 +77,17 @@ pub struct SsArgs {
 }
 
 impl SsArgs {
-    /// The filters applied to judged sockets.
-    pub fn selection(&self) -> tcpwin_model::select::Selection {
-        tcpwin_model::select::Selection {
+    /// Which sockets: those of the socket arguments, and of them what `ss` shows (a state,
+    /// the window-bound, the active, the ports).
+    pub fn scope(&self) -> Result<Scope> {
+        Ok(Scope {
             state: self.state.clone(),
             limited: self.limited,
             active: self.active,
             sport: self.sport,
             dport: self.dport,
-        }
+            ..self.sockets.scope()?
+        })
     }
 }
 
@@ -108,7 +110,7 @@ fn moving(f: &tcpwin_model::facts::SockFacts) -> bool {
 /// Prints one judged socket where the selection keeps it: a JSON line or a text line.
 struct Printer<'a> {
     args: &'a SsArgs,
-    select: tcpwin_model::select::Selection,
+    select: Scope,
     text: ui::ss::Renderer,
     source: &'static str,
 }
@@ -181,7 +183,7 @@ fn streamed<W: Write>(
     let mut judge = Judge::one_shot(args.target.target);
     let mut p = Printer {
         args,
-        select: args.selection(),
+        select: rereading.scope.clone(),
         text: ui::ss::Renderer::new(false, args.extended, column),
         source: src.name(),
     };
@@ -241,7 +243,7 @@ fn streamed<W: Write>(
 pub fn run(args: SsArgs) -> Result<()> {
     args.kernel.validate()?;
     // a process's sockets live in its namespace: read that one unless --netns says otherwise
-    let mut rereading = snapshot::Rereading::new(args.sockets.scope()?);
+    let mut rereading = snapshot::Rereading::new(args.scope()?);
     let source = args.source.into();
     let kernel = args.kernel.kernel();
     let mut src = Source::open(source, &kernel)?;
@@ -340,7 +342,7 @@ pub fn run(args: SsArgs) -> Result<()> {
         // an interval's first snapshot has no rates yet: its verdicts are the static ones
         let mut p = Printer {
             args: &args,
-            select: args.selection(),
+            select: rereading.scope.clone(),
             text: ui::ss::Renderer::new(
                 args.interval.is_some() && taken > 1,
                 args.extended,

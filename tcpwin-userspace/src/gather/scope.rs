@@ -1,12 +1,19 @@
-//! Which sockets a command reads: a process, a port, network namespaces. Resolved once from the
-//! command line (`cmd::args::SocketArgs`), then used alike by `ss`, `top`, `check`, the exporter and
-//! the tracer: a `--pid` is read in its own namespace unless `--netns` names another, `--netns
-//! all` is every namespace (listed afresh at each reading), the default the caller's.
+//! Which sockets a command reads and shows, the one type every flag that says so lands in: a
+//! process, a port, an address, network namespaces (resolved once from the command line's
+//! `cmd::args::SocketArgs`, then used alike by `ss`, `top`, `check`, the exporter and the
+//! tracer), and what `ss` shows of the sockets it judged (a state, the window-bound, the active,
+//! source and destination ports). From it come the kernel side's filter (`kernel_filter`) and
+//! what is printed (`keeps`). A `--pid` is read in its own namespace unless `--netns` names
+//! another, `--netns all` is every namespace (listed afresh at each reading), the default the
+//! caller's.
 use std::net::IpAddr;
 
 use anyhow::{bail, Result};
 use tcpwin_common::Config;
-use tcpwin_model::{id::SocketId, select::AddrPrefix, workload::Selector};
+use tcpwin_model::{
+    addr::AddrPrefix, facts::state_name, id::SocketId, schema::SsLine, verdict::Limit,
+    workload::Selector,
+};
 
 use crate::host::{
     netns::{self, Netns},
@@ -56,6 +63,16 @@ pub struct Scope {
     /// `--addr`: either end's address in this network
     pub addr: Option<AddrPrefix>,
     pub namespaces: Namespaces,
+    /// `ss --state`: a state as `ss` names it, lower case (`established`, `fin-wait-1`, ...)
+    pub state: Option<String>,
+    /// `ss --limited`: only sockets whose window is what binds them (a window cap, the peer's
+    /// window, or a window closed by an application that does not read)
+    pub limited: bool,
+    /// `ss --active`: only sockets that moved data (or have data waiting) over the interval
+    pub active: bool,
+    /// `ss --sport`, `--dport`: this end's port, the other end's
+    pub sport: Option<u16>,
+    pub dport: Option<u16>,
 }
 
 impl Default for Scope {
@@ -65,9 +82,27 @@ impl Default for Scope {
             port: None,
             addr: None,
             namespaces: Namespaces::Own,
+            state: None,
+            limited: false,
+            active: false,
+            sport: None,
+            dport: None,
         }
     }
 }
+
+/// The states `ss --state` accepts.
+pub const STATES: [&str; 9] = [
+    "established",
+    "syn-sent",
+    "syn-recv",
+    "fin-wait-1",
+    "fin-wait-2",
+    "time-wait",
+    "close-wait",
+    "last-ack",
+    "closing",
+];
 
 impl Scope {
     /// From the command line's words: a `--pid` must name a running process, a named namespace
@@ -132,6 +167,7 @@ impl Scope {
             port,
             addr: None,
             namespaces,
+            ..Scope::default()
         })
     }
 
@@ -191,6 +227,24 @@ impl Scope {
     /// Either end's port matches (or no port was asked).
     pub fn port_matches(&self, lport: u16, rport: u16) -> bool {
         self.port.is_none_or(|p| lport == p || rport == p)
+    }
+
+    /// What `ss` prints of a socket it judged (both ends of a connection are judged together,
+    /// then each line is kept or not): its state, whether its window binds, whether it is
+    /// active, its ports.
+    pub fn keeps(&self, l: &SsLine) -> bool {
+        let f = &l.facts;
+        let v = &l.verdict;
+        let state_ok = self.state.as_deref().is_none_or(|s| {
+            state_name(f.state).eq_ignore_ascii_case(if s == "established" { "estab" } else { s })
+        });
+        let limited_ok = !self.limited || v.limit.window_bound();
+        let active_ok = !self.active || !matches!(v.limit, Limit::Idle | Limit::Unknown);
+        state_ok
+            && limited_ok
+            && active_ok
+            && self.sport.is_none_or(|p| f.id.lport == p)
+            && self.dport.is_none_or(|p| f.id.rport == p)
     }
 
     /// The connection passes `--port` and `--addr` (either end each).
@@ -272,6 +326,10 @@ impl Scope {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tcpwin_model::{
+        facts::SockFacts,
+        verdict::{Side, Verdict},
+    };
 
     #[test]
     fn a_pid_is_read_in_its_own_namespace_unless_one_is_named() {
@@ -362,5 +420,88 @@ mod tests {
         );
         let e = Scope::new(Some(std::process::id()), None, None, Some(sel)).unwrap_err();
         assert!(e.to_string().contains("give one"), "{e}");
+    }
+
+    fn line(state: u8, lport: u16, rport: u16, limit: Limit) -> SsLine {
+        SsLine {
+            host: None,
+            other_end: None,
+            source: "iterator".into(),
+            netns_name: "-".into(),
+            state_name: state_name(state).into(),
+            facts: SockFacts {
+                id: SocketId {
+                    lport,
+                    rport,
+                    ..Default::default()
+                },
+                state,
+                ..Default::default()
+            },
+            verdict: Verdict {
+                limit,
+                ..Verdict::unknown(Side::Receiving)
+            },
+        }
+    }
+
+    #[test]
+    fn filters_as_ss_users_expect() {
+        let all = [
+            line(1, 5201, 40000, Limit::AutotuneMax),
+            line(1, 22, 50000, Limit::Idle),
+            line(8, 80, 41000, Limit::NotWindowLimited),
+            line(1, 40001, 443, Limit::AppNotReading),
+        ];
+        let kept = |s: Scope| -> Vec<u16> {
+            all.iter()
+                .filter(|l| s.keeps(l))
+                .map(|l| l.facts.id.lport)
+                .collect()
+        };
+        assert_eq!(kept(Scope::default()).len(), 4);
+        assert_eq!(
+            kept(Scope {
+                limited: true,
+                ..Default::default()
+            }),
+            vec![5201, 40001]
+        );
+        assert_eq!(
+            kept(Scope {
+                active: true,
+                ..Default::default()
+            }),
+            vec![5201, 80, 40001]
+        );
+        assert_eq!(
+            kept(Scope {
+                state: Some("close-wait".into()),
+                ..Default::default()
+            }),
+            vec![80]
+        );
+        assert_eq!(
+            kept(Scope {
+                state: Some("established".into()),
+                dport: Some(443),
+                ..Default::default()
+            }),
+            vec![40001]
+        );
+        assert_eq!(
+            kept(Scope {
+                sport: Some(22),
+                ..Default::default()
+            }),
+            vec![22]
+        );
+        // every state accepted is one `ss` prints
+        for s in STATES {
+            assert!((1..=11).any(|n| {
+                let name = state_name(n).to_ascii_lowercase();
+                name == s || (s == "established" && name == "estab")
+            }));
+        }
     }
 }
