@@ -322,29 +322,6 @@ pub struct Scrape {
     /// `tcpwin_build_info`: version, kernel, source
     pub build: Option<(String, String, String)>,
     pub process: Option<ProcessStats>,
-    /// the exporter's own HTTP server since start
-    pub http: Option<HttpCounts>,
-}
-
-/// The exporter's HTTP server counting itself, since start.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct HttpCounts {
-    /// answers by status code
-    pub responses: BTreeMap<u16, u64>,
-    /// requests refused for their credentials, by reason: `missing`, `wrong` (checked now or
-    /// within the last minute), `throttled` (not checked: its source already had a check waiting,
-    /// or too many were waiting)
-    pub auth_failures: BTreeMap<&'static str, u64>,
-    /// password checks run (bcrypt) and the time they took
-    pub auth_checks: u64,
-    pub auth_check_seconds: f64,
-    /// connections open now
-    pub connections: u64,
-    /// connections the server closed before they asked anything, by reason: `evicted` (at
-    /// --web.max-connections, the longest idle), `rate` (its source opened more than 64 a
-    /// second), `tls_handshake` (failed or not done within the header timeout), `header_timeout`
-    /// (no complete request head within it)
-    pub dropped: BTreeMap<&'static str, u64>,
 }
 
 impl Scrape {

@@ -14,8 +14,8 @@ use prometheus_client::{
     registry::Registry,
 };
 use tcpwin_model::metrics::{
-    bucketize, name, process, ratio_buckets, Buckets, ChronoTotals, Distribution, HttpCounts,
-    ProcessStats, Scrape, TopSocket,
+    bucketize, name, process, ratio_buckets, Buckets, ChronoTotals, Distribution, ProcessStats,
+    Scrape, TopSocket,
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -134,6 +134,27 @@ fn counters<L, K: ToString>(
         fam.get_or_create(&label(k.to_string())).inc_by(v);
     }
     reg.register(n, help, fam);
+}
+
+/// The exporter's HTTP server counting itself, since start.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HttpCounts {
+    /// answers by status code
+    pub responses: std::collections::BTreeMap<u16, u64>,
+    /// requests refused for their credentials, by reason: `missing`, `wrong` (checked now or
+    /// within the last minute), `throttled` (not checked: its source already had a check waiting,
+    /// or too many were waiting)
+    pub auth_failures: std::collections::BTreeMap<&'static str, u64>,
+    /// password checks run (bcrypt) and the time they took
+    pub auth_checks: u64,
+    pub auth_check_seconds: f64,
+    /// connections open now
+    pub connections: u64,
+    /// connections the server closed before they asked anything, by reason: `evicted` (at
+    /// --web.max-connections, the longest idle), `rate` (its source opened more than 64 a
+    /// second), `tls_handshake` (failed or not done within the header timeout), `header_timeout`
+    /// (no complete request head within it)
+    pub dropped: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// The exporter's own HTTP server.
@@ -310,9 +331,15 @@ fn process_stats(reg: &mut Registry, p: &ProcessStats) {
     }
 }
 
-/// Encodes one scrape; `openmetrics` picks the format. `duration_s`, `errors`: the exporter's
-/// own measure of the scrape.
-pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> String {
+/// Encodes one scrape, with the exporter's HTTP server's own counts where given; `openmetrics`
+/// picks the format. `duration_s`, `errors`: the exporter's own measure of the scrape.
+pub fn encode(
+    s: &Scrape,
+    http_counts: Option<&HttpCounts>,
+    duration_s: f64,
+    errors: u64,
+    openmetrics: bool,
+) -> String {
     let mut reg = Registry::default();
     for (n, sum, help, d) in s.distributions() {
         distribution(&mut reg, n, sum, help, &d);
@@ -419,7 +446,7 @@ pub fn encode(s: &Scrape, duration_s: f64, errors: u64, openmetrics: bool) -> St
     if let Some(p) = &s.process {
         process_stats(&mut reg, p);
     }
-    if let Some(h) = &s.http {
+    if let Some(h) = http_counts {
         http(&mut reg, h);
     }
     gauge(
@@ -460,7 +487,7 @@ mod tests {
         };
         s.sockets.insert("wscale-off", 2);
         for om in [false, true] {
-            let t = encode(&s, 0.01, 0, om);
+            let t = encode(&s, None, 0.01, 0, om);
             assert!(
                 t.contains("tcpwin_sockets_by_window_clamp_bytes{upper=\"+Inf\"} 2"),
                 "{t}"
@@ -489,7 +516,7 @@ mod tests {
             established: Some(Default::default()),
             ..Default::default()
         };
-        let t = encode(&s, 0.01, 0, false);
+        let t = encode(&s, None, 0.01, 0, false);
         for (w, d) in [
             ("negotiated", "active"),
             ("negotiated", "passive"),

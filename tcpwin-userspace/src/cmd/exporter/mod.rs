@@ -125,6 +125,8 @@ impl Scraper {
             }
         };
         let by_workload = self.args.by.as_deref() == Some("workload");
+        // the server's own counts as the scrape starts
+        let http = self.stats.counts();
         let mut s = Scrape {
             by_workload: by_workload.then(Default::default),
             blind_spots: self.blind_spots.clone(),
@@ -134,7 +136,6 @@ impl Scraper {
                 self.src.name().to_string(),
             )),
             process: crate::host::process::stats(),
-            http: Some(self.stats.counts()),
             ..Scrape::default()
         };
         let wanted: Vec<u32> = targets.iter().map(|t| t.inode as u32).collect();
@@ -196,7 +197,13 @@ impl Scraper {
                 }
             }
         }
-        openmetrics::encode(&s, t0.elapsed().as_secs_f64(), errors, openmetrics)
+        openmetrics::encode(
+            &s,
+            Some(&http),
+            t0.elapsed().as_secs_f64(),
+            errors,
+            openmetrics,
+        )
     }
 
     /// A peer's question (`/sockets`): the readings of the sockets the query asks for, among

@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use tcpwin_model::metrics::HttpCounts;
+use crate::ui::openmetrics::HttpCounts;
 
 #[derive(Default)]
 pub struct Stats {
