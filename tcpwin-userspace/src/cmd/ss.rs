@@ -164,6 +164,7 @@ fn owners_shown(args: &SsArgs) -> (bool, bool) {
 /// reading held (the caller's way).
 fn streamed<W: Write>(
     args: &SsArgs,
+    (shown, column): (bool, bool),
     rereading: &mut snapshot::Rereading,
     src: &mut Source,
     hz: Option<u32>,
@@ -178,7 +179,6 @@ fn streamed<W: Write>(
     if moves {
         return Ok(false);
     }
-    let (shown, column) = owners_shown(args);
     let owners = shown.then(crate::host::owner::socket_owners);
     let mut judge = Judge::one_shot(args.target.target);
     let mut p = Printer {
@@ -242,6 +242,7 @@ fn streamed<W: Write>(
 
 pub fn run(args: SsArgs) -> Result<()> {
     args.kernel.validate()?;
+    let owners = owners_shown(&args);
     // a process's sockets live in its namespace: read that one unless --netns says otherwise
     let mut rereading = snapshot::Rereading::new(args.scope()?);
     let source = args.source.into();
@@ -272,7 +273,7 @@ pub fn run(args: SsArgs) -> Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
     if args.interval.is_none()
         && peers.is_none()
-        && streamed(&args, &mut rereading, &mut src, hz, &mut out)?
+        && streamed(&args, owners, &mut rereading, &mut src, hz, &mut out)?
     {
         out.flush()?;
         said_gone(&rereading);
@@ -334,7 +335,7 @@ pub fn run(args: SsArgs) -> Result<()> {
             said_rcv_wnd = true;
         }
         // the owner (a scan of every process's fds) only where it is shown
-        let (shown, column) = owners_shown(&args);
+        let (shown, column) = owners;
         if shown {
             snapshot::add_owners(&mut seen);
         }
