@@ -13,8 +13,31 @@ use crate::{
     harness::{check_stop, Tracer, Transfer},
     pair::Pair,
     rows::{AdvWinScaleRow, EndpointReport, HandshakeRow},
-    table::{LabResult, Row},
 };
+
+/// One condition's transfer, as the tracer and the endpoints saw it.
+pub struct Row {
+    pub cond: Condition,
+    pub scaling_ratio: Option<u64>,
+    /// the packet that set the settled ratio (`tcp_measure_rcv_mss`'s len and truesize)
+    pub first_skb_len: Option<u64>,
+    pub first_skb_truesize: Option<u64>,
+    pub window_clamp: Option<u64>,
+    pub sk_rcvbuf: Option<u64>,
+    pub snd_wnd_peak: Option<u64>,
+    pub throughput_bps: Option<u64>,
+    pub init_rcv_wnd: Option<u64>,
+    /// the receiver's own TCP_WINDOW_CLAMP, for cross-checking
+    pub getsockopt_window_clamp: Option<u64>,
+}
+
+/// The experiment's rows, handshakes and tcp_adv_win_scale sweep, on kernel `kernel`.
+pub struct LabResult {
+    pub kernel: String,
+    pub rows: Vec<Row>,
+    pub handshake: Vec<HandshakeRow>,
+    pub sysctl: Vec<AdvWinScaleRow>,
+}
 
 pub const PINNED: u32 = 1 << 20;
 const SMALL_BUF: u32 = 64 << 10;

@@ -3,31 +3,11 @@ use std::collections::BTreeMap;
 
 use tcpwin_model::verdict::{fmt_rate, Limit};
 
-use crate::rows::{AdvWinScaleRow, HandshakeRow, LabLine, MatrixRow, WanRow};
+use crate::rows::{LabLine, MatrixRow, WanRow};
 
-use crate::experiment::{on, Condition};
-
-pub struct Row {
-    pub cond: Condition,
-    pub scaling_ratio: Option<u64>,
-    /// the packet that set the settled ratio (`tcp_measure_rcv_mss`'s len and truesize)
-    pub first_skb_len: Option<u64>,
-    pub first_skb_truesize: Option<u64>,
-    pub window_clamp: Option<u64>,
-    pub sk_rcvbuf: Option<u64>,
-    pub snd_wnd_peak: Option<u64>,
-    pub throughput_bps: Option<u64>,
-    pub init_rcv_wnd: Option<u64>,
-    /// the receiver's own TCP_WINDOW_CLAMP, for cross-checking
-    pub getsockopt_window_clamp: Option<u64>,
-}
-
-pub struct LabResult {
-    pub kernel: String,
-    pub rows: Vec<Row>,
-    pub handshake: Vec<HandshakeRow>,
-    pub sysctl: Vec<AdvWinScaleRow>,
-}
+use crate::experiment::{on, LabResult, Row};
+use crate::wan;
+use anyhow::{bail, Context, Result};
 
 /// A value, or `-` where there is none.
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -474,4 +454,64 @@ pub fn print_accuracy(t: &super::wan::Accuracy) {
 /// A column as wide as its longest cell, and at least as wide as its heading.
 fn col_width(cells: impl Iterator<Item = usize>, heading: usize) -> usize {
     cells.max().unwrap_or(0).max(heading)
+}
+
+/// A scenario run's tables and its outcome: the notes, the accuracy table, the fix loops and the
+/// summary; an error when a verdict differed or a fix did not close.
+pub fn print_tables(rows: &[WanRow]) -> Result<()> {
+    let acc = wan::accuracy(rows);
+    wan_notes(rows);
+    print_accuracy(&acc);
+    print_fix_loops(&wan::fix_loops(rows));
+    let (held, n) = wan::counters(rows);
+    if n > 0 {
+        println!(
+            "counter-proofs (no fix printed: both buffers raised anyway): {held} of {n} held, the rate did not move"
+        );
+    }
+    print_summary(&wan::summary(rows));
+    print_by_program(&wan::by_program(rows), false);
+    let (checked, refused) = wan::checked(rows);
+    println!(
+        "the judge's own check: {checked} verdicts read, {} refused (a why, fix and facts that disagree)",
+        refused.len()
+    );
+    wan::outcome(&acc, rows)
+}
+
+/// `--from FILE`: the tables of an earlier `--json` run, from its rows (`markdown`: the summary
+/// alone, as the README shows it; `judge_again`: every way of reading judged again by this build).
+pub fn tables_from(f: &std::path::Path, markdown: bool, judge_again: bool) -> Result<()> {
+    let text = std::fs::read_to_string(f)
+        .with_context(|| format!("--from {}: cannot read it", f.display()))?;
+    let mut rows = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str::<WanRow>(l).with_context(|| {
+                format!(
+                    "--from {}: line {} is not a row of `lab --scenario ... --json`",
+                    f.display(),
+                    i + 1
+                )
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if rows.is_empty() {
+        bail!("--from {}: no rows in it", f.display());
+    }
+    if judge_again {
+        let again = wan::rejudge(&mut rows);
+        eprintln!(
+            "lab: {again} of {} rows judged again by this build from their recorded readings (the others kept too few; fix loops as they ran)",
+            rows.len()
+        );
+    }
+    if markdown {
+        print_summary_markdown(&wan::summary(&rows));
+        print_by_program(&wan::by_program(&rows), true);
+        return wan::outcome(&wan::accuracy(&rows), &rows);
+    }
+    print_tables(&rows)
 }

@@ -18,7 +18,7 @@ use crate::{
     harness::{check_stop, Interrupted},
     programs::App,
 };
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use tcpwin_model::facts::RecordedEnd;
 use tcpwin_model::{
     units::PathSpec,
@@ -263,7 +263,7 @@ fn recorded_end<'a>(end: &str, seen: impl Iterator<Item = &'a Seen>) -> Option<R
 
 /// Every row's ways of reading judged again from its recorded readings (see
 /// `reads::rejudge`), its both-ends verdicts with them; how many rows were.
-pub(super) fn rejudge(rows: &mut [crate::rows::WanRow]) -> usize {
+pub(crate) fn rejudge(rows: &mut [crate::rows::WanRow]) -> usize {
     let mut n = 0;
     for row in rows.iter_mut() {
         let Some(again) = reads::rejudge(row) else {
@@ -640,66 +640,6 @@ pub fn path(exe: &std::path::Path, it: &mut dyn Readings, p: PathSpec) -> Result
         run_no: 1,
     };
     one_row(run, it, &mut 0, &plan)
-}
-
-/// A scenario run's tables and its outcome: the notes, the accuracy table, the fix loops and the
-/// summary; an error when a verdict differed or a fix did not close.
-pub fn print_tables(rows: &[WanRow]) -> Result<()> {
-    let acc = accuracy(rows);
-    crate::table::wan_notes(rows);
-    crate::table::print_accuracy(&acc);
-    crate::table::print_fix_loops(&fix_loops(rows));
-    let (held, n) = counters(rows);
-    if n > 0 {
-        println!(
-            "counter-proofs (no fix printed: both buffers raised anyway): {held} of {n} held, the rate did not move"
-        );
-    }
-    crate::table::print_summary(&summary(rows));
-    crate::table::print_by_program(&by_program(rows), false);
-    let (checked, refused) = checked(rows);
-    println!(
-        "the judge's own check: {checked} verdicts read, {} refused (a why, fix and facts that disagree)",
-        refused.len()
-    );
-    outcome(&acc, rows)
-}
-
-/// `--from FILE`: the tables of an earlier `--json` run, from its rows (`markdown`: the summary
-/// alone, as the README shows it; `judge_again`: every way of reading judged again by this build).
-pub fn tables_from(f: &std::path::Path, markdown: bool, judge_again: bool) -> Result<()> {
-    let text = std::fs::read_to_string(f)
-        .with_context(|| format!("--from {}: cannot read it", f.display()))?;
-    let mut rows = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str::<WanRow>(l).with_context(|| {
-                format!(
-                    "--from {}: line {} is not a row of `lab --scenario ... --json`",
-                    f.display(),
-                    i + 1
-                )
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    if rows.is_empty() {
-        bail!("--from {}: no rows in it", f.display());
-    }
-    if judge_again {
-        let again = rejudge(&mut rows);
-        eprintln!(
-            "lab: {again} of {} rows judged again by this build from their recorded readings (the others kept too few; fix loops as they ran)",
-            rows.len()
-        );
-    }
-    if markdown {
-        crate::table::print_summary_markdown(&summary(&rows));
-        crate::table::print_by_program(&by_program(&rows), true);
-        return outcome(&accuracy(&rows), &rows);
-    }
-    print_tables(&rows)
 }
 
 #[cfg(test)]

@@ -181,7 +181,7 @@ pub fn run(args: LabArgs) -> Result<()> {
 
 fn lab(args: LabArgs) -> Result<()> {
     if let Some(f) = &args.from {
-        return wan::tables_from(f, args.markdown, args.rejudge);
+        return table::tables_from(f, args.markdown, args.rejudge);
     }
     check_privileges()?;
     svg_dir(args.svg.as_deref())?;
@@ -233,7 +233,7 @@ fn lab(args: LabArgs) -> Result<()> {
         if json {
             return wan::outcome(&wan::accuracy(&rows), &rows);
         }
-        return wan::print_tables(&rows);
+        return table::print_tables(&rows);
     }
     let opts = experiment::LabOpts {
         full: args.full,
