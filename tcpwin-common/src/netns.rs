@@ -21,6 +21,15 @@ pub fn enter_thread(ns: &File) -> io::Result<()> {
     nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(io::Error::from)
 }
 
+/// Moves the calling thread into the namespace named `name` (`ip netns add`); the error says
+/// which step failed (the namespace's file, or setns).
+pub fn enter_named(name: &str) -> io::Result<()> {
+    let path = path_of(name);
+    let f = File::open(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    enter_thread(&f).map_err(|e| io::Error::new(e.kind(), format!("setns {}: {e}", path.display())))
+}
+
 /// `program` to run inside the network namespace bound at `ns` (a path: `/run/netns/NAME`, or
 /// `/proc/PID/ns/net`): the child enters it before exec, so a namespace that is gone, or a
 /// caller without CAP_SYS_ADMIN, fails the spawn (ENOENT, EPERM).

@@ -72,9 +72,7 @@ fn open_sockets(ns: &str, n: usize) -> Result<Held> {
 /// The holder's side (`tcpwin-bench --hold-sockets N --hold-netns NS`): `n` sockets open in
 /// `ns`, `ready` said, held until stdin closes.
 pub fn hold(ns: &str, n: usize) -> Result<()> {
-    let path = tcpwin_common::netns::path_of(ns);
-    let f = std::fs::File::open(&path).with_context(|| path.display().to_string())?;
-    tcpwin_common::netns::enter_thread(&f).with_context(|| format!("setns {}", path.display()))?;
+    tcpwin_common::netns::enter_named(ns)?;
     let lim = libc::rlimit {
         rlim_cur: (n + 256) as u64,
         rlim_max: (n + 256) as u64,

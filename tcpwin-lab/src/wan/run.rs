@@ -264,9 +264,7 @@ fn sample(it: &mut dyn Readings, pair: &Pair) -> Result<Vec<Seen>> {
 
 /// Moves the calling thread into the lab's namespace `name`.
 fn enter(name: &str) -> Result<()> {
-    let path = tcpwin_common::netns::path_of(name);
-    let f = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-    tcpwin_common::netns::enter_thread(&f).with_context(|| format!("entering {name}"))
+    tcpwin_common::netns::enter_named(name).with_context(|| format!("entering {name}"))
 }
 
 /// Runs `f` on a thread of its own inside the lab's namespace `name`.
