@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use tcpwin_model::{facts::RecordedEnd, id::nullable};
+use tcpwin_model::id::nullable;
 
 /// What the built-in endpoints report about a connection from its owning process: getsockopt
 /// `TCP_INFO`, `TCP_WINDOW_CLAMP`, `SO_COOKIE`, `SO_RCVBUF`. The ground truth tests and the lab
@@ -543,6 +543,16 @@ pub struct ExporterBenchRow {
     pub rss_mib: f64,
     pub peak_rss_mib: f64,
     pub scrapes: usize,
+}
+
+/// One end of a transfer as it was read: its socket's readings in time order and its namespace's
+/// limits (what the lab records, so a verdict can be judged again from its own facts).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedEnd {
+    /// `receiver` or `sender`
+    pub end: String,
+    pub readings: Vec<tcpwin_model::facts::SockFacts>,
+    pub host: tcpwin_model::facts::HostLimits,
 }
 
 #[cfg(test)]

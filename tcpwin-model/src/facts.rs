@@ -400,16 +400,6 @@ impl HostLimits {
     }
 }
 
-/// One end of a transfer as it was read: its socket's readings in time order and its namespace's
-/// limits (what the lab records, so a verdict can be judged again from its own facts).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RecordedEnd {
-    /// `receiver` or `sender`
-    pub end: String,
-    pub readings: Vec<SockFacts>,
-    pub host: HostLimits,
-}
-
 /// One socket read, with the limits of its namespace.
 #[derive(Clone, Debug)]
 pub struct Seen {

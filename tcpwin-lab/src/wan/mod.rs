@@ -13,13 +13,13 @@
 //! reading can tell. `--repeat N` runs each N times and prints the accuracy table; any mismatch
 //! makes the lab exit non-zero. `--apply-fix` applies each window limit's fix as its JSON gives
 //! it, runs the transfer again and holds it to the same path's rate with nothing set.
+use crate::rows::RecordedEnd;
 use crate::rows::{FixedRun, Round, WanRow, FIX_CLOSES_SHARE};
 use crate::{
     harness::{check_stop, Interrupted},
     programs::App,
 };
 use anyhow::{Context, Result};
-use tcpwin_model::facts::RecordedEnd;
 use tcpwin_model::{
     units::PathSpec,
     verdict::{Limit, Verdict},

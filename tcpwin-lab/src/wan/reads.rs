@@ -132,12 +132,12 @@ pub(super) fn accepted(
 /// row kept (each end's three, with its namespace's limits, and its peer's as the peer's
 /// exporter answered): None where the row kept fewer than three readings of its receiver.
 pub(super) fn rejudge(row: &crate::rows::WanRow) -> Option<Vec<ReadVerdict>> {
-    let seen = |e: &tcpwin_model::facts::RecordedEnd, ns: &str, k: usize| Seen {
+    let seen = |e: &crate::rows::RecordedEnd, ns: &str, k: usize| Seen {
         line_ns: ns.to_string(),
         facts: e.readings[k].clone(),
         host: std::sync::Arc::new(e.host.clone()),
     };
-    let complete = |e: &&tcpwin_model::facts::RecordedEnd| e.readings.len() == 3;
+    let complete = |e: &&crate::rows::RecordedEnd| e.readings.len() == 3;
     let rx = row
         .recorded
         .iter()
@@ -148,8 +148,7 @@ pub(super) fn rejudge(row: &crate::rows::WanRow) -> Option<Vec<ReadVerdict>> {
         .iter()
         .filter(complete)
         .find(|e| e.end == "sender");
-    let ends: Vec<&tcpwin_model::facts::RecordedEnd> =
-        [Some(rx), tx].into_iter().flatten().collect();
+    let ends: Vec<&crate::rows::RecordedEnd> = [Some(rx), tx].into_iter().flatten().collect();
     let readings: [Vec<Seen>; 3] =
         std::array::from_fn(|k| ends.iter().map(|e| seen(e, &e.end, k)).collect());
     // the peer's answers, keyed by the end that asked (its namespace stands as its name here)

@@ -2,7 +2,15 @@
 //! 2 s, a quarter second later and at 5 s, with its namespace's limits): a miss seen in the lab
 //! is a unit test from its own facts, not from facts written to fit the fix.
 use super::*;
-use crate::facts::RecordedEnd;
+use crate::facts::{HostLimits, SockFacts};
+
+/// One end as the lab's rows record it (`tcpwin_lab::rows::RecordedEnd`, read here as JSON).
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+struct RecordedEnd {
+    end: String,
+    readings: Vec<SockFacts>,
+    host: HostLimits,
+}
 
 #[derive(serde::Deserialize)]
 struct Recorded {
