@@ -315,7 +315,9 @@ pub fn run(args: SsArgs) -> Result<()> {
         // later and judged over that interval (said on stderr)
         if args.interval.is_none() && seen.iter().any(|s| moving(&s.facts)) {
             judge = Judge::new(args.target.target);
-            judge.judge(seen.iter().map(|s| (&s.facts, &*s.host)));
+            // the first reading remembered (its verdicts made and dropped one at a time)
+            let now: Vec<_> = seen.iter().map(|s| (&s.facts, &*s.host)).collect();
+            let _ = judge.judge_each(&now, |_, _| Ok::<(), std::convert::Infallible>(()));
             if wait_or_stop(SECOND_READING) {
                 break;
             }

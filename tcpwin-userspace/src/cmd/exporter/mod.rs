@@ -157,14 +157,18 @@ impl Scraper {
         if by_workload {
             snapshot::add_owners(&mut seen);
         }
-        let verdicts = self.judge.judge(seen.iter().map(|x| (&x.facts, &*x.host)));
+        // each verdict counted as it is made: a scrape never holds every socket's verdict
+        let now: Vec<_> = seen.iter().map(|x| (&x.facts, &*x.host)).collect();
         let mut top = Vec::new();
-        for (x, v) in seen.iter().zip(&verdicts) {
-            s.add(&x.facts, v);
-            if self.args.top.is_some() {
-                top.extend(TopSocket::of(&x.facts, v, &x.line_ns));
+        let top_asked = self.args.top.is_some();
+        let _ = self.judge.judge_each(&now, |i, v| {
+            let x = &seen[i];
+            s.add(&x.facts, &v);
+            if top_asked {
+                top.extend(TopSocket::of(&x.facts, &v, &x.line_ns));
             }
-        }
+            Ok::<(), std::convert::Infallible>(())
+        });
         if let Some(n) = self.args.top {
             s.top = keep_top(top, n as usize);
         }
