@@ -137,6 +137,9 @@ impl Judge {
             )?;
         }
         if self.keep {
+            // the earlier readings are done with: let go before this one is kept (two readings
+            // held at most, not three)
+            drop(std::mem::take(&mut self.before));
             self.before = now
                 .iter()
                 .filter_map(|(f, _)| Some((f.id.cookie?, (*f).clone())))
