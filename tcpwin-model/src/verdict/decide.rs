@@ -12,7 +12,7 @@ use super::{
     sizing::{ceiling_bps, fmt_rtt, payload_rate, Sizing},
     types::{Basis, Input, Side, Verdict, WINDOW_LIMITED_SHARE},
 };
-use crate::facts::SockFacts;
+use crate::facts::{SockFacts, IDLE_AFTER_US};
 
 /// A flow at this share of window / RTT runs its window full.
 const FULL_WINDOW_SHARE: f64 = 0.9;
@@ -48,7 +48,7 @@ pub fn verdict(i: &Input) -> Verdict {
         [f.since_data_sent_us, f.since_data_recv_us]
             .into_iter()
             .flatten()
-            .any(|us| us < crate::facts::IDLE_AFTER_US)
+            .any(|us| us < IDLE_AFTER_US)
     };
     // (a receiver read alone has no rate over its life: its quiet interval is judged as such,
     // see `idle`)
@@ -503,14 +503,13 @@ fn idle(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) -> bool {
     // nothing unread and its window open: the sender sends in bursts, or not at all for now; the
     // window is not what holds it
     if let (None, Some(r)) = (sender, receiver) {
-        let recent = r
-            .now
-            .since_data_recv_us
-            .is_some_and(|us| us < crate::facts::IDLE_AFTER_US);
-        // data that waited unread over the quiet interval waited on the reader: the window
-        // it left kept the sender waiting (`curl --limit-rate` between two reads, reno)
+        let recent = matches!(r.now.since_data_recv_us, Some(us) if us < IDLE_AFTER_US);
+        // data unread over the quiet interval, or under a window closed at its start and read
+        // since, kept the sender waiting on the reader (`curl --limit-rate` reads in bursts)
         let unread = |f: &SockFacts| f.unread.filter(|u| *u > 0);
-        if let (Some(n), Some(_)) = (unread(r.now), r.before.and_then(unread)) {
+        let zero = r.before.is_some_and(|b| b.rcv_wnd == Some(0));
+        let waited = (unread(r.now), r.before.and_then(unread), zero);
+        if let (Some(n), Some(_), _) | (None, Some(n), true) = waited {
             if recent && v.basis == Basis::Interval {
                 v.limit = Limit::AppNotReading;
                 v.unread = Some(n.into());

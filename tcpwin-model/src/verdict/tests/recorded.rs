@@ -682,3 +682,33 @@ fn a_send_buffer_caught_between_an_ack_and_its_writer_is_the_buffers() {
     assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
     assert_eq!(tx.limit, Limit::Sndbuf, "{tx:?}");
 }
+
+/// curl --limit-rate 2M from nginx (reno, 20 ms, 300 Mbit/s), the receiver read alone over one
+/// snapshot in the five-run proof: at the earlier reading 930 KB unread under a zero window, at
+/// the later none unread (curl took it all in one burst) and the window open, and nothing
+/// arrived between. The sender waited on the window the reader had closed: the reader (it was
+/// called `not-window-limited`, "the sender sends in bursts"). With the earlier window open,
+/// the same quiet says nothing of the reader.
+#[test]
+fn a_window_closed_on_unread_data_at_the_intervals_start_is_the_reader() {
+    let json = include_str!(
+        "recorded/nginx-curl-limit-rate-2m-20ms-300mbit-reno-zero-window-drained.json"
+    );
+    let v = alone(json, "receiver", (0, 1));
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    assert!(v.fix.is_none(), "{v:?}");
+    let mut open: Recorded = serde_json::from_str(json).unwrap();
+    for e in open.recorded.iter_mut().filter(|e| e.end == "receiver") {
+        assert_eq!(e.readings[0].rcv_wnd, Some(0));
+        e.readings[0].rcv_wnd = Some(604_160);
+    }
+    let open = serde_json::to_string(&serde_json::json!({
+        "rate_limit_bps": open.rate_limit_bps,
+        "recorded": open.recorded,
+    }))
+    .unwrap();
+    assert_eq!(
+        alone(&open, "receiver", (0, 1)).limit,
+        Limit::NotWindowLimited
+    );
+}
