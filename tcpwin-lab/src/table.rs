@@ -287,6 +287,22 @@ fn totals<'a>(rows: impl IntoIterator<Item = &'a super::wan::Summary>) -> [Strin
     sum.map(cell)
 }
 
+/// The text tables' seven columns: each way of reading, then the fix loop.
+const WAYS: [&str; 7] = [
+    "snap both",
+    "snap alone",
+    "snap peer",
+    "int both",
+    "int alone",
+    "int peer",
+    "fixed",
+];
+
+/// Seven cells (headers, counts or totals) at the text tables' column widths.
+fn ways<S: std::fmt::Display>([a, b, p, c, d, q, f]: [S; 7]) -> String {
+    format!("{a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}")
+}
+
 /// Each scenario row in one line: the verdicts right per way of reading (both congestion
 /// controls, both ends, every run) and the fixes that closed the loop.
 pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
@@ -295,30 +311,26 @@ pub fn print_summary(t: &BTreeMap<(String, String), super::wan::Summary>) {
     let sw = col_width(t.keys().map(|(_, s)| s.len()), 5);
     let ew = col_width(t.values().map(|x| expected_of(x, &plain).len()), 29);
     println!(
-        "\n{:<18} {:<sw$} {:<ew$} {:>9} {:>10} {:>9} {:>9} {:>10} {:>9} {:>7}",
+        "\n{:<18} {:<sw$} {:<ew$} {}",
         "scenario",
         "setup",
         "expected (both ends together)",
-        "snap both",
-        "snap alone",
-        "snap peer",
-        "int both",
-        "int alone",
-        "int peer",
-        "fixed"
+        ways(WAYS)
     );
     for ((scenario, setup), x) in t {
         let expected = expected_of(x, &plain);
-        let [a, b, p, c, d, q, f] = cells(x).map(cell);
         println!(
-            "{scenario:<18} {setup:<sw$} {expected:<ew$} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}{}",
+            "{scenario:<18} {setup:<sw$} {expected:<ew$} {}{}",
+            ways(cells(x).map(cell)),
             not_judged(x)
         );
     }
-    let [a, b, p, c, d, q, f] = totals(t.values());
     println!(
-        "{:<18} {:<sw$} {:<ew$} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}",
-        "all", "", ""
+        "{:<18} {:<sw$} {:<ew$} {}",
+        "all",
+        "",
+        "",
+        ways(totals(t.values()))
     );
 }
 
@@ -354,23 +366,13 @@ pub fn print_by_program(t: &BTreeMap<String, super::wan::Summary>, markdown: boo
         println!("\n| program | one snapshot, both ends | one snapshot, one end | one snapshot, with the peer's exporter | interval, both ends | interval, one end | interval, with the peer's exporter | fix closed the loop |");
         println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     } else {
-        println!(
-            "\n{:<18} {:>9} {:>10} {:>9} {:>9} {:>10} {:>9} {:>7}",
-            "program",
-            "snap both",
-            "snap alone",
-            "snap peer",
-            "int both",
-            "int alone",
-            "int peer",
-            "fixed"
-        );
+        println!("\n{:<18} {}", "program", ways(WAYS));
     }
     let line = |name: &str, [a, b, p, c, d, q, f]: [String; 7]| {
         if markdown {
             println!("| {name} | {a} | {b} | {p} | {c} | {d} | {q} | {f} |");
         } else {
-            println!("{name:<18} {a:>9} {b:>10} {p:>9} {c:>9} {d:>10} {q:>9} {f:>7}");
+            println!("{name:<18} {}", ways([a, b, p, c, d, q, f]));
         }
     };
     for (program, x) in t {
