@@ -712,3 +712,30 @@ fn a_window_closed_on_unread_data_at_the_intervals_start_is_the_reader() {
         Limit::NotWindowLimited
     );
 }
+
+/// nginx `sendfile` to curl (reno, 100 ms, 500 Mbit/s with a 200 ms queue), its send buffer at
+/// tcp_wmem[2] (4 MB), run 1 of the five-run proof: the sender's RTT 117 ms at the interval's
+/// start and 127 ms at its end over a 100 ms base, at 204 Mbit/s, the congestion window 2.6x
+/// what is in flight. The buffer goes out a third at a time and queues for a moment: the queue
+/// that stands over the interval is the lower reading's (17 ms, within a quarter of the base),
+/// and the buffer holds the flow (it was called `path-queue` on the 127 ms alone; a larger
+/// tcp_wmem[2] raised the rate). The same RTT at both readings is a queue that stands.
+#[test]
+fn a_queue_that_does_not_stand_over_the_interval_is_the_send_buffers_bursts() {
+    let json =
+        include_str!("recorded/nginx-sendfile-curl-100ms-500mbit-deep-queue-reno-bursts.json");
+    let (rx, tx) = judged(json);
+    assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
+    assert_eq!(tx.limit, Limit::Sndbuf, "{tx:?}");
+    assert_eq!(alone(json, "sender", (0, 2)).limit, Limit::Sndbuf);
+    let mut standing: Recorded = serde_json::from_str(json).unwrap();
+    for e in standing.recorded.iter_mut().filter(|e| e.end == "sender") {
+        e.readings[0].srtt_us = e.readings[2].srtt_us;
+    }
+    let standing = serde_json::to_string(&serde_json::json!({
+        "rate_limit_bps": standing.rate_limit_bps,
+        "recorded": standing.recorded,
+    }))
+    .unwrap();
+    assert_eq!(judged(&standing).1.limit, Limit::PathQueue);
+}
