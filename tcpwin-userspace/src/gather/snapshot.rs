@@ -226,7 +226,7 @@ pub fn add_owner(f: &mut SockFacts, owners: &std::collections::HashMap<u64, owne
     if let Some(o) = f.inode.and_then(|i| owners.get(&i)) {
         f.pid = Some(o.pid);
         f.comm = Some(o.comm.clone());
-        f.workload = o.workload.clone();
+        f.workload = o.workload.clone().map(Box::new);
     }
 }
 
