@@ -13,13 +13,11 @@ use crate::facts::SockFacts;
 const SNDBUF_LIMITED_SHARE: f64 = 0.5;
 /// Segments an interval must deliver for its own share of retransmissions to be read.
 const RETRANS_MIN_SEGMENTS: u64 = 1000;
-/// Data queued to send at this share of the send buffer or more: the application is blocked on
-/// its buffer.
+/// Queued at this share of the send buffer or more: the application is blocked on it.
 const SNDBUF_FULL: f64 = 0.5;
 /// Counted rwnd-limited under this share of its busy time: the peer's window does not hold it.
 const RWND_SELDOM: f64 = 0.1;
-/// A full send buffer with at least this share of it in flight: the buffer, not pacing or the
-/// path, holds the data back.
+/// A full send buffer this share in flight or more: the buffer, not a pacer or the path, holds it.
 const SNDBUF_SENT: f64 = 0.5;
 /// An autotuned send buffer at this share of `tcp_wmem[2]` has reached its maximum.
 const WMEM_AT_MAX: f64 = 0.95;
@@ -311,11 +309,9 @@ pub(super) fn sndbuf_binds(
     let Some(why) = sndbuf_bound(s, rate, rtt) else {
         return false;
     };
-    // a buffer that lets out the rate asked (`--target`) at the base RTT is not the limit: a
-    // bigger one would not raise the rate towards it (behind a queue the RTT inflates until any
-    // buffer looks full, and one snapshot may not see the queue). What it lets into flight is
-    // sk_sndbuf at most (the kernel's value: an SO_SNDBUF request already doubled); twice that
-    // took tcp_wmem[2]'s 4 MiB to allow 670 Mbit/s over 100 ms where 241 went through
+    // a buffer that lets out the rate asked (`--target`) at the base RTT is not the limit (behind
+    // a queue the RTT inflates until any buffer looks full): what it lets into flight is sk_sndbuf
+    // at most (an SO_SNDBUF request already doubled)
     let allows = |t: u64| {
         s.now
             .sk_sndbuf
@@ -324,8 +320,7 @@ pub(super) fn sndbuf_binds(
     if v.target_payload_bps.is_some_and(allows) {
         return false;
     }
-    // the send buffer holds what is in flight and what waits: twice the window the rate needs
-    // (the kernel doubles an SO_SNDBUF request, and autotunes up to tcp_wmem[2])
+    // the buffer holds what is in flight and what waits: twice the window the rate needs
     let need = 2 * sizing.window();
     let f = s.now;
     let cur = f.sk_sndbuf.unwrap_or(0) as u64;
@@ -387,8 +382,7 @@ pub(super) fn sndbuf_binds(
 fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let f = s.now;
     let sndbuf = f.sk_sndbuf? as u64;
-    // OpenSSH over 100 ms keeps 2 MB queued of a 4 MiB buffer, its own channel window the limit:
-    // the kernel counted 0 % sndbuf-limited, no reading found the writer waiting (lab: `own-pace`)
+    // OpenSSH over 100 ms: 2 MB queued of 4 MiB, 0 % sndbuf-limited, its channel window binds
     let waited = s.writer_waited();
     if waited == Some(false) {
         return None;
@@ -404,6 +398,12 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
             "the send buffer (sk_sndbuf {sndbuf}, {locked}): the kernel counted {:.0} % of busy time sndbuf-limited",
             share.unwrap_or(0.0) * 100.0
         ));
+    }
+    // the kernel's account first: held by the peer's window longer than by its own buffer, no
+    // room (iperf3 -w 8K on a veth: rwnd-limited 41 %, sndbuf-limited 15 %)
+    let rwnd = s.chrono_share(|f| f.rwnd_limited_us);
+    if rwnd.zip(share).is_some_and(|(r, b)| r > b) {
+        return None;
     }
     let queued = f.wmem_queued? as u64;
     let peer_window = f.snd_wnd? as u64;

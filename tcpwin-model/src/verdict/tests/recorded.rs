@@ -739,3 +739,30 @@ fn a_queue_that_does_not_stand_over_the_interval_is_the_send_buffers_bursts() {
     .unwrap();
     assert_eq!(judged(&standing).1.limit, Limit::PathQueue);
 }
+
+/// iperf3 -w 8K on a veth (reno), run 5 of the five-run proof, one snapshot: both buffers at
+/// 16 KB, 6.6 KB queued at the sender with 5.8 KB in flight under an 11.6 KB window; over the
+/// quarter second the kernel counted the sender rwnd-limited 41 % of its busy time and
+/// sndbuf-limited 15 %. The peer's window held it longer than its own buffer: the receiver's
+/// SO_RCVBUF (it was called `sndbuf`, the rate following the buffer over the RTT). The same
+/// readings with the two counts swapped are the send buffer's.
+#[test]
+fn a_sender_the_peers_window_held_longer_than_its_buffer_is_the_windows() {
+    let json = include_str!("recorded/iperf3-w8k-veth-reno-rwnd-over-sndbuf.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
+    assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
+    assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::PeerWindow);
+    let mut swapped: Recorded = serde_json::from_str(json).unwrap();
+    for e in swapped.recorded.iter_mut().filter(|e| e.end == "sender") {
+        for r in &mut e.readings {
+            std::mem::swap(&mut r.rwnd_limited_us, &mut r.sndbuf_limited_us);
+        }
+    }
+    let swapped = serde_json::to_string(&serde_json::json!({
+        "rate_limit_bps": swapped.rate_limit_bps,
+        "recorded": swapped.recorded,
+    }))
+    .unwrap();
+    assert_eq!(judged_over(&swapped, (0, 1)).1.limit, Limit::Sndbuf);
+}
