@@ -766,3 +766,30 @@ fn a_sender_the_peers_window_held_longer_than_its_buffer_is_the_windows() {
     .unwrap();
     assert_eq!(judged_over(&swapped, (0, 1)).1.limit, Limit::Sndbuf);
 }
+
+/// nginx to wget (reno, 20 ms, 100 Mbit/s), run 2 of the five-run proof, where the receiver's
+/// autotuning held at 107 KB for two seconds: the sender, read alone over the interval, saw the
+/// peer's window at 57 KB, then 4 MB, rwnd-limited 74 % of its busy time, at 44 Mbit/s. The
+/// small window passed data at its own rate (44 Mbit/s, twice what 57 KB lets through over the
+/// RTT: a reader's stall passes far less), then grew: autotuning, not the reader (it was called
+/// `app-not-reading`). With the earlier window far larger than the rate used, the reader.
+#[test]
+fn a_peers_window_that_grew_after_passing_its_own_rate_is_not_the_reader() {
+    let json = include_str!("recorded/nginx-wget-20ms-100mbit-reno-autotuning-late.json");
+    let v = alone(json, "sender", (0, 2));
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+    let mut stalled: Recorded = serde_json::from_str(json).unwrap();
+    for e in stalled.recorded.iter_mut().filter(|e| e.end == "sender") {
+        assert_eq!(e.readings[0].snd_wnd, Some(57_344));
+        e.readings[0].snd_wnd = Some(1_000_000);
+    }
+    let stalled = serde_json::to_string(&serde_json::json!({
+        "rate_limit_bps": stalled.rate_limit_bps,
+        "recorded": stalled.recorded,
+    }))
+    .unwrap();
+    assert_eq!(
+        alone(&stalled, "sender", (0, 2)).limit,
+        Limit::AppNotReading
+    );
+}
