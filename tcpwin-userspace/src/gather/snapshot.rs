@@ -89,22 +89,36 @@ impl Source {
     }
 
     /// The sockets of the calling thread's namespace, each handed to `each` as it is made
-    /// into facts (none held here: a reading keeps only the sockets its caller keeps).
-    fn read_each(&mut self, hz: Option<u32>, each: &mut dyn FnMut(SockFacts)) -> Result<()> {
+    /// into facts, with the iterator's record it was made from (none held here: a reading keeps
+    /// only the sockets its caller keeps).
+    fn read_each(&mut self, hz: Option<u32>, each: &mut Each) -> Result<()> {
         let ts = monotonic_ns();
         match self {
             Source::Iterator(it) => {
                 let o = it.offsets;
-                it.read_each(&mut |r| each(SockFacts::from_record(&r, &o, hz, ts)))?;
+                it.read_each(&mut |r| each(SockFacts::from_record(&r, &o, hz, ts), Some(&r)))?;
             }
-            Source::SockDiag => sockdiag::dump(ts)?.into_iter().for_each(each),
+            Source::SockDiag => sockdiag::dump(ts)?.into_iter().for_each(|f| each(f, None)),
         }
         Ok(())
+    }
+
+    /// The layout the iterator's records are read with (None from sock_diag).
+    pub fn offsets(&self) -> Option<Offsets> {
+        match self {
+            Source::Iterator(it) => Some(it.offsets),
+            Source::SockDiag => None,
+        }
     }
 }
 
 /// A reading of the calling thread's namespace that hands each socket's facts to its sink.
 pub type ReadEach<'a> = dyn FnMut(&mut dyn FnMut(SockFacts)) -> Result<()> + 'a;
+
+/// A socket's facts with the iterator's record they were made from (None from sock_diag).
+type Each<'a> = dyn FnMut(SockFacts, Option<&SockRecord>) + 'a;
+/// [`Each`] with the namespace's limits.
+pub type SeenEach<'a> = dyn FnMut(Seen, Option<&SockRecord>) + 'a;
 
 /// Iterator records as facts, read at `ts_ns`, each handed to `each`.
 pub fn record_facts(
@@ -130,7 +144,7 @@ pub fn read(
     hz: Option<u32>,
 ) -> Result<Vec<Seen>> {
     let mut out = Vec::new();
-    read_each(src, targets, filter, hz, &mut |s| out.push(s))?;
+    read_each(src, targets, filter, hz, &mut |s, _| out.push(s))?;
     Ok(out)
 }
 
@@ -140,7 +154,7 @@ fn read_each(
     targets: &[netns::Netns],
     filter: &Scope,
     hz: Option<u32>,
-    sink: &mut dyn FnMut(Seen),
+    sink: &mut SeenEach,
 ) -> Result<()> {
     let wanted_inodes = match filter.owners() {
         Some(o) => Some(o.scan()?.inodes),
@@ -175,17 +189,18 @@ impl Rereading {
     /// error where the process or workload read has ended.
     pub fn read(&mut self, src: &mut Source, hz: Option<u32>) -> Result<Vec<Seen>> {
         let mut out = Vec::new();
-        self.read_each(src, hz, &mut |s| out.push(s))?;
+        self.read_each(src, hz, &mut |s, _| out.push(s))?;
         Ok(out)
     }
 
-    /// [`Rereading::read`], each socket handed to `sink` as it is read: a caller that judges
-    /// and prints them as they come holds none of them.
+    /// [`Rereading::read`], each socket handed to `sink` as it is read, with the iterator's
+    /// record it was made from: a caller that judges and prints them as they come holds none of
+    /// them (and one that must hold a few can hold the record: a third of the facts' size).
     pub fn read_each(
         &mut self,
         src: &mut Source,
         hz: Option<u32>,
-        sink: &mut dyn FnMut(Seen),
+        sink: &mut SeenEach,
     ) -> Result<()> {
         self.read_covered(src, hz, sink)
             .map_err(|e| self.scope.why_failed(e))
@@ -195,7 +210,7 @@ impl Rereading {
         &mut self,
         src: &mut Source,
         hz: Option<u32>,
-        sink: &mut dyn FnMut(Seen),
+        sink: &mut SeenEach,
     ) -> Result<()> {
         let now = self.scope.resolve()?;
         if self.scope.namespaces != Namespaces::All {
@@ -209,6 +224,61 @@ impl Rereading {
             }
         }
         Ok(())
+    }
+}
+
+/// A socket held for a while (`ss` holds a connection's first end until its other end is read):
+/// as the iterator's record (248 bytes) where it came from one, made into facts again when
+/// judged, else as its facts (500 bytes). Boxed either way: a map of them holds a pointer a slot.
+pub enum Held {
+    Record(Box<HeldRecord>),
+    Seen(Box<Seen>),
+}
+
+pub struct HeldRecord {
+    record: SockRecord,
+    ts_ns: u64,
+    line_ns: String,
+    host: std::sync::Arc<HostLimits>,
+}
+
+impl Held {
+    pub fn new(s: Seen, record: Option<&SockRecord>) -> Held {
+        match record {
+            Some(r) => Held::Record(Box::new(HeldRecord {
+                record: *r,
+                ts_ns: s.facts.ts_ns,
+                line_ns: s.line_ns,
+                host: s.host,
+            })),
+            None => Held::Seen(Box::new(s)),
+        }
+    }
+
+    /// The end's facts as they were read (the same record, offsets, clock rate and owners).
+    pub fn seen(
+        self,
+        offsets: Option<&Offsets>,
+        hz: Option<u32>,
+        owners: Option<&std::collections::HashMap<u64, owner::Owner>>,
+    ) -> Result<Seen> {
+        Ok(match (self, offsets) {
+            (Held::Record(h), Some(o)) => {
+                let mut facts = SockFacts::from_record(&h.record, o, hz, h.ts_ns);
+                if let Some(ow) = owners {
+                    add_owner(&mut facts, ow);
+                }
+                Seen {
+                    line_ns: h.line_ns,
+                    facts,
+                    host: h.host,
+                }
+            }
+            (Held::Seen(s), _) => *s,
+            (Held::Record(_), None) => {
+                anyhow::bail!("a socket's record was held without the layout to read it")
+            }
+        })
     }
 }
 
@@ -264,16 +334,17 @@ pub fn read_with(
     keep: &dyn Fn(&SockFacts) -> bool,
 ) -> Result<Vec<Seen>> {
     let mut out = Vec::new();
-    read_with_each(facts, targets, keep, &mut |s| out.push(s))?;
+    let mut each = |e: &mut Each| facts(&mut |f| e(f, None));
+    read_with_each(&mut each, targets, keep, &mut |s, _| out.push(s))?;
     Ok(out)
 }
 
-/// [`read_with`], each socket kept handed to `sink`.
+/// [`read_with`], each socket kept handed to `sink` with the record it was made from.
 fn read_with_each(
-    facts: &mut ReadEach,
+    facts: &mut dyn FnMut(&mut Each) -> Result<()>,
     targets: &[netns::Netns],
     keep: &dyn Fn(&SockFacts) -> bool,
-    sink: &mut dyn FnMut(Seen),
+    sink: &mut SeenEach,
 ) -> Result<()> {
     for ns in targets {
         let _inside = netns::enter(ns)?;
@@ -282,13 +353,14 @@ fn read_with_each(
         let host = std::sync::Arc::new(host);
         // each socket kept as it is read: the namespace's sockets are never held twice (as
         // facts, then as what is kept)
-        facts(&mut |f| {
+        facts(&mut |f, record| {
             if tcp_state::carries_data(f.state) && keep(&f) {
-                sink(Seen {
+                let seen = Seen {
                     line_ns: ns.name.clone(),
                     facts: f,
                     host: host.clone(),
-                });
+                };
+                sink(seen, record);
             }
         })?;
     }
