@@ -2,7 +2,6 @@
 //! window_clamp, the buffer lock, unread bytes, the chrono times) and the verdict: which limit
 //! binds its window. Read through the socket iterator; costs nothing while it does not run.
 use std::{
-    collections::HashMap,
     io::Write,
     time::{Duration, Instant},
 };
@@ -182,7 +181,7 @@ fn streamed<W: Write>(
     }
     ends.sort_unstable();
     ends.shrink_to_fit();
-    let owners = shown.then(crate::host::owner::socket_owners);
+    let mut waiting = snapshot::Holder::new(src, hz, shown.then(crate::host::owner::socket_owners));
     let mut judge = Judge::one_shot(args.target.target);
     let mut p = Printer {
         args,
@@ -190,28 +189,25 @@ fn streamed<W: Write>(
         text: ui::ss::Renderer::new(false, args.extended, column),
         source: src.name(),
     };
-    // an end whose other end is in the reading (each seen once), until that one comes
-    let mut waiting: HashMap<u64, snapshot::Held> = HashMap::new();
-    let offsets = src.offsets();
     let mut failed = None;
     let mut rcv_wnd_read = false;
     let mut judged = |p: &mut Printer, out: &mut W, pair: &[&snapshot::Seen]| -> Result<()> {
         let now: Vec<_> = pair.iter().map(|s| (&s.facts, &*s.host)).collect();
         judge.judge_each(&now, |i, v| p.line(pair[i], v, out))
     };
-    let seen = |w: snapshot::Held| w.seen(offsets.as_ref(), hz, owners.as_ref());
     rereading.read_each(src, hz, &mut |mut s, record| {
         if failed.is_some() {
             return;
         }
-        if let Some(o) = &owners {
+        if let Some(o) = waiting.owners() {
             snapshot::add_owner(&mut s.facts, o);
         }
         rcv_wnd_read |= s.facts.rcv_wnd.is_some();
         let (own, other) = end_keys(&s.facts.id);
         let once = |k| ends.partition_point(|e| *e < k) + 1 == ends.partition_point(|e| *e <= k);
         let r = if own != other && once(own) && once(other) {
-            match waiting.remove(&other).map(seen).transpose() {
+            // an end whose other end is in the reading (each seen once), until that one comes
+            match waiting.take(other) {
                 Err(e) => Err(e),
                 Ok(Some(w)) if same_connection(&w.facts.id, &s.facts.id) => {
                     judged(&mut p, &mut *out, &[&w, &s])
@@ -220,10 +216,7 @@ fn streamed<W: Write>(
                     judged(&mut p, &mut *out, &[&w]).and_then(|_| judged(&mut p, &mut *out, &[&s]))
                 }
                 Ok(None) => {
-                    waiting.insert(
-                        own,
-                        snapshot::Held::new(s, record.filter(|_| offsets.is_some())),
-                    );
+                    waiting.hold(own, s, record);
                     Ok(())
                 }
             }
@@ -238,8 +231,8 @@ fn streamed<W: Write>(
         return Err(e);
     }
     // ends whose other end closed between the two passes
-    for w in waiting.into_values().map(seen) {
-        judged(&mut p, &mut *out, &[&w?])?;
+    for w in waiting.drain()? {
+        judged(&mut p, &mut *out, &[&w])?;
     }
     p.finish(out)?;
     if matches!(src, Source::SockDiag) && !ends.is_empty() && !rcv_wnd_read {

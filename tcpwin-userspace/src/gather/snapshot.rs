@@ -227,57 +227,96 @@ impl Rereading {
     }
 }
 
-/// A socket held for a while (`ss` holds a connection's first end until its other end is read):
-/// as the iterator's record (248 bytes) where it came from one, made into facts again when
-/// judged, else as its facts (500 bytes). Boxed either way: a map of them holds a pointer a slot.
-pub enum Held {
-    Record(Box<HeldRecord>),
+/// Sockets held for a while, by a key (`ss` holds a connection's first end until its other
+/// end is read): each as the iterator's record (248 bytes) where it came from one, made into
+/// facts again when taken, else as its facts (500 bytes); what a namespace's sockets share (its
+/// name, limits, the reading's clock) is kept once.
+pub struct Holder {
+    offsets: Option<Offsets>,
+    hz: Option<u32>,
+    owners: Option<std::collections::HashMap<u64, owner::Owner>>,
+    /// each namespace's name, limits and reading time
+    namespaces: Vec<(String, std::sync::Arc<HostLimits>, u64)>,
+    held: std::collections::HashMap<u64, Held>,
+}
+
+enum Held {
+    /// the record and the index of its namespace in `namespaces`
+    Record(Box<(SockRecord, usize)>),
     Seen(Box<Seen>),
 }
 
-pub struct HeldRecord {
-    record: SockRecord,
-    ts_ns: u64,
-    line_ns: String,
-    host: std::sync::Arc<HostLimits>,
-}
-
-impl Held {
-    pub fn new(s: Seen, record: Option<&SockRecord>) -> Held {
-        match record {
-            Some(r) => Held::Record(Box::new(HeldRecord {
-                record: *r,
-                ts_ns: s.facts.ts_ns,
-                line_ns: s.line_ns,
-                host: s.host,
-            })),
-            None => Held::Seen(Box::new(s)),
+impl Holder {
+    /// Holds sockets read from `src`, their owners named from `owners` when taken again.
+    pub fn new(
+        src: &Source,
+        hz: Option<u32>,
+        owners: Option<std::collections::HashMap<u64, owner::Owner>>,
+    ) -> Holder {
+        Holder {
+            offsets: src.offsets(),
+            hz,
+            owners,
+            namespaces: Vec::new(),
+            held: Default::default(),
         }
     }
 
-    /// The end's facts as they were read (the same record, offsets, clock rate and owners).
-    pub fn seen(
-        self,
-        offsets: Option<&Offsets>,
-        hz: Option<u32>,
-        owners: Option<&std::collections::HashMap<u64, owner::Owner>>,
-    ) -> Result<Seen> {
-        Ok(match (self, offsets) {
-            (Held::Record(h), Some(o)) => {
-                let mut facts = SockFacts::from_record(&h.record, o, hz, h.ts_ns);
-                if let Some(ow) = owners {
-                    add_owner(&mut facts, ow);
-                }
-                Seen {
-                    line_ns: h.line_ns,
-                    facts,
-                    host: h.host,
-                }
+    pub fn hold(&mut self, key: u64, s: Seen, record: Option<&SockRecord>) {
+        let held = match record.filter(|_| self.offsets.is_some()) {
+            Some(r) => {
+                let same = |n: &(String, std::sync::Arc<HostLimits>, u64)| {
+                    n.0 == s.line_ns
+                        && std::sync::Arc::ptr_eq(&n.1, &s.host)
+                        && n.2 == s.facts.ts_ns
+                };
+                let ns = match self.namespaces.iter().rposition(same) {
+                    Some(i) => i,
+                    None => {
+                        self.namespaces.push((s.line_ns, s.host, s.facts.ts_ns));
+                        self.namespaces.len() - 1
+                    }
+                };
+                Held::Record(Box::new((*r, ns)))
             }
-            (Held::Seen(s), _) => *s,
-            (Held::Record(_), None) => {
-                anyhow::bail!("a socket's record was held without the layout to read it")
-            }
+            None => Held::Seen(Box::new(s)),
+        };
+        self.held.insert(key, held);
+    }
+
+    /// The socket held under `key`, as it was read (the same record, offsets, clock rate and
+    /// owners), or None.
+    pub fn take(&mut self, key: u64) -> Result<Option<Seen>> {
+        self.held.remove(&key).map(|h| self.seen(h)).transpose()
+    }
+
+    /// Every socket still held.
+    pub fn drain(mut self) -> Result<Vec<Seen>> {
+        let held = std::mem::take(&mut self.held);
+        held.into_values().map(|h| self.seen(h)).collect()
+    }
+
+    pub fn owners(&self) -> Option<&std::collections::HashMap<u64, owner::Owner>> {
+        self.owners.as_ref()
+    }
+
+    fn seen(&self, h: Held) -> Result<Seen> {
+        let (r, ns) = match h {
+            Held::Seen(s) => return Ok(*s),
+            Held::Record(r) => *r,
+        };
+        let (Some(o), Some((line_ns, host, ts_ns))) = (&self.offsets, self.namespaces.get(ns))
+        else {
+            anyhow::bail!("a socket's record was held without the layout to read it");
+        };
+        let mut facts = SockFacts::from_record(&r, o, self.hz, *ts_ns);
+        if let Some(ow) = &self.owners {
+            add_owner(&mut facts, ow);
+        }
+        Ok(Seen {
+            line_ns: line_ns.clone(),
+            facts,
+            host: host.clone(),
         })
     }
 }
