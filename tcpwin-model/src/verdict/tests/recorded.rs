@@ -63,6 +63,20 @@ fn alone(json: &str, end: &str, (a, b): (usize, usize)) -> Verdict {
     })
 }
 
+/// The recorded readings with one end's readings changed by `f` (a counter-case: the same
+/// transfer but for one fact).
+fn altered(json: &str, end: &str, f: impl Fn(&mut Vec<SockFacts>)) -> String {
+    let mut r: Recorded = serde_json::from_str(json).unwrap();
+    for e in r.recorded.iter_mut().filter(|e| e.end == end) {
+        f(&mut e.readings);
+    }
+    serde_json::to_string(&serde_json::json!({
+        "rate_limit_bps": r.rate_limit_bps,
+        "recorded": r.recorded,
+    }))
+    .unwrap()
+}
+
 /// A long fat path with every default (100 ms, 500 Mbit/s, reno): the send buffer autotunes to
 /// tcp_wmem[2] 4 MiB and lets 3.08 MB into flight (241 Mbit/s); the kernel counted 61 % of the
 /// interval's busy time sndbuf-limited. It was judged `not-window-limited`: the send buffer was
@@ -326,18 +340,12 @@ fn a_slow_reader_read_over_an_interval_is_the_reader() {
 #[test]
 fn a_queue_of_a_quarter_behind_a_full_send_buffer_is_the_buffers() {
     let json = include_str!("recorded/nginx-curl-sndbuf-100ms-500mbit-reno.json");
-    let mut r: Recorded = serde_json::from_str(json).unwrap();
-    for e in r.recorded.iter_mut().filter(|e| e.end == "sender") {
-        for f in e.readings.iter_mut() {
+    let json = altered(json, "sender", |readings| {
+        for f in readings.iter_mut() {
             f.srtt_us = Some(126_000);
             f.min_rtt_us = Some(101_000);
         }
-    }
-    let json = serde_json::to_string(&serde_json::json!({
-        "rate_limit_bps": r.rate_limit_bps,
-        "recorded": r.recorded,
-    }))
-    .unwrap();
+    });
     for span in [(0, 1), (0, 2)] {
         let (vr, vs) = judged_over(&json, span);
         assert_eq!(
@@ -697,16 +705,10 @@ fn a_window_closed_on_unread_data_at_the_intervals_start_is_the_reader() {
     let v = alone(json, "receiver", (0, 1));
     assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
     assert!(v.fix.is_none(), "{v:?}");
-    let mut open: Recorded = serde_json::from_str(json).unwrap();
-    for e in open.recorded.iter_mut().filter(|e| e.end == "receiver") {
-        assert_eq!(e.readings[0].rcv_wnd, Some(0));
-        e.readings[0].rcv_wnd = Some(604_160);
-    }
-    let open = serde_json::to_string(&serde_json::json!({
-        "rate_limit_bps": open.rate_limit_bps,
-        "recorded": open.recorded,
-    }))
-    .unwrap();
+    let open = altered(json, "receiver", |readings| {
+        assert_eq!(readings[0].rcv_wnd, Some(0));
+        readings[0].rcv_wnd = Some(604_160);
+    });
     assert_eq!(
         alone(&open, "receiver", (0, 1)).limit,
         Limit::NotWindowLimited
@@ -728,15 +730,9 @@ fn a_queue_that_does_not_stand_over_the_interval_is_the_send_buffers_bursts() {
     assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
     assert_eq!(tx.limit, Limit::Sndbuf, "{tx:?}");
     assert_eq!(alone(json, "sender", (0, 2)).limit, Limit::Sndbuf);
-    let mut standing: Recorded = serde_json::from_str(json).unwrap();
-    for e in standing.recorded.iter_mut().filter(|e| e.end == "sender") {
-        e.readings[0].srtt_us = e.readings[2].srtt_us;
-    }
-    let standing = serde_json::to_string(&serde_json::json!({
-        "rate_limit_bps": standing.rate_limit_bps,
-        "recorded": standing.recorded,
-    }))
-    .unwrap();
+    let standing = altered(json, "sender", |readings| {
+        readings[0].srtt_us = readings[2].srtt_us;
+    });
     assert_eq!(judged(&standing).1.limit, Limit::PathQueue);
 }
 
@@ -753,17 +749,11 @@ fn a_sender_the_peers_window_held_longer_than_its_buffer_is_the_windows() {
     assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
     assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
     assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::PeerWindow);
-    let mut swapped: Recorded = serde_json::from_str(json).unwrap();
-    for e in swapped.recorded.iter_mut().filter(|e| e.end == "sender") {
-        for r in &mut e.readings {
+    let swapped = altered(json, "sender", |readings| {
+        for r in readings.iter_mut() {
             std::mem::swap(&mut r.rwnd_limited_us, &mut r.sndbuf_limited_us);
         }
-    }
-    let swapped = serde_json::to_string(&serde_json::json!({
-        "rate_limit_bps": swapped.rate_limit_bps,
-        "recorded": swapped.recorded,
-    }))
-    .unwrap();
+    });
     assert_eq!(judged_over(&swapped, (0, 1)).1.limit, Limit::Sndbuf);
 }
 
@@ -778,16 +768,10 @@ fn a_peers_window_that_grew_after_passing_its_own_rate_is_not_the_reader() {
     let json = include_str!("recorded/nginx-wget-20ms-100mbit-reno-autotuning-late.json");
     let v = alone(json, "sender", (0, 2));
     assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
-    let mut stalled: Recorded = serde_json::from_str(json).unwrap();
-    for e in stalled.recorded.iter_mut().filter(|e| e.end == "sender") {
-        assert_eq!(e.readings[0].snd_wnd, Some(57_344));
-        e.readings[0].snd_wnd = Some(1_000_000);
-    }
-    let stalled = serde_json::to_string(&serde_json::json!({
-        "rate_limit_bps": stalled.rate_limit_bps,
-        "recorded": stalled.recorded,
-    }))
-    .unwrap();
+    let stalled = altered(json, "sender", |readings| {
+        assert_eq!(readings[0].snd_wnd, Some(57_344));
+        readings[0].snd_wnd = Some(1_000_000);
+    });
     assert_eq!(
         alone(&stalled, "sender", (0, 2)).limit,
         Limit::AppNotReading
