@@ -405,3 +405,59 @@ fn read_with_each(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An end held as its record comes back as the facts it was read as (the same record,
+    /// offsets, clock rate and reading time), its namespace's name and limits with it; one kept
+    /// copy of what the namespace's sockets share, whatever the number held.
+    #[test]
+    fn a_held_record_comes_back_as_the_facts_it_was_read_as() {
+        let mut o = Offsets::absent();
+        o.tp_window_clamp = 1676;
+        o.tp_rcv_nxt = 1;
+        o.tp_copied_seq = 2;
+        let host = std::sync::Arc::new(HostLimits::default());
+        let mut holder = Holder {
+            offsets: Some(o),
+            hz: Some(250),
+            owners: None,
+            namespaces: Vec::new(),
+            held: Default::default(),
+        };
+        let mut want = Vec::new();
+        for port in 1..=3u16 {
+            let r = SockRecord {
+                window_clamp: 663552 + port as u32,
+                rcv_nxt: 5,
+                copied_seq: 2,
+                lport: port,
+                family: tcpwin_common::AF_INET,
+                ..Default::default()
+            };
+            let seen = Seen {
+                line_ns: "tw-a".into(),
+                facts: SockFacts::from_record(&r, &o, Some(250), 7),
+                host: host.clone(),
+            };
+            want.push(seen.facts.clone());
+            holder.hold(port as u64, seen, Some(&r));
+        }
+        assert_eq!(holder.namespaces.len(), 1);
+        let back = holder.take(2).unwrap().expect("held");
+        assert_eq!(back.facts, want[1]);
+        assert_eq!(back.line_ns, "tw-a");
+        assert!(std::sync::Arc::ptr_eq(&back.host, &host));
+        assert!(holder.take(2).unwrap().is_none());
+        let mut rest: Vec<SockFacts> = holder
+            .drain()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.facts)
+            .collect();
+        rest.sort_by_key(|f| f.id.lport);
+        assert_eq!(rest, vec![want[0].clone(), want[2].clone()]);
+    }
+}
