@@ -777,3 +777,17 @@ fn a_peers_window_that_grew_after_passing_its_own_rate_is_not_the_reader() {
         Limit::AppNotReading
     );
 }
+
+/// nginx `listen ... sndbuf=32k` to curl (bbr, 20 ms, 300 Mbit/s), run 1 of a five-run proof,
+/// one snapshot: the sender's RTT 20.3 ms, then 35.4 ms a quarter second later (a spike, its
+/// variance 3.2 ms), the 64 KB buffer full and waited on 67 % of the busy time. It was called
+/// `path-queue` on the later RTT alone in five ways of reading; no queue stood over the quarter
+/// second: the send buffer.
+#[test]
+fn an_rtt_spike_at_one_reading_is_no_standing_queue() {
+    let json = include_str!("recorded/nginx-sndbuf32k-curl-20ms-300mbit-bbr-rtt-spike.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
+    assert_eq!(tx.limit, Limit::Sndbuf, "{tx:?}");
+    assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::Sndbuf);
+}
