@@ -5,6 +5,8 @@
 //! and writes an [`Offsets`] into the programs' `.rodata` before load.
 #![cfg_attr(not(any(test, feature = "user")), no_std)]
 
+#[cfg(feature = "chart")]
+pub mod chart;
 pub mod formula;
 pub mod names;
 /// Into a network namespace: a thread, or a program before it starts (userspace only)

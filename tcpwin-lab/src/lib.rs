@@ -14,13 +14,14 @@
 //! - `rows`: what the lab, its endpoints and the benchmark write (JSON lines), as typed structs;
 //! - `experiment`: article 004's experiment (packet shapes against one buffer), traced;
 //! - `wan`: the scenarios over a long path, their runs, four ways of reading, the fix loop, the
-//!   tallies; `table`: the lab's tables;
+//!   tallies; `table`: the lab's tables; `plot`: the same drawn as SVG;
 //! - `readings`: what the lab asks of the product (its readings of sockets, its peer client).
 pub mod delay;
 pub mod endpoints;
 pub mod experiment;
 pub mod harness;
 pub mod pair;
+pub mod plot;
 pub mod programs;
 pub mod pty;
 pub mod readings;

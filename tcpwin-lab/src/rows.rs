@@ -256,7 +256,12 @@ pub struct CounterRun {
     /// what was raised, in words
     pub applied: Vec<String>,
     pub throughput_bps: Option<u64>,
-    /// the rate stayed under [`COUNTER_HOLDS`] times the row's own: no buffer lifted it
+    /// where the raised rate passed [`COUNTER_HOLDS`] times the row's own: the row's transfer
+    /// once more as it was, nothing raised (a slow first run is not a lift)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub again_bps: Option<u64>,
+    /// the rate stayed under [`COUNTER_HOLDS`] times the row's own (or its run again, the
+    /// faster): no buffer lifted it
     pub held: bool,
 }
 

@@ -24,7 +24,7 @@ pub struct SockFacts {
     pub comm: Option<String>,
     /// the owner's workload (container, pod, unit) from its cgroup, where owners are read
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload: Option<crate::workload::Workload>,
+    pub workload: Option<Box<crate::workload::Workload>>,
     /// null before 6.6
     pub scaling_ratio: Option<u8>,
     pub window_clamp: Option<u32>,

@@ -417,7 +417,7 @@ mod tests {
             );
             for _ in 0..50 {
                 let f = SockFacts {
-                    workload: crate::workload::from_cgroup(&cg),
+                    workload: crate::workload::from_cgroup(&cg).map(Box::new),
                     ..SockFacts::default()
                 };
                 s.add(&f, &v(Limit::AutotuneMax));

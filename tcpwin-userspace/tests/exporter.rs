@@ -1320,62 +1320,13 @@ fn connect_from(src: [u8; 4], port: u16) -> TcpStream {
     }
 }
 
-/// A TLS client that trusts exactly the test's self-signed certificate `ca` (webpki refuses a
-/// CA certificate as the server's own, so the certificate is pinned; signatures are checked).
+/// The TLS client a peer reading uses (`--peer-config` with `tls_config.ca_file`), trusting the
+/// test's self-signed certificate as itself.
 fn tls_client(ca: &std::path::Path) -> std::sync::Arc<rustls::ClientConfig> {
-    use rustls::{
-        client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
-        crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider},
-        pki_types::{pem::PemObject, CertificateDer, ServerName, UnixTime},
-        DigitallySignedStruct, SignatureScheme,
-    };
-    #[derive(Debug)]
-    struct Pinned(CertificateDer<'static>, std::sync::Arc<CryptoProvider>);
-    impl ServerCertVerifier for Pinned {
-        fn verify_server_cert(
-            &self,
-            end_entity: &CertificateDer<'_>,
-            _: &[CertificateDer<'_>],
-            _: &ServerName<'_>,
-            _: &[u8],
-            _: UnixTime,
-        ) -> Result<ServerCertVerified, rustls::Error> {
-            if end_entity.as_ref() == self.0.as_ref() {
-                Ok(ServerCertVerified::assertion())
-            } else {
-                Err(rustls::Error::General("not the test's certificate".into()))
-            }
-        }
-        fn verify_tls12_signature(
-            &self,
-            m: &[u8],
-            c: &CertificateDer<'_>,
-            d: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            verify_tls12_signature(m, c, d, &self.1.signature_verification_algorithms)
-        }
-        fn verify_tls13_signature(
-            &self,
-            m: &[u8],
-            c: &CertificateDer<'_>,
-            d: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            verify_tls13_signature(m, c, d, &self.1.signature_verification_algorithms)
-        }
-        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-            self.1.signature_verification_algorithms.supported_schemes()
-        }
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let cert = CertificateDer::from_pem_file(ca).unwrap();
-    std::sync::Arc::new(
-        rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .dangerous()
-            .with_custom_certificate_verifier(std::sync::Arc::new(Pinned(cert, provider)))
-            .with_no_client_auth(),
-    )
+    let yaml = format!("tls_config:\n  ca_file: {}\n", ca.display());
+    tcpwin_userspace::gather::peer::PeerConfig::parse(&yaml, std::path::Path::new("/"))
+        .and_then(|c| c.tls())
+        .expect("the peer client's TLS configuration")
 }
 
 /// GET over TLS on `tcp` with basic auth: (status, body); None when the server closed first.

@@ -332,32 +332,48 @@ fn counter_proves(s: &Spec, cc: &str) -> bool {
 }
 
 /// The counter-proof: the row's transfer again with the sender's tcp_wmem max and the
-/// receiver's tcp_rmem max at [`COUNTER_BUFFERS`], its rate held to the row's own (`rate`).
+/// receiver's tcp_rmem max at [`COUNTER_BUFFERS`], its rate held to the row's own (`rate`); where
+/// it passes that, to the row's transfer run once more as it was, the faster of the two (a first
+/// run the machine slowed is not a buffer's lift: run-to-run spread on the delay line is a few
+/// percent, a buffer that bound lifts the rate by far more).
 fn counter(
     r: RowRun,
     it: &mut dyn Readings,
     n: &mut usize,
     rate: Option<u64>,
 ) -> Result<crate::rows::CounterRun> {
+    let holds = |after: Option<u64>, rate: Option<u64>| {
+        after
+            .zip(rate)
+            .is_some_and(|(a, b)| (a as f64) < crate::rows::COUNTER_HOLDS * b as f64)
+    };
+    let mut run = |spec: &Spec| -> Result<Option<u64>> {
+        let st = run::setup(spec, r.cc, *n, None)?;
+        *n += 1;
+        Ok(on_time_run(RowRun { spec, ..r }, it, &st)?
+            .row
+            .throughput_bps)
+    };
     let spec = Spec {
         wmem_max: Some(COUNTER_BUFFERS),
         recv: Recv::RmemMax(COUNTER_BUFFERS),
         ..*r.spec
     };
-    let st = run::setup(&spec, r.cc, *n, None)?;
-    *n += 1;
-    let after = on_time_run(RowRun { spec: &spec, ..r }, it, &st)?
-        .row
-        .throughput_bps;
+    let after = run(&spec)?;
+    let again = if holds(after, rate) {
+        None
+    } else {
+        check_stop()?;
+        run(r.spec)?
+    };
     Ok(crate::rows::CounterRun {
         applied: vec![
             format!("the sender's net.ipv4.tcp_wmem max {COUNTER_BUFFERS}"),
             format!("the receiver's net.ipv4.tcp_rmem max {COUNTER_BUFFERS}"),
         ],
         throughput_bps: after,
-        held: after
-            .zip(rate)
-            .is_some_and(|(a, b)| (a as f64) < crate::rows::COUNTER_HOLDS * b as f64),
+        again_bps: again,
+        held: holds(after, rate.max(again)),
     })
 }
 

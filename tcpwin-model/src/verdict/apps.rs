@@ -104,11 +104,10 @@ pub(super) fn backlog_binds(
 /// window allows at the base RTT (on a path of a millisecond or more): the peer's window was
 /// mostly far smaller, closed by its reader (`curl --limit-rate`). Where the RTT looks queued, at
 /// under half what the window allows even over that RTT: a queue drains a full window at
-/// window / RTT (Little's law), zero-window stalls do not (and swing the RTT they are measured
-/// over). `window`: the one the sender sees now, or with the receiver in view (`receiver`) its
-/// largest, whose readings then caught the reader just after it drained (a window that size
-/// held as long, with nothing unread, would have let the rate through). The verdict into `v`,
-/// true when it is that.
+/// window / RTT (Little's law), zero-window stalls do not (and swing the RTT). `window`: the one
+/// the sender sees now, or with the receiver in view (`receiver`) its largest, whose readings
+/// then caught the reader just after it drained (a window that size held as long, with nothing
+/// unread, would have let the rate through). The verdict into `v`, true when it is that.
 pub(super) fn peer_stalls(
     v: &mut Verdict,
     s: End,
@@ -121,11 +120,13 @@ pub(super) fn peer_stalls(
     let held =
         v.rwnd_limited_share.is_some_and(|x| x >= 0.5) && super::sender::cwnd_bound(s).is_none();
     let over = if queued { rtt } else { base };
+    let grown: (End, fn(&SockFacts) -> Option<u32>) =
+        receiver.map_or((s, |f| f.snd_wnd), |r| (r, |f| f.window_clamp));
     if base < super::sizing::QUEUE_MIN_US
         || !held
         || window == 0
         || rate as f64 >= 0.5 * ceiling_bps(window, over) as f64
-        || receiver.is_some_and(|r| autotuning_grew(r, rate, over))
+        || autotuning_grew(grown, rate, over)
     {
         return false;
     }
@@ -152,13 +153,12 @@ pub(super) fn peer_stalls(
     true
 }
 
-/// The receiver's autotuning grew its window between the readings: its clamp at least doubled,
-/// and the earlier one lets through half the rate or more over `over`. The window held the
-/// sender while it was small; the reader did not close it (wget's receiver: its autotuning held
-/// at 107 KB for two seconds, nothing unread, then 4.2 MB a quarter second later).
-fn autotuning_grew(r: End, rate: u64, over: u32) -> bool {
-    let (Some(before), Some(now)) = (r.before.and_then(|b| b.window_clamp), r.now.window_clamp)
-    else {
+/// The receiver's autotuning grew its window between the readings: its clamp (the sender alone:
+/// the window advertised) at least doubled, the earlier one letting through half the rate or more
+/// over `over`. The window held the sender while small; the reader did not close it (wget: 107 KB
+/// for two seconds, nothing unread, then 4.2 MB a quarter second later; its sender saw 57 KB).
+fn autotuning_grew((e, w): (End, fn(&SockFacts) -> Option<u32>), rate: u64, over: u32) -> bool {
+    let (Some(before), Some(now)) = (e.before.and_then(w), w(e.now)) else {
         return false;
     };
     let (before, now) = (u64::from(before), u64::from(now));

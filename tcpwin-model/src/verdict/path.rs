@@ -58,8 +58,7 @@ pub(super) fn rtts(
 }
 
 /// A flow at this share of the rate asked (`--target`) or more runs at the path's rate: losses
-/// that leave it there do not hold it (bbr at 1 % loss: 92-94 % of a 300 Mbit/s bottleneck,
-/// where reno gets a few %).
+/// that leave it there do not hold it (bbr at 1 % loss: 92-94 % of 300 Mbit/s; reno a few %).
 const AT_TARGET_SHARE: f64 = 0.9;
 
 /// A queue up to this share of the base RTT beside losses that hold the congestion window is
@@ -80,14 +79,13 @@ pub(super) struct QueueEvidence<'a> {
     pub base: u32,
 }
 
-/// A queue at the bottleneck holds the RTT well above the base, steadily: the RTT over the base
-/// by a millisecond and an eighth of the base at least, with the rate no more than the window
-/// lets through over it; a sender's RTT variance under half of
-/// that (zero-window stalls and bursts swing the RTT, a standing queue does not); a receiver
-/// alone only when its window is full (its own RTT estimate spans the gaps of a sender that
-/// pauses: `nginx limit_rate` read 112 ms on a 21 ms path).
+/// A queue at the bottleneck holds the RTT well above the base, steadily: the standing queue a
+/// millisecond and an eighth of the base at least, the rate no more than the window lets through
+/// over the RTT, a sender's RTT variance under half of it (stalls and bursts swing the RTT); a
+/// receiver alone only with its window full (its own RTT estimate spans a pausing sender's gaps:
+/// `nginx limit_rate` read 112 ms on a 21 ms path).
 pub(super) fn queued(q: &QueueEvidence) -> bool {
-    let over = q.rtt.saturating_sub(q.base);
+    let over = sender::standing(q.sender, q.rtt, q.base);
     if over < QUEUE_MIN_US.max(q.base / QUEUE_MIN_SHARE) {
         return false;
     }
@@ -97,10 +95,11 @@ pub(super) fn queued(q: &QueueEvidence) -> bool {
     if q.window > 0 && q.rate as f64 > RTT_NOT_THE_INTERVALS * ceiling_bps(q.window, q.rtt) as f64 {
         return false;
     }
-    if let Some(var) = q.sender.and_then(|s| s.now.rttvar_us) {
-        if var > over / 2 {
-            return false;
-        }
+    if q.sender
+        .and_then(|s| s.now.rttvar_us)
+        .is_some_and(|var| var > over / 2)
+    {
+        return false;
     }
     match (q.sender, q.receiver) {
         (None, Some(_)) => {
@@ -140,8 +139,6 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     let near_target = v
         .target_payload_bps
         .is_some_and(|t| rate as f64 >= AT_TARGET_SHARE * t as f64);
-    // a sender with nothing more to send is held by its application, whatever short queue its
-    // bursts leave at the bottleneck (nginx `limit_rate`: 2-4 ms over a 20 ms path)
     // what the sender says holds it, and the share of the window's ceiling it used
     let held = |v: &mut Verdict, limit: Limit, why: String, suggested: &str| {
         v.limit = limit;
@@ -165,6 +162,8 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     });
     let losses_first =
         losses.is_some() && !near_target && (queue <= base / LOSSES_BEFORE_QUEUE || not_its_own);
+    // a sender with nothing more to send: its application's, whatever short queue its bursts
+    // leave at the bottleneck (nginx `limit_rate`: 2-4 ms over a 20 ms path)
     if let Some(why) = u.sender.and_then(|s| sender::app_limited(s, rate)) {
         held(
             v,

@@ -9,24 +9,19 @@ use super::{
 };
 use crate::facts::SockFacts;
 
-/// A sender the kernel counted sndbuf-limited for more than this share of its busy time is
-/// bound by its own send buffer.
+/// Counted sndbuf-limited over this share of its busy time: the sender's own buffer binds.
 const SNDBUF_LIMITED_SHARE: f64 = 0.5;
 /// Segments an interval must deliver for its own share of retransmissions to be read.
 const RETRANS_MIN_SEGMENTS: u64 = 1000;
-/// Data queued to send at this share of the send buffer or more: the application is blocked on
-/// its buffer.
+/// Queued at this share of the send buffer or more: the application is blocked on it.
 const SNDBUF_FULL: f64 = 0.5;
-/// A sender the kernel counted rwnd-limited under this share of its busy time is not held by
-/// the peer's window.
+/// Counted rwnd-limited under this share of its busy time: the peer's window does not hold it.
 const RWND_SELDOM: f64 = 0.1;
-/// A full send buffer with at least this share of it in flight: the buffer, not pacing or the
-/// path, holds the data back.
+/// A full send buffer this share in flight or more: the buffer, not a pacer or the path, holds it.
 const SNDBUF_SENT: f64 = 0.5;
 /// An autotuned send buffer at this share of `tcp_wmem[2]` has reached its maximum.
 const WMEM_AT_MAX: f64 = 0.95;
-/// A rate over the interval at this share of what a full buffer let into flight over the RTT
-/// follows that buffer.
+/// A rate at this share of what a full buffer let into flight over the RTT follows the buffer.
 const FOLLOWS_INFLIGHT: f64 = 0.8;
 /// A writer blocked on a full send buffer is woken when a third of it is free (the kernel's
 /// sk_stream_write_space: free space at least half of what is queued), so while it keeps the
@@ -254,19 +249,23 @@ pub(super) fn congestion(s: End, rate: u64) -> Option<String> {
     ))
 }
 
+/// The queue that stands over the interval: the RTT over the base at the lower of the sender's
+/// two readings (a buffer sent a third at a time queues in bursts: 117 then 127 ms over 100 ms).
+pub(super) fn standing(sender: Option<End>, rtt: u32, base: u32) -> u32 {
+    let before = sender.and_then(|s| s.before?.srtt_us).filter(|r| *r > 0);
+    before.map_or(rtt, |b| b.min(rtt)).saturating_sub(base)
+}
+
 /// A queue up to this share of the base RTT behind a full send buffer is the buffer's.
 const QUEUE_OF_THE_BUFFER: u32 = 4;
 /// A congestion window at this many times what is in flight or more has room.
 const CWND_ROOM: f64 = 1.5;
 
-/// The RTT above the base is the send buffer's own queue, not a bottleneck's: a quarter of the
-/// base RTT or less, with the buffer that cannot grow full (queued at half of sk_sndbuf or more,
-/// most of it in flight) and the congestion window well above what is in flight. A bottleneck
-/// the flow fills would hold the congestion window to what it lets through; a buffer full of
-/// bytes in flight sends them in bursts that queue for a moment (nginx `sendfile` on a 100 ms,
-/// 500 Mbit/s path: 126 ms over a 101 ms base, cwnd 6025 segments with 2900 in flight, Send-Q at
-/// tcp_wmem[2]; a larger tcp_wmem[2] raised the rate). Little's law fills any buffer behind a
-/// real queue: beyond a quarter of the base, the path's.
+/// The RTT above the base is the send buffer's bursts, not a bottleneck's: the queue that stands
+/// over the interval within a quarter of the base, the buffer that cannot grow full (half of
+/// sk_sndbuf queued or more, most of it in flight) and the congestion window well above what is
+/// in flight (a bottleneck the flow fills holds it to what it lets through). nginx `sendfile`,
+/// 100 ms, 500 Mbit/s: cwnd 6025 segments, 2900 in flight; a larger tcp_wmem[2] raised the rate.
 pub(super) fn queue_of_the_buffer(s: End, rtt: u32, base: u32) -> bool {
     let f = s.now;
     let (Some(sndbuf), Some(queued), Some(inflight), Some(cwnd), Some(mss)) = (
@@ -281,7 +280,7 @@ pub(super) fn queue_of_the_buffer(s: End, rtt: u32, base: u32) -> bool {
     let fixed = cannot_grow(s, sndbuf as u64);
     let full = full_and_sent(queued as u64, inflight, sndbuf as u64);
     let room = cwnd as f64 * mss as f64 >= CWND_ROOM * inflight as f64;
-    rtt.saturating_sub(base) <= base / QUEUE_OF_THE_BUFFER && fixed && full && room
+    standing(Some(s), rtt, base) <= base / QUEUE_OF_THE_BUFFER && fixed && full && room
 }
 
 /// The send buffer cannot grow: an application's SO_SNDBUF, or autotuned up to `tcp_wmem[2]`.
@@ -310,11 +309,9 @@ pub(super) fn sndbuf_binds(
     let Some(why) = sndbuf_bound(s, rate, rtt) else {
         return false;
     };
-    // a buffer that lets out the rate asked (`--target`) at the base RTT is not the limit: a
-    // bigger one would not raise the rate towards it (behind a queue the RTT inflates until any
-    // buffer looks full, and one snapshot may not see the queue). What it lets into flight is
-    // sk_sndbuf at most (the kernel's value: an SO_SNDBUF request already doubled); twice that
-    // took tcp_wmem[2]'s 4 MiB to allow 670 Mbit/s over 100 ms where 241 went through
+    // a buffer that lets out the rate asked (`--target`) at the base RTT is not the limit (behind
+    // a queue the RTT inflates until any buffer looks full): what it lets into flight is sk_sndbuf
+    // at most (an SO_SNDBUF request already doubled)
     let allows = |t: u64| {
         s.now
             .sk_sndbuf
@@ -323,8 +320,7 @@ pub(super) fn sndbuf_binds(
     if v.target_payload_bps.is_some_and(allows) {
         return false;
     }
-    // the send buffer holds what is in flight and what waits: twice the window the rate needs
-    // (the kernel doubles an SO_SNDBUF request, and autotunes up to tcp_wmem[2])
+    // the buffer holds what is in flight and what waits: twice the window the rate needs
     let need = 2 * sizing.window();
     let f = s.now;
     let cur = f.sk_sndbuf.unwrap_or(0) as u64;
@@ -386,8 +382,7 @@ pub(super) fn sndbuf_binds(
 fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     let f = s.now;
     let sndbuf = f.sk_sndbuf? as u64;
-    // OpenSSH over 100 ms keeps 2 MB queued of a 4 MiB buffer, its own channel window the limit:
-    // the kernel counted 0 % sndbuf-limited, no reading found the writer waiting (lab: `own-pace`)
+    // OpenSSH over 100 ms: 2 MB queued of 4 MiB, 0 % sndbuf-limited, its channel window binds
     let waited = s.writer_waited();
     if waited == Some(false) {
         return None;
@@ -403,6 +398,12 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
             "the send buffer (sk_sndbuf {sndbuf}, {locked}): the kernel counted {:.0} % of busy time sndbuf-limited",
             share.unwrap_or(0.0) * 100.0
         ));
+    }
+    // the kernel's account first: held by the peer's window longer than by its own buffer, no
+    // room (iperf3 -w 8K on a veth: rwnd-limited 41 %, sndbuf-limited 15 %)
+    let rwnd = s.chrono_share(|f| f.rwnd_limited_us);
+    if rwnd.zip(share).is_some_and(|(r, b)| r > b) {
+        return None;
     }
     let queued = f.wmem_queued? as u64;
     let peer_window = f.snd_wnd? as u64;

@@ -2,7 +2,6 @@
 //! window_clamp, the buffer lock, unread bytes, the chrono times) and the verdict: which limit
 //! binds its window. Read through the socket iterator; costs nothing while it does not run.
 use std::{
-    collections::HashMap,
     io::Write,
     time::{Duration, Instant},
 };
@@ -170,16 +169,19 @@ fn streamed<W: Write>(
     hz: Option<u32>,
     out: &mut W,
 ) -> Result<bool> {
-    let mut ends: HashMap<u64, u32> = HashMap::new();
+    // each socket's end key, sorted: how many sockets share one (8 bytes a socket)
+    let mut ends: Vec<u64> = Vec::new();
     let mut moves = false;
-    rereading.read_each(src, hz, &mut |s| {
+    rereading.read_each(src, hz, &mut |s, _| {
         moves |= moving(&s.facts);
-        *ends.entry(end_keys(&s.facts.id).0).or_default() += 1;
+        ends.push(end_keys(&s.facts.id).0);
     })?;
     if moves {
         return Ok(false);
     }
-    let owners = shown.then(crate::host::owner::socket_owners);
+    ends.sort_unstable();
+    ends.shrink_to_fit();
+    let mut waiting = snapshot::Holder::new(src, hz, shown.then(crate::host::owner::socket_owners));
     let mut judge = Judge::one_shot(args.target.target);
     let mut p = Printer {
         args,
@@ -187,35 +189,34 @@ fn streamed<W: Write>(
         text: ui::ss::Renderer::new(false, args.extended, column),
         source: src.name(),
     };
-    // an end whose other end is in the reading (each seen once), until that one comes (boxed:
-    // the map's spare slots cost a pointer, not a socket's facts)
-    let mut waiting: HashMap<u64, Box<snapshot::Seen>> = HashMap::new();
     let mut failed = None;
     let mut rcv_wnd_read = false;
     let mut judged = |p: &mut Printer, out: &mut W, pair: &[&snapshot::Seen]| -> Result<()> {
         let now: Vec<_> = pair.iter().map(|s| (&s.facts, &*s.host)).collect();
         judge.judge_each(&now, |i, v| p.line(pair[i], v, out))
     };
-    rereading.read_each(src, hz, &mut |mut s| {
+    rereading.read_each(src, hz, &mut |mut s, record| {
         if failed.is_some() {
             return;
         }
-        if let Some(o) = &owners {
+        if let Some(o) = waiting.owners() {
             snapshot::add_owner(&mut s.facts, o);
         }
         rcv_wnd_read |= s.facts.rcv_wnd.is_some();
         let (own, other) = end_keys(&s.facts.id);
-        let once = |k| ends.get(&k) == Some(&1);
+        let once = |k| ends.partition_point(|e| *e < k) + 1 == ends.partition_point(|e| *e <= k);
         let r = if own != other && once(own) && once(other) {
-            match waiting.remove(&other) {
-                Some(w) if same_connection(&w.facts.id, &s.facts.id) => {
+            // an end whose other end is in the reading (each seen once), until that one comes
+            match waiting.take(other) {
+                Err(e) => Err(e),
+                Ok(Some(w)) if same_connection(&w.facts.id, &s.facts.id) => {
                     judged(&mut p, &mut *out, &[&w, &s])
                 }
-                Some(w) => {
+                Ok(Some(w)) => {
                     judged(&mut p, &mut *out, &[&w]).and_then(|_| judged(&mut p, &mut *out, &[&s]))
                 }
-                None => {
-                    waiting.insert(own, Box::new(s));
+                Ok(None) => {
+                    waiting.hold(own, s, record);
                     Ok(())
                 }
             }
@@ -230,7 +231,7 @@ fn streamed<W: Write>(
         return Err(e);
     }
     // ends whose other end closed between the two passes
-    for w in waiting.into_values() {
+    for w in waiting.drain()? {
         judged(&mut p, &mut *out, &[&w])?;
     }
     p.finish(out)?;

@@ -117,7 +117,7 @@ impl PeerConfig {
 
     /// The TLS client: the CA file's certificates trusted (a certificate that is its own CA, as
     /// an exporter's self-signed one is, is trusted as itself, as Prometheus does), or none.
-    fn tls(&self) -> Result<Arc<ClientConfig>> {
+    pub fn tls(&self) -> Result<Arc<ClientConfig>> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()

@@ -89,22 +89,36 @@ impl Source {
     }
 
     /// The sockets of the calling thread's namespace, each handed to `each` as it is made
-    /// into facts (none held here: a reading keeps only the sockets its caller keeps).
-    fn read_each(&mut self, hz: Option<u32>, each: &mut dyn FnMut(SockFacts)) -> Result<()> {
+    /// into facts, with the iterator's record it was made from (none held here: a reading keeps
+    /// only the sockets its caller keeps).
+    fn read_each(&mut self, hz: Option<u32>, each: &mut Each) -> Result<()> {
         let ts = monotonic_ns();
         match self {
             Source::Iterator(it) => {
                 let o = it.offsets;
-                it.read_each(&mut |r| each(SockFacts::from_record(&r, &o, hz, ts)))?;
+                it.read_each(&mut |r| each(SockFacts::from_record(&r, &o, hz, ts), Some(&r)))?;
             }
-            Source::SockDiag => sockdiag::dump(ts)?.into_iter().for_each(each),
+            Source::SockDiag => sockdiag::dump(ts)?.into_iter().for_each(|f| each(f, None)),
         }
         Ok(())
+    }
+
+    /// The layout the iterator's records are read with (None from sock_diag).
+    pub fn offsets(&self) -> Option<Offsets> {
+        match self {
+            Source::Iterator(it) => Some(it.offsets),
+            Source::SockDiag => None,
+        }
     }
 }
 
 /// A reading of the calling thread's namespace that hands each socket's facts to its sink.
 pub type ReadEach<'a> = dyn FnMut(&mut dyn FnMut(SockFacts)) -> Result<()> + 'a;
+
+/// A socket's facts with the iterator's record they were made from (None from sock_diag).
+type Each<'a> = dyn FnMut(SockFacts, Option<&SockRecord>) + 'a;
+/// [`Each`] with the namespace's limits.
+pub type SeenEach<'a> = dyn FnMut(Seen, Option<&SockRecord>) + 'a;
 
 /// Iterator records as facts, read at `ts_ns`, each handed to `each`.
 pub fn record_facts(
@@ -130,7 +144,7 @@ pub fn read(
     hz: Option<u32>,
 ) -> Result<Vec<Seen>> {
     let mut out = Vec::new();
-    read_each(src, targets, filter, hz, &mut |s| out.push(s))?;
+    read_each(src, targets, filter, hz, &mut |s, _| out.push(s))?;
     Ok(out)
 }
 
@@ -140,7 +154,7 @@ fn read_each(
     targets: &[netns::Netns],
     filter: &Scope,
     hz: Option<u32>,
-    sink: &mut dyn FnMut(Seen),
+    sink: &mut SeenEach,
 ) -> Result<()> {
     let wanted_inodes = match filter.owners() {
         Some(o) => Some(o.scan()?.inodes),
@@ -175,17 +189,18 @@ impl Rereading {
     /// error where the process or workload read has ended.
     pub fn read(&mut self, src: &mut Source, hz: Option<u32>) -> Result<Vec<Seen>> {
         let mut out = Vec::new();
-        self.read_each(src, hz, &mut |s| out.push(s))?;
+        self.read_each(src, hz, &mut |s, _| out.push(s))?;
         Ok(out)
     }
 
-    /// [`Rereading::read`], each socket handed to `sink` as it is read: a caller that judges
-    /// and prints them as they come holds none of them.
+    /// [`Rereading::read`], each socket handed to `sink` as it is read, with the iterator's
+    /// record it was made from: a caller that judges and prints them as they come holds none of
+    /// them (and one that must hold a few can hold the record: a third of the facts' size).
     pub fn read_each(
         &mut self,
         src: &mut Source,
         hz: Option<u32>,
-        sink: &mut dyn FnMut(Seen),
+        sink: &mut SeenEach,
     ) -> Result<()> {
         self.read_covered(src, hz, sink)
             .map_err(|e| self.scope.why_failed(e))
@@ -195,7 +210,7 @@ impl Rereading {
         &mut self,
         src: &mut Source,
         hz: Option<u32>,
-        sink: &mut dyn FnMut(Seen),
+        sink: &mut SeenEach,
     ) -> Result<()> {
         let now = self.scope.resolve()?;
         if self.scope.namespaces != Namespaces::All {
@@ -209,6 +224,100 @@ impl Rereading {
             }
         }
         Ok(())
+    }
+}
+
+/// Sockets held for a while, by a key (`ss` holds a connection's first end until its other
+/// end is read): each as the iterator's record (248 bytes) where it came from one, made into
+/// facts again when taken, else as its facts (500 bytes); what a namespace's sockets share (its
+/// name, limits, the reading's clock) is kept once.
+pub struct Holder {
+    offsets: Option<Offsets>,
+    hz: Option<u32>,
+    owners: Option<std::collections::HashMap<u64, owner::Owner>>,
+    /// each namespace's name, limits and reading time
+    namespaces: Vec<(String, std::sync::Arc<HostLimits>, u64)>,
+    held: std::collections::HashMap<u64, Held>,
+}
+
+enum Held {
+    /// the record and the index of its namespace in `namespaces`
+    Record(Box<(SockRecord, usize)>),
+    Seen(Box<Seen>),
+}
+
+impl Holder {
+    /// Holds sockets read from `src`, their owners named from `owners` when taken again.
+    pub fn new(
+        src: &Source,
+        hz: Option<u32>,
+        owners: Option<std::collections::HashMap<u64, owner::Owner>>,
+    ) -> Holder {
+        Holder {
+            offsets: src.offsets(),
+            hz,
+            owners,
+            namespaces: Vec::new(),
+            held: Default::default(),
+        }
+    }
+
+    pub fn hold(&mut self, key: u64, s: Seen, record: Option<&SockRecord>) {
+        let held = match record.filter(|_| self.offsets.is_some()) {
+            Some(r) => {
+                let same = |n: &(String, std::sync::Arc<HostLimits>, u64)| {
+                    n.0 == s.line_ns
+                        && std::sync::Arc::ptr_eq(&n.1, &s.host)
+                        && n.2 == s.facts.ts_ns
+                };
+                let ns = match self.namespaces.iter().rposition(same) {
+                    Some(i) => i,
+                    None => {
+                        self.namespaces.push((s.line_ns, s.host, s.facts.ts_ns));
+                        self.namespaces.len() - 1
+                    }
+                };
+                Held::Record(Box::new((*r, ns)))
+            }
+            None => Held::Seen(Box::new(s)),
+        };
+        self.held.insert(key, held);
+    }
+
+    /// The socket held under `key`, as it was read (the same record, offsets, clock rate and
+    /// owners), or None.
+    pub fn take(&mut self, key: u64) -> Result<Option<Seen>> {
+        self.held.remove(&key).map(|h| self.seen(h)).transpose()
+    }
+
+    /// Every socket still held.
+    pub fn drain(mut self) -> Result<Vec<Seen>> {
+        let held = std::mem::take(&mut self.held);
+        held.into_values().map(|h| self.seen(h)).collect()
+    }
+
+    pub fn owners(&self) -> Option<&std::collections::HashMap<u64, owner::Owner>> {
+        self.owners.as_ref()
+    }
+
+    fn seen(&self, h: Held) -> Result<Seen> {
+        let (r, ns) = match h {
+            Held::Seen(s) => return Ok(*s),
+            Held::Record(r) => *r,
+        };
+        let (Some(o), Some((line_ns, host, ts_ns))) = (&self.offsets, self.namespaces.get(ns))
+        else {
+            anyhow::bail!("a socket's record was held without the layout to read it");
+        };
+        let mut facts = SockFacts::from_record(&r, o, self.hz, *ts_ns);
+        if let Some(ow) = &self.owners {
+            add_owner(&mut facts, ow);
+        }
+        Ok(Seen {
+            line_ns: line_ns.clone(),
+            facts,
+            host: host.clone(),
+        })
     }
 }
 
@@ -226,7 +335,7 @@ pub fn add_owner(f: &mut SockFacts, owners: &std::collections::HashMap<u64, owne
     if let Some(o) = f.inode.and_then(|i| owners.get(&i)) {
         f.pid = Some(o.pid);
         f.comm = Some(o.comm.clone());
-        f.workload = o.workload.clone();
+        f.workload = o.workload.clone().map(Box::new);
     }
 }
 
@@ -264,16 +373,17 @@ pub fn read_with(
     keep: &dyn Fn(&SockFacts) -> bool,
 ) -> Result<Vec<Seen>> {
     let mut out = Vec::new();
-    read_with_each(facts, targets, keep, &mut |s| out.push(s))?;
+    let mut each = |e: &mut Each| facts(&mut |f| e(f, None));
+    read_with_each(&mut each, targets, keep, &mut |s, _| out.push(s))?;
     Ok(out)
 }
 
-/// [`read_with`], each socket kept handed to `sink`.
+/// [`read_with`], each socket kept handed to `sink` with the record it was made from.
 fn read_with_each(
-    facts: &mut ReadEach,
+    facts: &mut dyn FnMut(&mut Each) -> Result<()>,
     targets: &[netns::Netns],
     keep: &dyn Fn(&SockFacts) -> bool,
-    sink: &mut dyn FnMut(Seen),
+    sink: &mut SeenEach,
 ) -> Result<()> {
     for ns in targets {
         let _inside = netns::enter(ns)?;
@@ -282,15 +392,72 @@ fn read_with_each(
         let host = std::sync::Arc::new(host);
         // each socket kept as it is read: the namespace's sockets are never held twice (as
         // facts, then as what is kept)
-        facts(&mut |f| {
+        facts(&mut |f, record| {
             if tcp_state::carries_data(f.state) && keep(&f) {
-                sink(Seen {
+                let seen = Seen {
                     line_ns: ns.name.clone(),
                     facts: f,
                     host: host.clone(),
-                });
+                };
+                sink(seen, record);
             }
         })?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An end held as its record comes back as the facts it was read as (the same record,
+    /// offsets, clock rate and reading time), its namespace's name and limits with it; one kept
+    /// copy of what the namespace's sockets share, whatever the number held.
+    #[test]
+    fn a_held_record_comes_back_as_the_facts_it_was_read_as() {
+        let mut o = Offsets::absent();
+        o.tp_window_clamp = 1676;
+        o.tp_rcv_nxt = 1;
+        o.tp_copied_seq = 2;
+        let host = std::sync::Arc::new(HostLimits::default());
+        let mut holder = Holder {
+            offsets: Some(o),
+            hz: Some(250),
+            owners: None,
+            namespaces: Vec::new(),
+            held: Default::default(),
+        };
+        let mut want = Vec::new();
+        for port in 1..=3u16 {
+            let r = SockRecord {
+                window_clamp: 663552 + port as u32,
+                rcv_nxt: 5,
+                copied_seq: 2,
+                lport: port,
+                family: tcpwin_common::AF_INET,
+                ..Default::default()
+            };
+            let seen = Seen {
+                line_ns: "tw-a".into(),
+                facts: SockFacts::from_record(&r, &o, Some(250), 7),
+                host: host.clone(),
+            };
+            want.push(seen.facts.clone());
+            holder.hold(port as u64, seen, Some(&r));
+        }
+        assert_eq!(holder.namespaces.len(), 1);
+        let back = holder.take(2).unwrap().expect("held");
+        assert_eq!(back.facts, want[1]);
+        assert_eq!(back.line_ns, "tw-a");
+        assert!(std::sync::Arc::ptr_eq(&back.host, &host));
+        assert!(holder.take(2).unwrap().is_none());
+        let mut rest: Vec<SockFacts> = holder
+            .drain()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.facts)
+            .collect();
+        rest.sort_by_key(|f| f.id.lport);
+        assert_eq!(rest, vec![want[0].clone(), want[2].clone()]);
+    }
 }

@@ -21,7 +21,8 @@ use std::{
 use anyhow::Result;
 
 /// The kernel the programs go into, pictured once: its release and tick rate (`CONFIG_HZ`,
-/// read once), where its BTF is (parsed once per process, see `btf::kernel_btf`) and which eBPF
+/// read once, when first asked: a command that turns no jiffies into time does not pay for
+/// decompressing the kernel's config), where its BTF is (parsed once per process, see `btf::kernel_btf`) and which eBPF
 /// object to load (the one built into the binary, or `--obj`). Made once from a command's flags
 /// and handed to whatever loads programs, reads layouts or turns jiffies into time: the tracer,
 /// the socket iterator, the readings, the audit.
@@ -30,7 +31,7 @@ pub struct Kernel {
     btf: PathBuf,
     obj: Option<PathBuf>,
     release: String,
-    hz: Option<u32>,
+    hz: std::sync::OnceLock<Option<u32>>,
 }
 
 impl Default for Kernel {
@@ -46,7 +47,7 @@ impl Kernel {
             btf,
             obj,
             release: crate::host::kconfig::release(),
-            hz: crate::host::kconfig::hz(),
+            hz: std::sync::OnceLock::new(),
         }
     }
 
@@ -57,7 +58,7 @@ impl Kernel {
 
     /// Its tick rate (`CONFIG_HZ`), None where its config cannot be read: jiffies to time.
     pub fn hz(&self) -> Option<u32> {
-        self.hz
+        *self.hz.get_or_init(crate::host::kconfig::hz)
     }
 
     /// The object to load instead of the built-in one (`--obj`).

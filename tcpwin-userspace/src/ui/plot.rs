@@ -1,10 +1,10 @@
 //! Recordings drawn as SVG by `plotters` (its SVG backend; text laid out without system fonts):
 //! per socket, the window fields over time with each ratio change marked and labelled with its
 //! packet, and the rate against the window / RTT ceiling.
-use anyhow::{anyhow, Result};
-use plotters::{
-    coord::{types::RangedCoordf64, Shift},
-    prelude::*,
+use anyhow::Result;
+use plotters::{coord::Shift, prelude::*};
+use tcpwin_common::chart::{
+    err, legend_box, swatch, Chart, BLUE, GRAY, GREEN, LEGEND_W, ORANGE, PURPLE, RED,
 };
 use tcpwin_model::recording::{SocketSeries, RATE_FIELDS, WINDOW_FIELDS};
 
@@ -12,13 +12,6 @@ const W: u32 = 960;
 const PANEL_H: u32 = 560;
 /// ratio-change labels drawn per socket (all are marked)
 const MAX_LABELS: usize = 6;
-
-const BLUE: RGBColor = RGBColor(31, 119, 180);
-const ORANGE: RGBColor = RGBColor(255, 127, 14);
-const GREEN: RGBColor = RGBColor(44, 160, 44);
-const PURPLE: RGBColor = RGBColor(148, 103, 189);
-const RED: RGBColor = RGBColor(214, 39, 40);
-const GRAY: RGBColor = RGBColor(127, 127, 127);
 
 fn color(field: &str) -> RGBColor {
     match field {
@@ -29,28 +22,6 @@ fn color(field: &str) -> RGBColor {
         "rate" => RED,
         _ => GRAY,
     }
-}
-
-/// A chart with both axes in f64 on an SVG drawing.
-type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
-
-/// A series' mark in the legend box.
-fn swatch(col: RGBColor) -> impl Fn((i32, i32)) -> Rectangle<(i32, i32)> {
-    move |(x, y)| Rectangle::new([(x, y - 3), (x + 16, y + 3)], col.filled())
-}
-
-/// Room to the right of each chart's data, for its legend: the legend never covers a line.
-const LEGEND_W: u32 = 230;
-
-/// The legend box, beside the data (in the margin kept for it), level with the chart's top.
-fn legend_box<'a, 'b: 'a>(c: &mut Chart<'a, 'b>) -> Result<()> {
-    let (w, _) = c.plotting_area().dim_in_pixel();
-    c.configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE)
-        .position(SeriesLabelPosition::Coordinate(w as i32 + 10, 0))
-        .draw()
-        .map_err(err)
 }
 
 /// A chart over the recording's time axis, its values labelled by `y_label`.
@@ -123,10 +94,6 @@ fn rate_label(v: &f64) -> String {
         v if v >= 1e6 => format!("{:.0} Mbit/s", v / 1e6),
         v => format!("{:.0} kbit/s", v / 1e3),
     }
-}
-
-fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
-    anyhow!("drawing the SVG: {e:?}")
 }
 
 fn max_of<'a>(s: &'a SocketSeries, fields: &'a [&str]) -> (f64, f64) {
@@ -203,136 +170,6 @@ pub fn columns_svg(columns: &[&[SocketSeries]]) -> Result<String> {
                 panel(p, s, t_max)?;
             }
         }
-        root.present().map_err(err)?;
-    }
-    Ok(out)
-}
-
-/// One bar group per label, one bar per series, each bar labelled with its value (`fmt`).
-pub fn bars_svg(
-    title: &str,
-    y_desc: &str,
-    labels: &[String],
-    series: &[(&str, Vec<Option<f64>>)],
-    fmt: fn(f64) -> String,
-) -> Result<String> {
-    let colors = [BLUE, RED, GREEN];
-    let n = labels.len().max(1);
-    let y_max = series
-        .iter()
-        .flat_map(|(_, v)| v.iter().flatten())
-        .fold(0.0f64, |a, b| a.max(*b));
-    let mut out = String::new();
-    {
-        let root =
-            SVGBackend::with_string(&mut out, ((n as u32 * 90).max(640) + 80 + LEGEND_W, 640))
-                .into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut c = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .margin_right(LEGEND_W)
-            .x_label_area_size(220)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0.0..n as f64, 0.0..(y_max * 1.15).max(1.0))
-            .map_err(err)?;
-        c.configure_mesh()
-            .max_light_lines(0)
-            .disable_x_mesh()
-            .x_labels(0)
-            .y_desc(y_desc)
-            .draw()
-            .map_err(err)?;
-        // the group names, written downwards under each group (plotters' own axis labels
-        // would centre rotated text on the axis)
-        let style = TextStyle::from(
-            ("sans-serif", 11)
-                .into_font()
-                .transform(FontTransform::Rotate90),
-        );
-        for (i, name) in labels.iter().enumerate() {
-            let (px, py) = c.backend_coord(&(i as f64 + 0.5, 0.0));
-            root.draw(&Text::new(name.clone(), (px + 4, py + 8), style.clone()))
-                .map_err(err)?;
-        }
-        let k = series.len().max(1) as f64;
-        let w = 0.8 / k;
-        for (si, (name, values)) in series.iter().enumerate() {
-            let col = colors[si % colors.len()];
-            let bars: Vec<(f64, f64)> = values
-                .iter()
-                .enumerate()
-                .filter_map(|(i, v)| v.map(|v| (i as f64 + 0.1 + w * si as f64, v)))
-                .collect();
-            c.draw_series(
-                bars.iter()
-                    .map(|(x, v)| Rectangle::new([(*x, 0.0), (*x + w * 0.9, *v)], col.filled())),
-            )
-            .map_err(err)?
-            .label(*name)
-            .legend(swatch(col));
-            c.draw_series(bars.iter().map(|(x, v)| {
-                Text::new(
-                    fmt(*v),
-                    (*x, *v + y_max * 0.02),
-                    ("sans-serif", 10).into_font(),
-                )
-            }))
-            .map_err(err)?;
-        }
-        legend_box(&mut c)?;
-        root.present().map_err(err)?;
-    }
-    Ok(out)
-}
-
-/// Throughput against the window: the window / RTT line (capped by the bottleneck) and what
-/// each transfer measured, in Mbit/s over window KiB.
-pub fn sweep_svg(title: &str, points: &[(f64, f64, f64)]) -> Result<String> {
-    let x_max = points.iter().map(|p| p.0).fold(0.0, f64::max) * 1.1;
-    let y_max = points.iter().map(|p| p.1.max(p.2)).fold(0.0, f64::max) * 1.15;
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (800 + LEGEND_W, 480)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let mut c = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .margin_right(LEGEND_W)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max.max(1.0), 0.0..y_max.max(1.0))
-            .map_err(err)?;
-        c.configure_mesh()
-            .max_light_lines(0)
-            .x_desc("window (KiB)")
-            .y_desc("Mbit/s")
-            .draw()
-            .map_err(err)?;
-        c.draw_series(LineSeries::new(
-            points.iter().map(|p| (p.0, p.1)),
-            BLUE.stroke_width(2),
-        ))
-        .map_err(err)?
-        .label("predicted: min(window / RTT, bottleneck)")
-        .legend(swatch(BLUE));
-        c.draw_series(
-            points
-                .iter()
-                .map(|p| Circle::new((p.0, p.2), 5, RED.filled())),
-        )
-        .map_err(err)?
-        .label("measured (the sender's steady rate)")
-        .legend(move |(x, y)| Circle::new((x + 8, y), 4, RED.filled()));
-        c.draw_series(points.iter().map(|p| {
-            Text::new(
-                format!("{:.1}", p.2),
-                (p.0, p.2 + y_max * 0.03),
-                ("sans-serif", 10).into_font(),
-            )
-        }))
-        .map_err(err)?;
-        legend_box(&mut c)?;
         root.present().map_err(err)?;
     }
     Ok(out)

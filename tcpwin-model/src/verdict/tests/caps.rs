@@ -372,7 +372,8 @@ fn fixes_are_safe_to_paste() {
     assert_eq!(v.fix.as_ref().unwrap().pod, None);
     n.workload = crate::workload::from_cgroup(
         "0::/kubepods/burstable/pod5d1c2b3a-4e5f-6789-abcd-ef0123456789/f2557d61c3a14e1f8e6b0a9d7c5b3e1f2a4c6e8b0d1f3a5c7e9b1d3f5a7c9e1b\n",
-    );
+    )
+    .map(Box::new);
     assert!(n.workload.as_ref().unwrap().pod_uid.is_some());
     let v = judge(&rcv(1.0, 0), &n, &h, Some(1_000_000_000));
     let pod = v.fix.as_ref().unwrap().pod.clone().unwrap();

@@ -63,6 +63,20 @@ fn alone(json: &str, end: &str, (a, b): (usize, usize)) -> Verdict {
     })
 }
 
+/// The recorded readings with one end's readings changed by `f` (a counter-case: the same
+/// transfer but for one fact).
+fn altered(json: &str, end: &str, f: impl Fn(&mut Vec<SockFacts>)) -> String {
+    let mut r: Recorded = serde_json::from_str(json).unwrap();
+    for e in r.recorded.iter_mut().filter(|e| e.end == end) {
+        f(&mut e.readings);
+    }
+    serde_json::to_string(&serde_json::json!({
+        "rate_limit_bps": r.rate_limit_bps,
+        "recorded": r.recorded,
+    }))
+    .unwrap()
+}
+
 /// A long fat path with every default (100 ms, 500 Mbit/s, reno): the send buffer autotunes to
 /// tcp_wmem[2] 4 MiB and lets 3.08 MB into flight (241 Mbit/s); the kernel counted 61 % of the
 /// interval's busy time sndbuf-limited. It was judged `not-window-limited`: the send buffer was
@@ -326,18 +340,12 @@ fn a_slow_reader_read_over_an_interval_is_the_reader() {
 #[test]
 fn a_queue_of_a_quarter_behind_a_full_send_buffer_is_the_buffers() {
     let json = include_str!("recorded/nginx-curl-sndbuf-100ms-500mbit-reno.json");
-    let mut r: Recorded = serde_json::from_str(json).unwrap();
-    for e in r.recorded.iter_mut().filter(|e| e.end == "sender") {
-        for f in e.readings.iter_mut() {
+    let json = altered(json, "sender", |readings| {
+        for f in readings.iter_mut() {
             f.srtt_us = Some(126_000);
             f.min_rtt_us = Some(101_000);
         }
-    }
-    let json = serde_json::to_string(&serde_json::json!({
-        "rate_limit_bps": r.rate_limit_bps,
-        "recorded": r.recorded,
-    }))
-    .unwrap();
+    });
     for span in [(0, 1), (0, 2)] {
         let (vr, vs) = judged_over(&json, span);
         assert_eq!(
@@ -697,18 +705,89 @@ fn a_window_closed_on_unread_data_at_the_intervals_start_is_the_reader() {
     let v = alone(json, "receiver", (0, 1));
     assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
     assert!(v.fix.is_none(), "{v:?}");
-    let mut open: Recorded = serde_json::from_str(json).unwrap();
-    for e in open.recorded.iter_mut().filter(|e| e.end == "receiver") {
-        assert_eq!(e.readings[0].rcv_wnd, Some(0));
-        e.readings[0].rcv_wnd = Some(604_160);
-    }
-    let open = serde_json::to_string(&serde_json::json!({
-        "rate_limit_bps": open.rate_limit_bps,
-        "recorded": open.recorded,
-    }))
-    .unwrap();
+    let open = altered(json, "receiver", |readings| {
+        assert_eq!(readings[0].rcv_wnd, Some(0));
+        readings[0].rcv_wnd = Some(604_160);
+    });
     assert_eq!(
         alone(&open, "receiver", (0, 1)).limit,
         Limit::NotWindowLimited
     );
+}
+
+/// nginx `sendfile` to curl (reno, 100 ms, 500 Mbit/s with a 200 ms queue), its send buffer at
+/// tcp_wmem[2] (4 MB), run 1 of the five-run proof: the sender's RTT 117 ms at the interval's
+/// start and 127 ms at its end over a 100 ms base, at 204 Mbit/s, the congestion window 2.6x
+/// what is in flight. The buffer goes out a third at a time and queues for a moment: the queue
+/// that stands over the interval is the lower reading's (17 ms, within a quarter of the base),
+/// and the buffer holds the flow (it was called `path-queue` on the 127 ms alone; a larger
+/// tcp_wmem[2] raised the rate). The same RTT at both readings is a queue that stands.
+#[test]
+fn a_queue_that_does_not_stand_over_the_interval_is_the_send_buffers_bursts() {
+    let json =
+        include_str!("recorded/nginx-sendfile-curl-100ms-500mbit-deep-queue-reno-bursts.json");
+    let (rx, tx) = judged(json);
+    assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
+    assert_eq!(tx.limit, Limit::Sndbuf, "{tx:?}");
+    assert_eq!(alone(json, "sender", (0, 2)).limit, Limit::Sndbuf);
+    let standing = altered(json, "sender", |readings| {
+        readings[0].srtt_us = readings[2].srtt_us;
+    });
+    assert_eq!(judged(&standing).1.limit, Limit::PathQueue);
+}
+
+/// iperf3 -w 8K on a veth (reno), run 5 of the five-run proof, one snapshot: both buffers at
+/// 16 KB, 6.6 KB queued at the sender with 5.8 KB in flight under an 11.6 KB window; over the
+/// quarter second the kernel counted the sender rwnd-limited 41 % of its busy time and
+/// sndbuf-limited 15 %. The peer's window held it longer than its own buffer: the receiver's
+/// SO_RCVBUF (it was called `sndbuf`, the rate following the buffer over the RTT). The same
+/// readings with the two counts swapped are the send buffer's.
+#[test]
+fn a_sender_the_peers_window_held_longer_than_its_buffer_is_the_windows() {
+    let json = include_str!("recorded/iperf3-w8k-veth-reno-rwnd-over-sndbuf.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
+    assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
+    assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::PeerWindow);
+    let swapped = altered(json, "sender", |readings| {
+        for r in readings.iter_mut() {
+            std::mem::swap(&mut r.rwnd_limited_us, &mut r.sndbuf_limited_us);
+        }
+    });
+    assert_eq!(judged_over(&swapped, (0, 1)).1.limit, Limit::Sndbuf);
+}
+
+/// nginx to wget (reno, 20 ms, 100 Mbit/s), run 2 of the five-run proof, where the receiver's
+/// autotuning held at 107 KB for two seconds: the sender, read alone over the interval, saw the
+/// peer's window at 57 KB, then 4 MB, rwnd-limited 74 % of its busy time, at 44 Mbit/s. The
+/// small window passed data at its own rate (44 Mbit/s, twice what 57 KB lets through over the
+/// RTT: a reader's stall passes far less), then grew: autotuning, not the reader (it was called
+/// `app-not-reading`). With the earlier window far larger than the rate used, the reader.
+#[test]
+fn a_peers_window_that_grew_after_passing_its_own_rate_is_not_the_reader() {
+    let json = include_str!("recorded/nginx-wget-20ms-100mbit-reno-autotuning-late.json");
+    let v = alone(json, "sender", (0, 2));
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+    let stalled = altered(json, "sender", |readings| {
+        assert_eq!(readings[0].snd_wnd, Some(57_344));
+        readings[0].snd_wnd = Some(1_000_000);
+    });
+    assert_eq!(
+        alone(&stalled, "sender", (0, 2)).limit,
+        Limit::AppNotReading
+    );
+}
+
+/// nginx `listen ... sndbuf=32k` to curl (bbr, 20 ms, 300 Mbit/s), run 1 of a five-run proof,
+/// one snapshot: the sender's RTT 20.3 ms, then 35.4 ms a quarter second later (a spike, its
+/// variance 3.2 ms), the 64 KB buffer full and waited on 67 % of the busy time. It was called
+/// `path-queue` on the later RTT alone in five ways of reading; no queue stood over the quarter
+/// second: the send buffer.
+#[test]
+fn an_rtt_spike_at_one_reading_is_no_standing_queue() {
+    let json = include_str!("recorded/nginx-sndbuf32k-curl-20ms-300mbit-bbr-rtt-spike.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::Sndbuf, "{rx:?}");
+    assert_eq!(tx.limit, Limit::Sndbuf, "{tx:?}");
+    assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::Sndbuf);
 }

@@ -86,95 +86,6 @@ pub fn endpoints(args: Vec<String>) -> Result<()> {
     tcpwin_lab::endpoints::run(e.cmd)
 }
 
-/// `--svg DIR`: made and tried before the lab runs (minutes), so a bad path fails at once.
-fn svg_dir(dir: Option<&std::path::Path>) -> Result<()> {
-    let Some(d) = dir else { return Ok(()) };
-    std::fs::create_dir_all(d)
-        .with_context(|| format!("cannot create the SVG directory {}", d.display()))?;
-    let probe = d.join(".tcpwin-probe");
-    std::fs::write(&probe, b"").with_context(|| format!("cannot write into {}", d.display()))?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
-}
-
-fn write_svg(dir: &std::path::Path, name: &str, svg: Result<String>) -> Result<()> {
-    let p = dir.join(name);
-    std::fs::write(&p, svg?).with_context(|| format!("cannot write {}", p.display()))?;
-    eprintln!("tcpwin-trace lab: wrote {}", p.display());
-    Ok(())
-}
-
-fn mbit(v: f64) -> String {
-    format!("{:.1}", v)
-}
-
-/// The WAN rows drawn: predicted vs measured per row, and the window sweep.
-fn draw_wan(dir: &std::path::Path, rows: &[tcpwin_lab::rows::WanRow]) -> Result<()> {
-    let labels: Vec<String> = rows
-        .iter()
-        .map(|r| {
-            let l = format!("{}: {}", r.scenario, r.condition);
-            match l.char_indices().nth(40) {
-                Some((i, _)) => format!("{}...", &l[..i]),
-                None => l,
-            }
-        })
-        .collect();
-    let m = |v: Option<u64>| v.map(|v| v as f64 / 1e6);
-    write_svg(
-        dir,
-        "wan.svg",
-        crate::ui::plot::bars_svg(
-            "predicted (window / RTT, capped by the path) vs measured throughput",
-            "Mbit/s",
-            &labels,
-            &[
-                (
-                    "predicted",
-                    rows.iter().map(|r| m(r.predicted_bps)).collect(),
-                ),
-                (
-                    "measured",
-                    rows.iter().map(|r| m(r.throughput_bps)).collect(),
-                ),
-            ],
-            mbit,
-        ),
-    )?;
-    let sweep: Vec<(f64, f64, f64)> = rows
-        .iter()
-        .filter(|r| r.scenario == "window-sweep")
-        .filter_map(|r| {
-            Some((
-                r.window? as f64 / 1024.0,
-                m(r.predicted_bps)?,
-                m(r.throughput_bps)?,
-            ))
-        })
-        .collect();
-    if !sweep.is_empty() {
-        let r = rows
-            .iter()
-            .find(|r| r.scenario == "window-sweep")
-            .expect("a sweep row");
-        write_svg(
-            dir,
-            "window-sweep.svg",
-            crate::ui::plot::sweep_svg(
-                &format!(
-                    "window sweep: {} ms RTT, {} bottleneck",
-                    r.rtt_ms,
-                    r.rate_limit_bps
-                        .map(tcpwin_model::verdict::fmt_rate)
-                        .unwrap_or_else(|| "no".into())
-                ),
-                &sweep,
-            ),
-        )?;
-    }
-    Ok(())
-}
-
 pub fn run(args: LabArgs) -> Result<()> {
     lab(args).map_err(tcpwin_lab::harness::interruption_alone)
 }
@@ -184,7 +95,7 @@ fn lab(args: LabArgs) -> Result<()> {
         return table::tables_from(f, args.markdown, args.rejudge);
     }
     check_privileges()?;
-    svg_dir(args.svg.as_deref())?;
+    tcpwin_lab::plot::svg_dir(args.svg.as_deref())?;
     tcpwin_common::stop::install_stop_handler();
     let exe = std::env::current_exe().context("locating tcpwin-trace")?;
     if args.path.is_some() || args.scenario.is_some() {
@@ -222,7 +133,7 @@ fn lab(args: LabArgs) -> Result<()> {
             (None, None) => unreachable!("checked above"),
         };
         if let Some(d) = &args.svg {
-            draw_wan(d, &rows)?;
+            tcpwin_lab::plot::draw_wan(d, &rows)?;
         }
         if args.path.is_some() {
             if !json {
@@ -256,36 +167,7 @@ fn lab(args: LabArgs) -> Result<()> {
         result.print_text();
     }
     if let Some(d) = &args.svg {
-        let lines: Vec<_> = result.rows.iter().map(|r| r.to_line()).collect();
-        let labels: Vec<String> = lines
-            .iter()
-            .map(|r| {
-                format!(
-                    "MTU {} GRO {} TSO {} {}",
-                    r.mtu,
-                    if r.gro { "on" } else { "off" },
-                    if r.tso { "on" } else { "off" },
-                    r.buffer
-                )
-            })
-            .collect();
-        write_svg(
-            d,
-            "lab.svg",
-            crate::ui::plot::bars_svg(
-                &format!("scaling_ratio per packet shape (Linux {})", result.kernel),
-                "scaling_ratio (256ths)",
-                &labels,
-                &[(
-                    "scaling_ratio",
-                    lines
-                        .iter()
-                        .map(|r| r.scaling_ratio.map(|v| v as f64))
-                        .collect(),
-                )],
-                |v| format!("{v:.0}"),
-            ),
-        )?;
+        tcpwin_lab::plot::draw_experiment(d, &result)?;
     }
     Ok(())
 }

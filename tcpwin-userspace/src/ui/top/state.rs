@@ -454,7 +454,8 @@ pub mod tests {
         let mut snap = snapshot(128);
         snap[0].0.workload = tcpwin_model::workload::from_cgroup(
             "0::/machine.slice/libpod-f2557d61c3a14e1f8e6b0a9d7c5b3e1f2a4c6e8b0d1f3a5c7e9b1d3f5a7c9e1b.scope\n",
-        );
+        )
+        .map(Box::new);
         s.update(snap);
         let by_port = |p: u16| s.visible().into_iter().find(|r| r.id.lport == p).unwrap();
         assert_eq!(
