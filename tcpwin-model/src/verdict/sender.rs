@@ -413,9 +413,7 @@ fn sndbuf_bound(s: End, rate: Option<u64>, rtt: u32) -> Option<String> {
     // under a tenth of the busy time with what is in flight well under it
     let room = peer_window >= sndbuf.saturating_mul(2)
         || (inflight > 0 && peer_window >= inflight.saturating_mul(2))
-        || (s
-            .chrono_share(|f| f.rwnd_limited_us)
-            .is_some_and(|x| x < RWND_SELDOM)
+        || (rwnd.is_some_and(|x| x < RWND_SELDOM)
             && inflight > 0
             && (inflight as f64) < 0.8 * peer_window as f64);
     let rate = rate.filter(|r| *r > 0)?;
