@@ -241,4 +241,8 @@ pub struct SockRecord {
     /// `sk_socket->flags` (low 32 bits; `SOCK_NOSPACE`: the writer waits for room in the send
     /// buffer); 0 for a socket without a file
     pub socket_flags: u32,
+    /// µs since `rcvq_space.time` (the reader's last measured read), saturating; 0 where the
+    /// member is absent (userspace knows from the offsets)
+    pub since_read_us: u32,
+    pub _pad: u32,
 }

@@ -32,11 +32,11 @@ pub use offsets::*;
 /// here, not a decode at run time (the eBPF side writes these bytes, userspace reads them).
 const _: () = {
     use core::mem::size_of;
-    assert!(size_of::<Offsets>() == 292);
+    assert!(size_of::<Offsets>() == 296);
     assert!(size_of::<Config>() == 48);
     assert!(size_of::<Checked>() == 16);
     assert!(size_of::<Event>() == 160);
-    assert!(size_of::<SockRecord>() == 248);
+    assert!(size_of::<SockRecord>() == 256);
     assert!(size_of::<IfKey>() == 8);
     assert!(size_of::<PortKey>() == 8);
     assert!(size_of::<TupleKey>() == 40);

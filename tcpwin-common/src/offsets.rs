@@ -112,6 +112,10 @@ pub struct Offsets {
     /// (TCP_NOTSENT_LOWAT; 0: the namespace's `net.ipv4.tcp_notsent_lowat`)
     pub sk_rcvlowat: u32,
     pub tp_notsent_lowat: u32,
+    /// `rcvq_space.time` (u64, µs of `tcp_clock_us()`): when the receive-buffer autotuning last
+    /// measured what the application read, stamped by a read at most one receiver RTT after the
+    /// previous one (`tcp_rcv_space_adjust`): how long ago the reader last took data
+    pub tp_rcvq_time: u32,
     /// `task_struct.tgid`: a forked child's process id (`--pid` follows forks)
     pub task_tgid: u32,
 }
@@ -192,6 +196,7 @@ impl Offsets {
             socket_flags: ABSENT,
             sk_rcvlowat: ABSENT,
             tp_notsent_lowat: ABSENT,
+            tp_rcvq_time: ABSENT,
             task_tgid: ABSENT,
         }
     }

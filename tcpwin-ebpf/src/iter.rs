@@ -1,7 +1,7 @@
 //! `iter/tcp`: one fixed record per full TCP socket outside LISTEN (`tcpwin-trace ss`). The
 //! kernel holds the socket lock while this runs; nothing runs per packet.
 use aya_ebpf::{
-    helpers::{bpf_jiffies64, generated::bpf_seq_write},
+    helpers::{bpf_jiffies64, bpf_ktime_get_ns, generated::bpf_seq_write},
     macros::map,
     maps::Array,
 };
@@ -127,6 +127,11 @@ pub fn tcp_socket(ctx: &IterTcpCtx, sk: u64) {
     r.app_limited = Direct::at(sk, off!(tp_app_limited));
     r.rcvlowat = Direct::at(sk, off!(sk_rcvlowat));
     r.notsent_lowat = Direct::at(sk, off!(tp_notsent_lowat));
+    // `rcvq_space.time` is `tcp_clock_us()`, the monotonic clock bpf_ktime_get_ns reads
+    let read_us: u64 = Direct::at(sk, off!(tp_rcvq_time));
+    // SAFETY: bpf_ktime_get_ns takes no arguments and only reads the clock.
+    let now_us = unsafe { bpf_ktime_get_ns() } / 1000;
+    r.since_read_us = now_us.saturating_sub(read_us).min(u32::MAX as u64) as u32;
     // SAFETY: `meta` is the iterator context's `struct bpf_iter_meta *` (the verifier checks it).
     let meta = unsafe { &*(ctx.meta as *const IterMeta) };
     if log::on(log::Level::Info) && first_of_walk(meta.session_id) {

@@ -97,6 +97,11 @@ pub struct SockFacts {
     pub since_data_sent_us: Option<u64>,
     #[serde(default)]
     pub since_data_recv_us: Option<u64>,
+    /// time since the reader's last read that the receive-buffer autotuning measured (µs, from
+    /// `rcvq_space.time`; a read at most one receiver RTT after the one before stamps it): data
+    /// that arrived well before it waited that much for the reader
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since_read_us: Option<u64>,
     /// segments received out of order over the life (`tcpi_rcv_ooopack`): losses upstream
     #[serde(default)]
     pub ooo_packets: Option<u32>,
@@ -119,6 +124,15 @@ pub struct SockFacts {
 pub const IDLE_AFTER_US: u64 = 1_000_000;
 
 impl SockFacts {
+    /// How long the last data that arrived waited, at least, before the reader took it: the
+    /// time since it arrived less the time since the read the autotuning last stamped (the
+    /// last read is at or after that stamp), less 10 ms for the arrival's clock (jiffies). None
+    /// where either clock is unread.
+    pub fn read_late_us(&self) -> Option<u64> {
+        let (arrived, read) = (self.since_data_recv_us?, self.since_read_us?);
+        Some(arrived.saturating_sub(read).saturating_sub(10_000))
+    }
+
     /// No data sent or received for [`IDLE_AFTER_US`], nothing unread, in flight or unsent: the
     /// socket is idle now, whatever it moved over its life (a control connection). None when the
     /// source does not say when data last moved.
@@ -278,6 +292,7 @@ impl SockFacts {
                 .then_some(r.socket_flags & SOCK_NOSPACE != 0),
             since_data_sent_us: since(o.tp_lsndtime, r.lsndtime),
             since_data_recv_us: since(o.icsk_lrcvtime, r.lrcvtime),
+            since_read_us: has(o.tp_rcvq_time).then_some(r.since_read_us as u64),
             ooo_packets: opt(o.tp_rcv_ooopack, r.rcv_ooopack),
             unsent: (has(o.tp_write_seq) && has(o.tp_snd_nxt))
                 .then(|| r.write_seq.wrapping_sub(r.snd_nxt)),

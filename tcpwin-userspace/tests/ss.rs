@@ -1253,3 +1253,71 @@ fn the_writers_wait_and_its_pacing_cap_are_what_the_kernel_holds() {
     assert_eq!(peer.pacing_cap_bps, None, "{peer:?}");
     assert_eq!(peer.writer_waiting, Some(false), "{peer:?}");
 }
+
+/// The kernel's stamp of a reader's reads, as `ss` reports it: 30 KB written (within the first
+/// window: it all arrives at once), read 400 ms later, the reading 300 ms after that. The time
+/// since the read is what this test's clock says of its read (the stamp is the read's own
+/// `tcp_mstamp` when the last stamp is older than an RTT); the time since the data arrived is
+/// TCP_INFO's; so the data waited, at least, what this test slept before reading (a reader that
+/// took it as it came would show none).
+#[test]
+fn the_readers_read_stamp_is_when_it_read() {
+    require_root();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    // a few windows first: the receiver's RTT estimate (no stamp is taken without one)
+    let mut warm = vec![0u8; 4 << 20];
+    let w = {
+        let mut c = c.try_clone().unwrap();
+        std::thread::spawn(move || c.write_all(&vec![1u8; 4 << 20]).unwrap())
+    };
+    s.read_exact(&mut warm).unwrap();
+    w.join().unwrap();
+    assert!(
+        tcp_info(s.as_raw_fd()).unwrap().rcv_rtt_us > 0,
+        "no receiver RTT estimate"
+    );
+    let wrote_from = std::time::Instant::now();
+    c.write_all(&[1u8; 30_000]).unwrap();
+    let wrote_to = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(400));
+    let mut buf = vec![0u8; 30_000];
+    let read_from = std::time::Instant::now();
+    s.read_exact(&mut buf).unwrap();
+    let read_to = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    let ss_from = std::time::Instant::now();
+    let lines = ss(&["--port", &port.to_string()]);
+    let ss_to = std::time::Instant::now();
+    let cookie: u64 = opt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_COOKIE);
+    let f = &lines
+        .iter()
+        .find(|l| l.facts.id.cookie == Some(cookie))
+        .unwrap_or_else(|| panic!("socket {cookie:x} not listed: {lines:?}"))
+        .facts;
+    let info = tcp_info(s.as_raw_fd()).unwrap();
+    let us = |d: Duration| d.as_micros() as u64;
+    let read = f.since_read_us.expect("since_read_us");
+    let (lo, hi) = (us(ss_from - read_to), us(ss_to - read_from));
+    assert!(
+        lo <= read && read <= hi,
+        "read {read} us ago, not in {lo}..{hi}: {f:?}"
+    );
+    // TCP_INFO read after the reading: its last arrival at least as old, by a jiffy at most less
+    let arrived = f.since_data_recv_us.expect("since_data_recv_us");
+    let truth = info.last_data_recv_ms as u64 * 1000;
+    assert!(
+        arrived <= truth + 10_000 && truth <= arrived + us(ss_to - ss_from) + 10_000,
+        "arrived {arrived} us ago, TCP_INFO {truth}"
+    );
+    // the wait, less a jiffy of the arrival's clock and the 10 ms read_late_us leaves for it
+    let late = f.read_late_us().expect("read_late_us");
+    let (lo, hi) = (us(read_from - wrote_to) - 20_000, us(read_to - wrote_from));
+    assert!(
+        lo <= late && late <= hi,
+        "waited {late} us for the read, not in {lo}..{hi}: {f:?}"
+    );
+    drop(c);
+}

@@ -3,14 +3,14 @@
 use super::{
     end::End,
     limit::Limit,
-    sizing::{ceiling_bps, fmt_rate},
+    sizing::{ceiling_bps, fmt_rate, fmt_rtt},
     types::{Verdict, WINDOW_LIMITED_SHARE},
 };
 use crate::facts::SockFacts;
 
-/// What a reader slower than the path is told.
+/// What a reader slower than the path (or not reading) is told.
 pub(super) const READ_FASTER: &str =
-    "the application must read faster: a larger buffer only delays the stall";
+    "the receiving application must read (or read faster): a larger buffer only delays the stall";
 
 /// Unread data at this share of the window, with the advertised window under half of it, at both
 /// ends of an interval: the application's backlog, not the buffer, sets the window.
@@ -24,7 +24,8 @@ const DRAINED_RATE_SHARE: f64 = 0.25;
 /// true when it is that.
 pub(super) fn zero_window(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) -> bool {
     let ends = [sender, receiver];
-    if let Some(r) = ends.iter().flatten().find(|e| e.zero_window_with_unread()) {
+    let stalled = |e: &&End| e.now.rcv_wnd == Some(0) && e.now.unread.unwrap_or(0) > 0;
+    if let Some(r) = ends.iter().flatten().find(stalled) {
         let unread = r.now.unread.unwrap_or(0) as u64;
         v.limit = Limit::AppNotReading;
         v.unread = Some(unread);
@@ -33,10 +34,7 @@ pub(super) fn zero_window(v: &mut Verdict, sender: Option<End>, receiver: Option
             "zero window: {unread} bytes received and not read by the receiving application{}",
             lowat_words(r.now)
         ));
-        v.suggested = Some(
-            "the receiving application must read (or read faster): a larger buffer only delays the stall"
-                .into(),
-        );
+        v.suggested = Some(READ_FASTER.into());
         return true;
     }
     if let Some(s) = ends.iter().flatten().find(|e| e.peer_zero_window()) {
@@ -66,6 +64,12 @@ pub(super) fn lowat_words(f: &SockFacts) -> String {
     }
 }
 
+/// The last data waited two RTTs or more for a read (`rcvq_space.time` stamps reads): in bursts.
+fn read_late(f: &SockFacts) -> Option<u64> {
+    let rtt = f.rcv_rtt_us.unwrap_or(0).max(f.min_rtt_us.unwrap_or(0)) as u64;
+    f.read_late_us().filter(|w| *w > 2 * rtt)
+}
+
 /// Unread data under [`BACKLOG_SHARE`] of `window` at one of the receiver's readings at least
 /// (and at the later one with a single reading): no backlog of the reader's, which would hold
 /// data unread at both, makes its advertised window small (nginx takes an upload into a locked
@@ -90,12 +94,12 @@ pub(super) fn backlog_binds(
         return false;
     }
     let unread = r.now.unread.unwrap_or(0);
+    let late = read_late(r.now).or(r.before.and_then(read_late));
     v.limit = Limit::AppNotReading;
-    v.setting = Some(format!(
-        "{unread} bytes received and not read by the application keep the advertised window at {} of {window} B{}",
-        r.now.rcv_wnd.unwrap_or(0),
-        lowat_words(r.now)
-    ));
+    v.setting = Some(match late.filter(|_| unread == 0) {
+        Some(w) => format!("the last data waited {} or more for the application to read it, nothing unread now: it reads in bursts, slower than the path delivers{}", fmt_rtt(w.min(u32::MAX as u64) as u32), lowat_words(r.now)),
+        None => format!("{unread} bytes received and not read by the application keep the advertised window at {} of {window} B{}", r.now.rcv_wnd.unwrap_or(0), lowat_words(r.now)),
+    });
     v.suggested = Some(READ_FASTER.into());
     true
 }
@@ -131,18 +135,24 @@ pub(super) fn peer_stalls(
         return false;
     }
     let seen = receiver.is_some();
+    let [whose, which, this, win, far] = if seen {
+        ["receiver's", "receiving", "the", "that window", ""]
+    } else {
+        [
+            "peer's",
+            "peer's",
+            "this",
+            "the window it advertises now",
+            "far smaller, ",
+        ]
+    };
     v.limit = Limit::AppNotReading;
     v.window = Some(window);
     v.setting = Some(format!(
-        "the {} window held {} sender {:.0} % of its busy time, yet it sent {} where {} ({window} B) allows {}: the window was mostly {}closed by the {} application, reading slower than the path delivers{}",
-        if seen { "receiver's" } else { "peer's" },
-        if seen { "the" } else { "this" },
+        "the {whose} window held {this} sender {:.0} % of its busy time, yet it sent {} where {win} ({window} B) allows {}: the window was mostly {far}closed by the {which} application, reading slower than the path delivers{}",
         v.rwnd_limited_share.unwrap_or(0.0) * 100.0,
         fmt_rate(rate),
-        if seen { "that window" } else { "the window it advertises now" },
         fmt_rate(ceiling_bps(window, base)),
-        if seen { "" } else { "far smaller, " },
-        if seen { "receiving" } else { "peer's" },
         if seen { " (these readings caught it just after it drained its buffer)" } else { "" },
     ));
     v.suggested = Some(if seen {
@@ -217,15 +227,16 @@ fn backlog(
                 && rwnd_share.is_some_and(|x| x >= 0.5)
                 && under_window
                 && (unread(r.now) >= mss && unread(b) >= mss);
-            // a reader that drained between the readings: half the window unread at one of
-            // them, and the flow under a quarter of what the window allows over the RTT, far
-            // under what a window or a path at its rate would hold it to (`curl --limit-rate 1M`:
-            // 325 KB unread at the earlier reading, none at the later, at 7 % of window / RTT)
+            // a reader that drained between the readings (half the window unread at one, or data
+            // read late), the flow under a quarter of what the window allows over the RTT, far
+            // under what a window or path would hold it to (`curl --limit-rate 1M`: 325 KB unread,
+            // then none, at 7 % of window / RTT; or none at either, the last data read 153 ms late)
             let drained = base >= super::sizing::QUEUE_MIN_US
                 && rate.is_some_and(|x| {
                     (x as f64) < DRAINED_RATE_SHARE * ceiling_bps(window, rtt) as f64
                 })
-                && (unread(r.now) >= 0.5 * w || unread(b) >= 0.5 * w);
+                && (unread(r.now).max(unread(b)) >= 0.5 * w
+                    || read_late(r.now).or(read_late(b)).is_some());
             below_cap && (persistent || held || drained)
         }
         None => unread(r.now) >= 0.5 * w && (adv as f64) < 0.5 * w,

@@ -114,11 +114,6 @@ impl<'a> End<'a> {
             .then_some(false)
     }
 
-    /// A zero window with data waiting: this end's application does not read.
-    pub(super) fn zero_window_with_unread(&self) -> bool {
-        self.now.rcv_wnd == Some(0) && self.now.unread.unwrap_or(0) > 0
-    }
-
     /// The peer advertises (almost) nothing while this end has data to send.
     pub(super) fn peer_zero_window(&self) -> bool {
         let mss = self.now.mss_cache.unwrap_or(1).max(1);
@@ -146,9 +141,4 @@ impl<'a> End<'a> {
         let busy = self.now.busy_us?.saturating_sub(b.busy_us?) as f64 / 1e6;
         Some(busy / self.dt_s()?)
     }
-}
-
-/// Segments a receiver got out of order over the interval (or its life): losses upstream.
-pub(super) fn ooo_in(r: End) -> Option<u32> {
-    r.grew(|f| f.ooo_packets)
 }

@@ -222,7 +222,7 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
                 "the transfer used {} of the {allows} its window allows{}: what holds it is the sender's to tell (its application, its congestion window, the path); run `tcpwin-trace ss` on the sending host",
                 fmt_rate(rate),
                 u.receiver
-                    .and_then(super::end::ooo_in)
+                    .and_then(|r| r.grew(|f| f.ooo_packets))
                     .filter(|n| *n > 0)
                     .map(|n| format!(" ({n} segments arrived out of order: losses upstream)"))
                     .unwrap_or_default(),

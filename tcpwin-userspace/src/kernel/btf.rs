@@ -231,7 +231,7 @@ impl Resolver {
     /// The members read as they are: each at its offset, of the size the programs read.
     fn plain_members(&self, o: &mut Offsets, absent: &mut Vec<(String, String)>) {
         // (field, struct, path, expected size in bytes)
-        let plain: [(&mut u32, &str, &str, usize); 62] = [
+        let plain: [(&mut u32, &str, &str, usize); 63] = [
             (&mut o.skc_family, "sock_common", "skc_family", 2),
             (&mut o.skc_state, "sock_common", "skc_state", 1),
             (&mut o.skc_num, "sock_common", "skc_num", 2),
@@ -314,6 +314,7 @@ impl Resolver {
             (&mut o.socket_flags, "socket", "flags", 8),
             (&mut o.sk_rcvlowat, "sock", "sk_rcvlowat", 4),
             (&mut o.tp_notsent_lowat, "tcp_sock", "notsent_lowat", 4),
+            (&mut o.tp_rcvq_time, "tcp_sock", "rcvq_space.time", 8),
             (&mut o.task_tgid, "task_struct", "tgid", 4),
         ];
         for (slot, st, path, size) in plain {

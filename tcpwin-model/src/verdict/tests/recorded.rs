@@ -791,3 +791,32 @@ fn an_rtt_spike_at_one_reading_is_no_standing_queue() {
     assert_eq!(tx.limit, Limit::Sndbuf, "{tx:?}");
     assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::Sndbuf);
 }
+
+/// curl --limit-rate 1M from nginx (reno, 20 ms, 300 Mbit/s), its receiver read alone over one
+/// snapshot with the kernel's stamp of the reader's reads (`rcvq_space.time`): at the later
+/// reading nothing unread and the window open, the last data 168 ms old and read 16 ms before
+/// the reading, so it waited 152 ms for the reader; 234 KB arrived over the 263 ms. The five-run
+/// proof at 190155c met this reader between bursts at both readings (bbr, run 3: none unread
+/// either time) and called it `not-window-limited`. With the earlier reading drained too, the
+/// stamp alone says the reader; read as it came (the stamp at the arrival), the sender's side.
+#[test]
+fn data_read_long_after_it_came_is_the_reader() {
+    let json = include_str!("recorded/nginx-curl-limit-rate-1m-20ms-300mbit-reno-read-late.json");
+    assert_eq!(alone(json, "receiver", (0, 1)).limit, Limit::AppNotReading);
+    let drained = altered(json, "receiver", |r| {
+        assert_eq!((r[1].unread, r[1].since_read_us), (Some(0), Some(15_861)));
+        (r[0].unread, r[0].rmem_alloc, r[0].rcv_wnd) = (Some(0), Some(0), r[1].rcv_wnd);
+    });
+    let v = alone(&drained, "receiver", (0, 1));
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    let why = v.setting.as_deref().unwrap_or("");
+    assert!(
+        why.contains("waited 1") && why.contains("nothing unread"),
+        "{why}"
+    );
+    let at_once = altered(&drained, "receiver", |r| {
+        r[1].since_read_us = r[1].since_data_recv_us;
+    });
+    let v = alone(&at_once, "receiver", (0, 1));
+    assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+}
