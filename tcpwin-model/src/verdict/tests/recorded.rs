@@ -734,6 +734,16 @@ fn a_queue_that_does_not_stand_over_the_interval_is_the_send_buffers_bursts() {
         readings[0].srtt_us = readings[2].srtt_us;
     });
     assert_eq!(judged(&standing).1.limit, Limit::PathQueue);
+    // the why says the queue the verdict stood on, not the later reading's alone
+    let rising = altered(&standing, "sender", |readings| {
+        readings[2].srtt_us = readings[2].srtt_us.map(|r| r + 8_000);
+    });
+    let v = judged(&rising).1;
+    let why = v.setting.unwrap_or_default();
+    assert!(
+        why.contains("queue of 26.4 ms standing") && why.contains("RTT 134.6 ms"),
+        "{why}"
+    );
 }
 
 /// iperf3 -w 8K on a veth (reno), run 5 of the five-run proof, one snapshot: both buffers at
