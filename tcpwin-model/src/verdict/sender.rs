@@ -154,11 +154,9 @@ fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
     // nothing in flight and nothing to send: no window, queue or loss holds it at this moment
     let empty = f.packets_out == Some(0);
     let flagged = f.app_limited == Some(true);
-    // the kernel's account of who waited: TCP sent all it was given, the windows have room,
-    // and the writer was not waiting for room in its buffer: the socket ran dry, the
-    // application waited on something above TCP (OpenSSH's channel window, once a round trip)
-    let dry = f.writer_waiting == Some(false);
-    if !flagged && !empty && !dry && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
+    // (a writer caught dry for a moment, unmarked, is not enough: a sender at the path's rate
+    // starved of the CPU between two writes; OpenSSH, dry once a round trip, is marked)
+    if !flagged && !empty && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
         return None;
     }
     Some((inflight, cwnd, flagged))

@@ -830,3 +830,29 @@ fn data_read_long_after_it_came_is_the_reader() {
     let v = alone(&at_once, "receiver", (0, 1));
     assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
 }
+
+/// The lab's own sender after its receiver's buffer was raised (SO_RCVBUF 4 MiB, 18 ms, 1 Gbit/s,
+/// reno), run 1 of the five-run proof at ec237e8, one snapshot: 961 Mbit/s over the quarter
+/// second (the link's rate, 5 ms of queue), busy all of it, and at the later reading nothing
+/// unsent with the writer not waiting: starved of the CPU between two writes for a moment. It
+/// was called `app-limited` in five ways of reading; the kernel marked none of its deliveries
+/// app-limited (OpenSSH, dry once a round trip, is marked at every reading): the path's rate.
+#[test]
+fn a_writer_dry_for_a_moment_at_the_paths_rate_is_not_its_application() {
+    let json = include_str!("recorded/rmem-max-fixed-18ms-1gbit-reno-writer-dry-at-path-rate.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert!(
+        matches!(tx.limit, Limit::PathQueue | Limit::NotWindowLimited),
+        "{tx:?}"
+    );
+    assert_eq!(rx.limit, tx.limit, "{rx:?}");
+    assert!(matches!(
+        alone(json, "sender", (0, 1)).limit,
+        Limit::PathQueue | Limit::NotWindowLimited
+    ));
+    let marked = altered(json, "sender", |r| {
+        assert_eq!((r[1].unsent, r[1].app_limited), (Some(0), Some(false)));
+        r[1].app_limited = Some(true);
+    });
+    assert_eq!(judged_over(&marked, (0, 1)).1.limit, Limit::AppLimited);
+}
