@@ -39,6 +39,25 @@ fn ss(args: &[&str]) -> Vec<SsLine> {
         .collect()
 }
 
+/// A loopback connection: its listener's port, the connecting end and the accepted end.
+fn loopback() -> (u16, TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    (l.local_addr().unwrap().port(), c, s)
+}
+
+/// What `ss` reported of the socket behind `fd` (found by its cookie).
+fn facts_of(lines: &[SsLine], fd: i32) -> tcpwin_model::facts::SockFacts {
+    let cookie: u64 = opt(fd, libc::SOL_SOCKET, libc::SO_COOKIE);
+    lines
+        .iter()
+        .find(|l| l.facts.id.cookie == Some(cookie))
+        .unwrap_or_else(|| panic!("socket {cookie:x} not listed: {lines:?}"))
+        .facts
+        .clone()
+}
+
 fn opt<T: Copy>(fd: i32, level: i32, name: i32) -> T {
     tcpwin_lab::endpoints::getsockopt(fd, level, name)
         .unwrap_or_else(|e| panic!("getsockopt({level}, {name}): {e:#}"))
@@ -279,10 +298,7 @@ fn ss_reads_another_namespace() {
 #[test]
 fn ss_sock_diag_fallback_is_exact_where_it_reads() {
     require_root();
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (mut s, _) = l.accept().unwrap();
+    let (port, mut c, mut s) = loopback();
     c.write_all(&[1u8; 70_000]).unwrap();
     let mut buf = vec![0u8; 50_000];
     s.read_exact(&mut buf).unwrap();
@@ -559,10 +575,7 @@ fn ss_sock_diag_works_unprivileged() {
 #[test]
 fn ss_text_is_one_line_per_socket() {
     require_root();
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (mut s, _) = l.accept().unwrap();
+    let (port, mut c, mut s) = loopback();
     c.write_all(&[1u8; 100_000]).unwrap();
     let mut buf = vec![0u8; 100_000];
     s.read_exact(&mut buf).unwrap();
@@ -1190,10 +1203,7 @@ fn ss_peer_judges_both_ends_across_two_hosts() {
 #[test]
 fn the_writers_wait_and_its_pacing_cap_are_what_the_kernel_holds() {
     require_root();
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (s, _) = l.accept().unwrap();
+    let (port, mut c, s) = loopback();
     let cap: u32 = 12_500_000; // bytes/s: 100 Mbit/s
                                // SAFETY: plain u32 option on an open socket.
     let rc = unsafe {
@@ -1230,16 +1240,10 @@ fn the_writers_wait_and_its_pacing_cap_are_what_the_kernel_holds() {
         }
     }
     let lines = ss(&["--port", &port.to_string()]);
-    let of = |fd: i32| {
-        let cookie: u64 = opt(fd, libc::SOL_SOCKET, libc::SO_COOKIE);
-        lines
-            .iter()
-            .find(|l| l.facts.id.cookie == Some(cookie))
-            .unwrap_or_else(|| panic!("socket {cookie:x} not listed: {lines:?}"))
-            .facts
-            .clone()
-    };
-    let (writer, peer) = (of(c.as_raw_fd()), of(s.as_raw_fd()));
+    let (writer, peer) = (
+        facts_of(&lines, c.as_raw_fd()),
+        facts_of(&lines, s.as_raw_fd()),
+    );
     let info = tcp_info(c.as_raw_fd()).unwrap();
     let truth = info.max_pacing_rate.expect("tcpi_max_pacing_rate");
     assert_eq!(truth, cap as u64, "the kernel kept the cap asked");
@@ -1263,10 +1267,7 @@ fn the_writers_wait_and_its_pacing_cap_are_what_the_kernel_holds() {
 #[test]
 fn the_readers_read_stamp_is_when_it_read() {
     require_root();
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = l.local_addr().unwrap().port();
-    let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    let (mut s, _) = l.accept().unwrap();
+    let (port, mut c, mut s) = loopback();
     // a few windows first: the receiver's RTT estimate (no stamp is taken without one)
     let mut warm = vec![0u8; 4 << 20];
     let w = {
@@ -1291,12 +1292,7 @@ fn the_readers_read_stamp_is_when_it_read() {
     let ss_from = std::time::Instant::now();
     let lines = ss(&["--port", &port.to_string()]);
     let ss_to = std::time::Instant::now();
-    let cookie: u64 = opt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_COOKIE);
-    let f = &lines
-        .iter()
-        .find(|l| l.facts.id.cookie == Some(cookie))
-        .unwrap_or_else(|| panic!("socket {cookie:x} not listed: {lines:?}"))
-        .facts;
+    let f = &facts_of(&lines, s.as_raw_fd());
     let info = tcp_info(s.as_raw_fd()).unwrap();
     let us = |d: Duration| d.as_micros() as u64;
     let read = f.since_read_us.expect("since_read_us");
