@@ -856,3 +856,24 @@ fn a_writer_dry_for_a_moment_at_the_paths_rate_is_not_its_application() {
     });
     assert_eq!(judged_over(&marked, (0, 1)).1.limit, Limit::AppLimited);
 }
+
+/// An upload to nginx `rcvbuf=64k` (reno, 20 ms, 300 Mbit/s), run 3 of the five-run proof at
+/// 190155c, read at the sender with the receiver's end from the receiving host's exporter over
+/// the interval: 54 and 59 KB unread of a 99 KB window at the two readings (nginx takes the body
+/// in bursts), the window advertised 80 and 79 KB, the sender rwnd-limited 97 % of its busy
+/// time at 58 % of what the window lets through. It was called `app-not-reading`; a reader that
+/// holds the sender does so by closing the window, and this one left four fifths of it open:
+/// the locked buffer (its fix: 23.6 -> 283 Mbit/s). With the window advertised a third open at
+/// one reading, the reader.
+#[test]
+fn a_backlog_that_leaves_the_window_open_is_not_the_reader() {
+    let json = include_str!("recorded/upload-rcvbuf-64k-20ms-300mbit-reno-peer-view-backlog.json");
+    let (rx, tx) = judged_over(json, (0, 2));
+    assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
+    assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
+    let closing = altered(json, "receiver", |r| {
+        assert_eq!((r[2].unread, r[2].rcv_wnd), (Some(59_112), Some(78_964)));
+        r[2].rcv_wnd = Some(33_000);
+    });
+    assert_eq!(judged_over(&closing, (0, 2)).1.limit, Limit::AppNotReading);
+}
