@@ -877,3 +877,26 @@ fn a_backlog_that_leaves_the_window_open_is_not_the_reader() {
     });
     assert_eq!(judged_over(&closing, (0, 2)).1.limit, Limit::AppNotReading);
 }
+
+/// `ssh host cat /dev/zero` over 100 ms (bbr), run 2 of the five-run proof at ec237e8, one
+/// snapshot: 7.7 KB unsent at both readings with 2 MB in flight of a 6.2 MB congestion window
+/// and an 8.4 MB peer window, the kernel marking its deliveries app-limited at both (set when
+/// under a segment waited, within about a round trip) and busy all of it: the segments wait for
+/// bbr's pacer, not for OpenSSH to write. It was called `not-window-limited` in four ways of
+/// reading (a writer with a segment unsent was taken to have more to send); OpenSSH's channel
+/// window holds it. Unmarked, the same readings say nothing of the application.
+#[test]
+fn a_few_segments_unsent_under_the_kernels_app_limited_mark_wait_for_the_pacer() {
+    let json = include_str!("recorded/ssh-100ms-500mbit-bbr-paced-unsent.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(tx.limit, Limit::AppLimited, "{tx:?}");
+    assert_eq!(rx.limit, Limit::AppLimited, "{rx:?}");
+    assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::AppLimited);
+    let unmarked = altered(json, "sender", |r| {
+        assert_eq!((r[0].unsent, r[1].unsent), (Some(7_688), Some(7_688)));
+        for f in r.iter_mut() {
+            f.app_limited = Some(false);
+        }
+    });
+    assert_ne!(judged_over(&unmarked, (0, 1)).1.limit, Limit::AppLimited);
+}
