@@ -103,6 +103,10 @@ pub enum App {
     /// an upload: curl -T sending to nginx in the receiver's namespace (`dav_methods PUT`), the
     /// server the receiving end, its listener's `rcvbuf=` set
     Upload { rcvbuf: Option<u32> },
+    /// Python's `http.server` (Debian's python3) in the sender's namespace serving a file to
+    /// curl: a writer in Python, 64 KiB `write()`s where nginx hands the kernel its file with
+    /// sendfile; curl's `--limit-rate`, bit/s
+    PyServe { limit_rate: Option<u64> },
 }
 
 /// The Python client: connects, sets what it is told, fetches /big for SECS, prints bit/s.
@@ -206,6 +210,13 @@ impl App {
                 }
                 s
             }
+            App::PyServe { limit_rate } => {
+                let limit = limit_rate.map(|r| format!(" --limit-rate {}k", r / 8 / 1000));
+                format!(
+                    "python3 -m http.server -> curl{}",
+                    limit.unwrap_or_default()
+                )
+            }
         }
     }
 
@@ -237,6 +248,10 @@ impl App {
             }
             App::Upload { .. } => {
                 require("nginx", "nginx-light")?;
+                require("curl", "curl")
+            }
+            App::PyServe { .. } => {
+                require("python3", "python3")?;
                 require("curl", "curl")
             }
         }
@@ -346,6 +361,17 @@ impl App {
                     sweep: None,
                 })
             }
+            App::PyServe { limit_rate } => {
+                let (dir, server) = py_serve(&pair.a, pair.ip_a, port)?;
+                let (c, kind) = nginx_client(Client::Curl, limit_rate, pair, port, secs, &dir)?;
+                Ok(Running {
+                    procs: vec![server],
+                    client: Some(spawn_client(c)?),
+                    kind,
+                    dir: Some(dir),
+                    sweep: None,
+                })
+            }
             App::Upload { rcvbuf } => {
                 let mut listen = format!("{}:{port}", pair.ip_b);
                 if let Some(b) = rcvbuf {
@@ -381,7 +407,29 @@ impl App {
     }
 }
 
-/// The client that downloads nginx's file for `secs` in the receiver's namespace, at most at
+/// Python's http.server in namespace `ns` on `ip`:`port`, serving a sparse 64 GiB file as /big
+/// (read as zeros, on tmpfs where the host has one): its directory and the running server.
+fn py_serve(ns: &str, ip: &str, port: u16) -> Result<(PathBuf, Proc)> {
+    let dir = scratch(true).join(format!("tcpwin-lab-pyserve-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::File::create(dir.join("big"))?.set_len(64 << 30)?;
+    let port_s = port.to_string();
+    let d = dir.display().to_string();
+    let args = [
+        "-m",
+        "http.server",
+        &port_s,
+        "--bind",
+        ip,
+        "--directory",
+        &d,
+    ];
+    // Debian's python3 (what the package installs), not a user's own
+    let server = serve(ns, port, "/usr/bin/python3", &args, Stdio::null())?;
+    Ok((dir, server))
+}
+
+/// The client that downloads the served file (nginx's, Python's) for `secs` in the receiver's namespace, at most at
 /// `limit_rate` bit/s, and the unit it prints its rate in.
 fn nginx_client(
     client: Client,

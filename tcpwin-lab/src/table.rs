@@ -193,7 +193,7 @@ pub fn wan_row(r: &WanRow) {
 
 /// After the rows: the delay line's troubles and each row's setting and fix.
 pub fn wan_notes(rows: &[WanRow]) {
-    println!("(both ends read together and judged as one connection; measured = the sender's own rate over the last 4 of 6 s, or the program's own report; (!) marks a verdict other than the scenario's)");
+    println!("(both ends read together and judged as one connection; measured = the sender's bytes acknowledged over the last 4 of 6 s (the lab's endpoints) or from 2 to 5 s (a program's connections, by the kernel's count); (!) marks a verdict other than the scenario's)");
     for r in rows.iter().filter(|r| {
         r.path_drops > 0
             || r.path_late + r.path_rx_late > 0

@@ -214,6 +214,12 @@ fn app_rate(s: &Spec, st: &run::Setup) -> u64 {
                 ..
             }),
         ) => r,
+        (
+            _,
+            Some(App::PyServe {
+                limit_rate: Some(r),
+            }),
+        ) => r,
         _ => u64::MAX,
     }
 }
@@ -665,7 +671,7 @@ mod tests {
     #[test]
     fn scenario_names() {
         let all = rows("all", false).unwrap();
-        assert_eq!(all.len(), 54);
+        assert_eq!(all.len(), 56);
         // two limits at once: one at each end, each fixed in a round of its own
         let two: Vec<&Spec> = all.iter().filter(|s| s.then.is_some()).collect();
         assert_eq!(two.len(), 2);

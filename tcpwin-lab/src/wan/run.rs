@@ -257,6 +257,28 @@ pub(super) struct Run {
     pub sender: Option<EndpointReport>,
 }
 
+/// A program's rate as the kernel counted it, as the lab's own sender counts its own: the bytes
+/// its connections had acknowledged at the last reading (5 s) less at the first (2 s), over the
+/// time between, so slow start and the program's own start are left out. None where a
+/// connection that moved data at the first reading is gone by the last (the program's own
+/// report stands then).
+fn acked_between(first: &[Seen], last: &[Seen]) -> Option<u64> {
+    let mut bps = 0.0;
+    for a in first.iter().map(|s| &s.facts) {
+        let acked = a.bytes_acked.unwrap_or(0);
+        let Some(b) = last.iter().map(|s| &s.facts).find(|b| b.id == a.id) else {
+            match acked {
+                0 => continue,
+                _ => return None,
+            }
+        };
+        let sent = b.bytes_acked?.saturating_sub(acked);
+        let ns = b.ts_ns.checked_sub(a.ts_ns)?;
+        bps += sent as f64 * 8e9 / ns.max(1) as f64;
+    }
+    (bps > 0.0).then_some(bps as u64)
+}
+
 /// Both ends' sockets of `port` in the pair's namespaces, read together.
 fn sample(it: &mut dyn Readings, pair: &Pair) -> Result<Vec<Seen>> {
     it.read(&[&pair.a, &pair.b], PORT)
@@ -371,11 +393,50 @@ pub(super) fn transfer(
             let rate = running.finish(Duration::from_secs(30))?;
             let (readings, peer_readings) = readings?;
             Ok(Run {
+                throughput_bps: acked_between(&readings[0], &readings[2]).or(rate),
                 readings,
                 peer_readings,
-                throughput_bps: rate,
                 sender: None,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tcpwin_model::{facts::SockFacts, id::SocketId};
+
+    fn seen(cookie: u64, ts_ms: u64, acked: u64) -> Seen {
+        Seen {
+            line_ns: "a".into(),
+            facts: SockFacts {
+                ts_ns: ts_ms * 1_000_000,
+                id: SocketId {
+                    cookie: Some(cookie),
+                    ..Default::default()
+                },
+                bytes_acked: Some(acked),
+                ..Default::default()
+            },
+            host: Default::default(),
+        }
+    }
+
+    /// Every connection's bytes over its own time between the readings, summed (iperf3 -P 4);
+    /// a listener that closed counts for nothing, a data connection that closed leaves the rate
+    /// to the program's report.
+    #[test]
+    fn a_programs_rate_is_what_its_connections_had_acknowledged_between_the_readings() {
+        let first = [
+            seen(1, 2000, 1_000_000),
+            seen(2, 2001, 0),
+            seen(3, 2002, 50),
+        ];
+        let last = [seen(1, 5000, 4_750_000), seen(3, 5002, 1_250_050)];
+        assert_eq!(acked_between(&first, &last), Some(10_000_000 + 3_333_333));
+        let gone = [seen(1, 5000, 4_750_000)];
+        assert_eq!(acked_between(&first, &gone), None);
+        assert_eq!(acked_between(&first, &first), None, "nothing moved");
     }
 }

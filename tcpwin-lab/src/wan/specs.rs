@@ -419,6 +419,14 @@ const ROWS: &[Spec] = {
     // iperf3 -b 100M: the application paces its own writes (a token bucket above TCP) on a
     // path that carries 500 Mbit/s
     row("own-pace", wan(20, 500), AppLimited).app(paced_iperf3(None, Some(100 * M))),
+    // A second held-out family: Python's http.server, a writer that copies its file through
+    // 64 KiB write()s (nginx hands the kernel its file with sendfile), to curl.
+    //
+    // a long fat path with every default: the send buffer autotunes to tcp_wmem[2] (4 MiB) and
+    // binds, as behind nginx
+    row("py-serve", wan(100, 500), Sndbuf).app(Some(App::PyServe { limit_rate: None })),
+    // curl --limit-rate 2M reading from it: the reader
+    row("py-serve", wan(20, 300), AppNotReading).app(Some(App::PyServe { limit_rate: Some(16 * M) })),
     ]
 };
 

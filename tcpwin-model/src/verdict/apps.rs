@@ -222,11 +222,13 @@ fn backlog(
             // at RTTs of µs "far under window / RTT" says nothing (the ACK clock and srtt's
             // granularity): only on paths whose base RTT is a millisecond or more; data unread
             // at both readings (nginx taking an upload into a locked 64 KiB buffer in bursts
-            // held 36 KB at one reading of two: the buffer held the window, not the reader)
+            // held 36 KB at one reading of two: the buffer held the window, not the reader), and
+            // the window advertised under half at one (55-60 % of it unread at both, 80 % open)
             let held = base >= super::sizing::QUEUE_MIN_US
                 && rwnd_share.is_some_and(|x| x >= 0.5)
                 && under_window
-                && (unread(r.now) >= mss && unread(b) >= mss);
+                && (unread(r.now) >= mss && unread(b) >= mss)
+                && (adv.min(b.rcv_wnd.map_or(adv, u64::from)) as f64) < 0.5 * w;
             // a reader that drained between the readings (half the window unread at one, or data
             // read late), the flow under a quarter of what the window allows over the RTT, far
             // under what a window or path would hold it to (`curl --limit-rate 1M`: 325 KB unread,

@@ -174,9 +174,9 @@ pub(super) fn window_unbound(v: &mut Verdict, u: Unbound) {
     } else if u.queued && !losses_first {
         v.limit = Limit::PathQueue;
         v.setting = Some(format!(
-            "the path's bottleneck holds the flow at {} with a queue of {} (RTT {} over a base of {}): the window of {window} B {}, and would allow {} without the queue",
+            "the path's bottleneck holds the flow at {} with a queue of {} standing through the interval (RTT {} at its end, over a base of {}): the window of {window} B {}, and would allow {} without the queue",
             fmt_rate(rate),
-            fmt_rtt(queue),
+            fmt_rtt(sender::standing(u.sender, rtt, base)),
             fmt_rtt(rtt),
             fmt_rtt(base),
             if fills_window { "fills the queue" } else { "is not what holds it" },

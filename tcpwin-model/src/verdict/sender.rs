@@ -137,7 +137,10 @@ pub(super) fn app_limited(s: End, rate: u64) -> Option<String> {
 /// (`busy`: over the interval) under [`APP_BUSY_SHARE`]. (in flight, cwnd, marked), or None.
 fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
     let mss = f.mss_cache? as u64;
-    if f.unsent? as u64 >= mss {
+    let (flagged, unsent) = (f.app_limited == Some(true), f.unsent? as u64);
+    // unsent under the kernel's app-limited mark waits for the pacer (OpenSSH, bbr: 7.7 KB of a
+    // 6.2 MB window with 2 MB in flight), not for the writer: it counts against the window
+    if unsent >= mss && !flagged {
         return None;
     }
     // an application blocked on a full send buffer writes as fast as the buffer lets it (where
@@ -148,17 +151,14 @@ fn writer_idle(f: &SockFacts, busy: Option<f64>) -> Option<(u64, u64, bool)> {
     }
     let cwnd = f.cwnd_bytes()?;
     let inflight = f.inflight_bytes()?;
-    if inflight + 2 * mss >= cwnd {
+    if inflight + unsent.max(mss) + mss >= cwnd {
         return None;
     }
     // nothing in flight and nothing to send: no window, queue or loss holds it at this moment
     let empty = f.packets_out == Some(0);
-    let flagged = f.app_limited == Some(true);
-    // the kernel's account of who waited: TCP sent all it was given, the windows have room,
-    // and the writer was not waiting for room in its buffer: the socket ran dry, the
-    // application waited on something above TCP (OpenSSH's channel window, once a round trip)
-    let dry = f.writer_waiting == Some(false);
-    if !flagged && !empty && !dry && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
+    // (a writer caught dry for a moment, unmarked, is not enough: a sender at the path's rate
+    // starved of the CPU between two writes; OpenSSH, dry once a round trip, is marked)
+    if !flagged && !empty && !busy.is_some_and(|b| b < APP_BUSY_SHARE) {
         return None;
     }
     Some((inflight, cwnd, flagged))

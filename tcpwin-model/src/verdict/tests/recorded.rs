@@ -734,6 +734,16 @@ fn a_queue_that_does_not_stand_over_the_interval_is_the_send_buffers_bursts() {
         readings[0].srtt_us = readings[2].srtt_us;
     });
     assert_eq!(judged(&standing).1.limit, Limit::PathQueue);
+    // the why says the queue the verdict stood on, not the later reading's alone
+    let rising = altered(&standing, "sender", |readings| {
+        readings[2].srtt_us = readings[2].srtt_us.map(|r| r + 8_000);
+    });
+    let v = judged(&rising).1;
+    let why = v.setting.unwrap_or_default();
+    assert!(
+        why.contains("queue of 26.4 ms standing") && why.contains("RTT 134.6 ms"),
+        "{why}"
+    );
 }
 
 /// iperf3 -w 8K on a veth (reno), run 5 of the five-run proof, one snapshot: both buffers at
@@ -819,4 +829,74 @@ fn data_read_long_after_it_came_is_the_reader() {
     });
     let v = alone(&at_once, "receiver", (0, 1));
     assert_eq!(v.limit, Limit::NotWindowLimited, "{v:?}");
+}
+
+/// The lab's own sender after its receiver's buffer was raised (SO_RCVBUF 4 MiB, 18 ms, 1 Gbit/s,
+/// reno), run 1 of the five-run proof at ec237e8, one snapshot: 961 Mbit/s over the quarter
+/// second (the link's rate, 5 ms of queue), busy all of it, and at the later reading nothing
+/// unsent with the writer not waiting: starved of the CPU between two writes for a moment. It
+/// was called `app-limited` in five ways of reading; the kernel marked none of its deliveries
+/// app-limited (OpenSSH, dry once a round trip, is marked at every reading): the path's rate.
+#[test]
+fn a_writer_dry_for_a_moment_at_the_paths_rate_is_not_its_application() {
+    let json = include_str!("recorded/rmem-max-fixed-18ms-1gbit-reno-writer-dry-at-path-rate.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert!(
+        matches!(tx.limit, Limit::PathQueue | Limit::NotWindowLimited),
+        "{tx:?}"
+    );
+    assert_eq!(rx.limit, tx.limit, "{rx:?}");
+    assert!(matches!(
+        alone(json, "sender", (0, 1)).limit,
+        Limit::PathQueue | Limit::NotWindowLimited
+    ));
+    let marked = altered(json, "sender", |r| {
+        assert_eq!((r[1].unsent, r[1].app_limited), (Some(0), Some(false)));
+        r[1].app_limited = Some(true);
+    });
+    assert_eq!(judged_over(&marked, (0, 1)).1.limit, Limit::AppLimited);
+}
+
+/// An upload to nginx `rcvbuf=64k` (reno, 20 ms, 300 Mbit/s), run 3 of the five-run proof at
+/// 190155c, read at the sender with the receiver's end from the receiving host's exporter over
+/// the interval: 54 and 59 KB unread of a 99 KB window at the two readings (nginx takes the body
+/// in bursts), the window advertised 80 and 79 KB, the sender rwnd-limited 97 % of its busy
+/// time at 58 % of what the window lets through. It was called `app-not-reading`; a reader that
+/// holds the sender does so by closing the window, and this one left four fifths of it open:
+/// the locked buffer (its fix: 23.6 -> 283 Mbit/s). With the window advertised a third open at
+/// one reading, the reader.
+#[test]
+fn a_backlog_that_leaves_the_window_open_is_not_the_reader() {
+    let json = include_str!("recorded/upload-rcvbuf-64k-20ms-300mbit-reno-peer-view-backlog.json");
+    let (rx, tx) = judged_over(json, (0, 2));
+    assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
+    assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
+    let closing = altered(json, "receiver", |r| {
+        assert_eq!((r[2].unread, r[2].rcv_wnd), (Some(59_112), Some(78_964)));
+        r[2].rcv_wnd = Some(33_000);
+    });
+    assert_eq!(judged_over(&closing, (0, 2)).1.limit, Limit::AppNotReading);
+}
+
+/// `ssh host cat /dev/zero` over 100 ms (bbr), run 2 of the five-run proof at ec237e8, one
+/// snapshot: 7.7 KB unsent at both readings with 2 MB in flight of a 6.2 MB congestion window
+/// and an 8.4 MB peer window, the kernel marking its deliveries app-limited at both (set when
+/// under a segment waited, within about a round trip) and busy all of it: the segments wait for
+/// bbr's pacer, not for OpenSSH to write. It was called `not-window-limited` in four ways of
+/// reading (a writer with a segment unsent was taken to have more to send); OpenSSH's channel
+/// window holds it. Unmarked, the same readings say nothing of the application.
+#[test]
+fn a_few_segments_unsent_under_the_kernels_app_limited_mark_wait_for_the_pacer() {
+    let json = include_str!("recorded/ssh-100ms-500mbit-bbr-paced-unsent.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(tx.limit, Limit::AppLimited, "{tx:?}");
+    assert_eq!(rx.limit, Limit::AppLimited, "{rx:?}");
+    assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::AppLimited);
+    let unmarked = altered(json, "sender", |r| {
+        assert_eq!((r[0].unsent, r[1].unsent), (Some(7_688), Some(7_688)));
+        for f in r.iter_mut() {
+            f.app_limited = Some(false);
+        }
+    });
+    assert_ne!(judged_over(&unmarked, (0, 1)).1.limit, Limit::AppLimited);
 }
