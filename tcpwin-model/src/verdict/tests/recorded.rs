@@ -715,6 +715,27 @@ fn a_window_closed_on_unread_data_at_the_intervals_start_is_the_reader() {
     );
 }
 
+/// Python's http.server to curl --limit-rate 2M (reno, 20 ms, 300 Mbit/s), a program family held
+/// out of the judge's making, the receiver read alone over one snapshot: 2.8 MB unread under a
+/// zero window at the earlier reading, none a quarter second later (curl read it all 9 ms
+/// before), and nothing arrived for 1.26 s. It was called `idle`: the data was over a second
+/// old. The closed window says the sender waited on the reader however long ago the data came.
+/// With the earlier window open, a second's quiet is idle.
+#[test]
+fn a_window_closed_on_data_that_came_a_second_ago_is_still_the_reader() {
+    let json =
+        include_str!("recorded/py-serve-curl-limit-rate-2m-20ms-300mbit-reno-closed-a-second.json");
+    let v = alone(json, "receiver", (0, 1));
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    assert!(v.fix.is_none(), "{v:?}");
+    let open = altered(json, "receiver", |readings| {
+        assert_eq!(readings[0].rcv_wnd, Some(0));
+        assert!(readings[1].since_data_recv_us > Some(1_000_000));
+        readings[0].rcv_wnd = Some(1_980_416);
+    });
+    assert_eq!(alone(&open, "receiver", (0, 1)).limit, Limit::Idle);
+}
+
 /// nginx `sendfile` to curl (reno, 100 ms, 500 Mbit/s with a 200 ms queue), its send buffer at
 /// tcp_wmem[2] (4 MB), run 1 of the five-run proof: the sender's RTT 117 ms at the interval's
 /// start and 127 ms at its end over a 100 ms base, at 204 Mbit/s, the congestion window 2.6x
