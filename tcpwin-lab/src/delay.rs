@@ -311,17 +311,6 @@ impl Totals {
         self.queue_drops + self.socket_drops
     }
 
-    /// The share of forwarded frames more than 1 ms late on either side of the line.
-    pub fn late_share(&self) -> f64 {
-        (self.late + self.rx_late) as f64 / self.forwarded.max(1) as f64
-    }
-
-    /// The most the line held a frame beyond its due time, µs (leaving and waiting to be read,
-    /// each side's worst added: an upper bound).
-    pub fn worst_late_us(&self) -> u64 {
-        self.max_late_us + self.max_rx_wait_us
-    }
-
     /// Whether the line kept the delay of a path of `rtt` within the stated bound
     /// ([`ADDED_RTT_SHARE_MAX`], [`ADDED_RTT_FLOOR_US`]); a row measured on a late path is not
     /// judged. Single late frames (a stall) do not count against it: they move a smoothed RTT

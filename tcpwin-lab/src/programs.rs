@@ -101,8 +101,9 @@ pub enum App {
         client: Client,
     },
     /// an upload: curl -T sending to nginx in the receiver's namespace (`dav_methods PUT`), the
-    /// server the receiving end, its listener's `rcvbuf=` set
-    Upload { rcvbuf: Option<u32> },
+    /// server the receiving end, its listener's `rcvbuf=` set; over HTTP/2 (`h2`: cleartext,
+    /// curl --http2-prior-knowledge), where nginx's stream window for the body sits above TCP's
+    Upload { rcvbuf: Option<u32>, h2: bool },
     /// Python's `http.server` (Debian's python3) in the sender's namespace serving a file to
     /// curl: a writer in Python, 64 KiB `write()`s where nginx hands the kernel its file with
     /// sendfile; curl's `--limit-rate`, bit/s
@@ -203,8 +204,12 @@ impl App {
                 }
                 s
             }
-            App::Upload { rcvbuf } => {
-                let mut s = "curl -T -> nginx".to_string();
+            App::Upload { rcvbuf, h2 } => {
+                let mut s = if h2 {
+                    "curl --http2-prior-knowledge -T -> nginx (HTTP/2)".to_string()
+                } else {
+                    "curl -T -> nginx".to_string()
+                };
                 if let Some(b) = rcvbuf {
                     s.push_str(&format!(" rcvbuf={}k", b >> 10));
                 }
@@ -372,10 +377,13 @@ impl App {
                     sweep: None,
                 })
             }
-            App::Upload { rcvbuf } => {
+            App::Upload { rcvbuf, h2 } => {
                 let mut listen = format!("{}:{port}", pair.ip_b);
                 if let Some(b) = rcvbuf {
                     listen.push_str(&format!(" rcvbuf={b}"));
+                }
+                if h2 {
+                    listen.push_str(" http2");
                 }
                 // PUT bodies taken as they come (written to the server's disk), no size bound
                 let (dir, server) = nginx(
@@ -390,7 +398,8 @@ impl App {
                 c.args([
                     "-c",
                     &format!(
-                        "curl -s -o /dev/null -w '%{{speed_upload}}' --max-time {secs} -T - http://{}:{port}/up < /dev/zero",
+                        "curl -s -o /dev/null -w '%{{speed_upload}}' --max-time {secs}{} -T - http://{}:{port}/up < /dev/zero",
+                        if h2 { " --http2-prior-knowledge" } else { "" },
                         pair.ip_b
                     ),
                 ]);

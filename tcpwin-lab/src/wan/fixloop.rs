@@ -93,7 +93,7 @@ fn give_app(a: &AppFix, st: &mut Setup) -> Result<String> {
             *fq_rate = Some(bps);
             format!("iperf3 --fq-rate {bps}")
         }
-        ("SO_RCVBUF", Some(App::Upload { rcvbuf })) => {
+        ("SO_RCVBUF", Some(App::Upload { rcvbuf, .. })) => {
             *rcvbuf = Some(bytes);
             format!("nginx: listen ... rcvbuf={bytes}")
         }

@@ -378,11 +378,11 @@ const ROWS: &[Spec] = {
     row("loss", wan(100, 500), Congestion).app(CURL).loss_ppm(10_000).bbr(Sndbuf, None),
     // an upload: curl -T to nginx whose listener asks `rcvbuf=64k` (the server receives):
     // its locked 128 KiB buffer holds the window near 90 KB, ~35 Mbit/s over 20 ms
-    row("upload", wan(20, 300), RcvbufLocked).app(Some(App::Upload { rcvbuf: Some(64 << 10) })),
+    row("upload", wan(20, 300), RcvbufLocked).app(Some(App::Upload { rcvbuf: Some(64 << 10), h2: false })),
     // an upload to nginx as shipped: nothing binds the window (nginx takes the body into
     // its buffer in bursts, so autotuning grows slowly: at 2 s the window is ~120 KB, which
     // a 20 Mbit/s path at 20 ms does not fill)
-    row("upload", wan(20, 20), NotWindowLimited).app(Some(App::Upload { rcvbuf: None })),
+    row("upload", wan(20, 20), NotWindowLimited).app(Some(App::Upload { rcvbuf: None, h2: false })),
     // curl --limit-rate 2M (16 Mbit/s) reading from nginx: the reader
     row("nginx", wan(20, 300), AppNotReading).app(nginx(None, Some(16 * M), None, Client::Curl)),
     // the sender's host has window scaling off, the receiver's on: 64 KB over 20 ms; the
@@ -427,6 +427,12 @@ const ROWS: &[Spec] = {
     row("py-serve", wan(100, 500), Sndbuf).app(Some(App::PyServe { limit_rate: None })),
     // curl --limit-rate 2M reading from it: the reader
     row("py-serve", wan(20, 300), AppNotReading).app(Some(App::PyServe { limit_rate: Some(16 * M) })),
+    // A third held-out family: an application window above TCP's. curl uploading to nginx
+    // over HTTP/2 (cleartext): nginx opens the body's stream window by its body buffer as it
+    // writes the body out (http2_body_preread_size 64k, client_body_buffer_size 16k), a few
+    // tens of KB a round trip over 20 ms of a path that carries 300 Mbit/s: the sender's
+    // socket runs dry with both TCP windows open, and larger TCP buffers move nothing
+    row("h2-upload", wan(20, 300), AppLimited).app(Some(App::Upload { rcvbuf: None, h2: true })),
     ]
 };
 

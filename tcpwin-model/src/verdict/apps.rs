@@ -97,7 +97,7 @@ pub(super) fn backlog_binds(
     let late = read_late(r.now).or(r.before.and_then(read_late));
     v.limit = Limit::AppNotReading;
     v.setting = Some(match late.filter(|_| unread == 0) {
-        Some(w) => format!("the last data waited {} or more for the application to read it, nothing unread now: it reads in bursts, slower than the path delivers{}", fmt_rtt(w.min(u32::MAX as u64) as u32), lowat_words(r.now)),
+        Some(w) => format!("the last data waited {} or more for the application to read it, nothing unread now: it reads in bursts, slower than the path delivers{}", fmt_rtt(w), lowat_words(r.now)),
         None => format!("{unread} bytes received and not read by the application keep the advertised window at {} of {window} B{}", r.now.rcv_wnd.unwrap_or(0), lowat_words(r.now)),
     });
     v.suggested = Some(READ_FASTER.into());

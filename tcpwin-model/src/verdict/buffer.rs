@@ -112,7 +112,8 @@ fn autotune(c: &Ctx) -> Option<Found> {
         .zip(c.rcvbuf)
         .is_some_and(|(m, b)| b as f64 >= AT_MAX * m as f64);
     let autotune_off = h.tcp_moderate_rcvbuf == Some(false);
-    if !at_max && !autotune_off {
+    // still growing while the window binds: the cap it meets, short of a --target rate's window
+    if !at_max && !autotune_off && c.target.and(c.need()).is_none() {
         return None;
     }
     let t = c.tcp_rmem();
@@ -121,11 +122,10 @@ fn autotune(c: &Ctx) -> Option<Found> {
             "autotuning off (net.ipv4.tcp_moderate_rcvbuf=0): the buffer stays at tcp_rmem[1]={}",
             t[1]
         )
+    } else if at_max {
+        format!("autotuning reached net.ipv4.tcp_rmem max={} of the socket's namespace (net.core.rmem_max does not cap autotuning)", t[2])
     } else {
-        format!(
-            "autotuning reached net.ipv4.tcp_rmem max={} of the socket's namespace (net.core.rmem_max does not cap autotuning)",
-            t[2]
-        )
+        format!("autotuning still grows the buffer (sk_rcvbuf {} now), up to net.ipv4.tcp_rmem max={} of the socket's namespace: the window there falls short", c.rcvbuf.unwrap_or(0), t[2])
     };
     let fix = c.need().and_then(|w| {
         let buffer = c.buffer_for(w)?.max(if autotune_off { t[1] } else { t[2] });

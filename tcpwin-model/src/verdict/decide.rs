@@ -504,29 +504,32 @@ fn idle(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) -> bool {
     // window is not what holds it
     if let (None, Some(r)) = (sender, receiver) {
         let recent = matches!(r.now.since_data_recv_us, Some(us) if us < IDLE_AFTER_US);
-        // data unread over the quiet interval, or under a window closed at its start and read
-        // since, kept the sender waiting on the reader (`curl --limit-rate` reads in bursts)
+        // data unread over the quiet interval (data within the last second), or under a window
+        // closed at its start and read since (the closed window says the sender waited on it,
+        // however long ago the data came): the reader held the sender (`curl --limit-rate`)
         let unread = |f: &SockFacts| f.unread.filter(|u| *u > 0);
         let zero = r.before.is_some_and(|b| b.rcv_wnd == Some(0));
-        let waited = (unread(r.now), r.before.and_then(unread), zero);
-        if let (Some(n), Some(_), _) | (None, Some(n), true) = waited {
-            if recent && v.basis == Basis::Interval {
-                v.limit = Limit::AppNotReading;
-                v.unread = Some(n.into());
-                v.setting = Some(format!(
-                    "nothing arrived in the interval while {n} B received waited unread: the receiving application did not read them{}",
-                    apps::lowat_words(r.now)
-                ));
-                v.suggested = Some(apps::READ_FASTER.into());
-                return true;
-            }
+        let waited = match (unread(r.now), r.before.and_then(unread), zero) {
+            (Some(n), Some(_), _) if recent => Some(n),
+            (None, Some(n), true) => Some(n),
+            _ => None,
+        };
+        if let Some(n) = waited.filter(|_| v.basis == Basis::Interval) {
+            v.limit = Limit::AppNotReading;
+            v.unread = Some(n.into());
+            v.setting = Some(format!(
+                "nothing arrived in the interval while {n} B received waited unread: the receiving application did not read them{}",
+                apps::lowat_words(r.now)
+            ));
+            v.suggested = Some(apps::READ_FASTER.into());
+            return true;
         }
         let open = r.now.rcv_wnd.is_some_and(|w| w > 0) && r.now.unread == Some(0);
         if !quiet_now && recent && open && v.basis == Basis::Interval {
             v.limit = Limit::NotWindowLimited;
             v.setting = Some(format!(
                 "nothing arrived in the interval, the last data {} ago, with the window open ({} B) and nothing unread: the sender sends in bursts or has paused; what holds it is the sender's to tell: run `tcpwin-trace ss` on the sending host",
-                fmt_rtt(r.now.since_data_recv_us.unwrap_or(0).min(u32::MAX as u64) as u32),
+                fmt_rtt(r.now.since_data_recv_us.unwrap_or(0)),
                 r.now.rcv_wnd.unwrap_or(0)
             ));
             v.suggested = Some(
@@ -539,13 +542,9 @@ fn idle(v: &mut Verdict, sender: Option<End>, receiver: Option<End>) -> bool {
     v.setting = Some(if quiet_now {
         let since = ends
             .iter()
-            .filter_map(|e| Some(e.now.since_data_recv_us?.min(e.now.since_data_sent_us?)))
-            .min()
-            .unwrap_or(0);
-        format!(
-            "no data sent or received for {} and none waits",
-            fmt_rtt(since.min(u32::MAX as u64) as u32)
-        )
+            .filter_map(|e| Some(e.now.since_data_recv_us?.min(e.now.since_data_sent_us?)));
+        let since = fmt_rtt(since.min().unwrap_or(0));
+        format!("no data sent or received for {since} and none waits")
     } else if v.basis == Basis::Interval {
         "no data moved in the interval and none waits".into()
     } else {

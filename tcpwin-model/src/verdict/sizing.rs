@@ -57,7 +57,8 @@ pub fn fmt_rate(bps: u64) -> String {
 }
 
 /// Durations as people read them: 48 us, 18.2 ms.
-pub fn fmt_rtt(us: u32) -> String {
+pub fn fmt_rtt(us: impl Into<u64>) -> String {
+    let us = us.into();
     if us < 1000 {
         format!("{us} us")
     } else {

@@ -715,6 +715,62 @@ fn a_window_closed_on_unread_data_at_the_intervals_start_is_the_reader() {
     );
 }
 
+/// nginx to wget, the receiver's tcp_rmem max at 512 KiB (reno, 18 ms, 300 Mbit/s), run 3 of the
+/// five-run proof at ec237e8, read over one snapshot at 2 s: its autotuning had not grown the
+/// buffer yet (131072, tcp_rmem[1]), the sender held by the 54 KB window 97 % of its busy time.
+/// It was called `not-window-limited` (autotuning can still grow the buffer), where the window
+/// bound and the max it grows to gives 395 KB of the 675 KB the path needs: `autotune-max`, with
+/// its fix. A max that carries the path leaves autotuning's room as it was said, and so does a
+/// transfer with no rate named (`--target`: the lab names the path's).
+#[test]
+fn autotuning_that_grows_toward_a_max_short_of_the_path_meets_that_max() {
+    let json = include_str!("recorded/nginx-wget-autotune-max-18ms-300mbit-reno-growing.json");
+    let (rx, tx) = judged_over(json, (0, 1));
+    assert_eq!(rx.limit, Limit::AutotuneMax, "{rx:?}");
+    assert_eq!(tx.limit, Limit::AutotuneMax, "{tx:?}");
+    let fix = rx.fix.as_ref().expect("a fix");
+    assert!(
+        fix.commands.iter().any(|c| c.contains("tcp_rmem")),
+        "{fix:?}"
+    );
+    assert_eq!(alone(json, "receiver", (0, 1)).limit, Limit::AutotuneMax);
+    let roomy = json.replacen("[4096, 131072, 524288]", "[4096, 131072, 33554432]", 1);
+    assert_ne!(roomy, json);
+    assert_eq!(judged_over(&roomy, (0, 1)).0.limit, Limit::NotWindowLimited);
+    // with no rate named, a buffer still growing is not held to the default sizing's
+    let untargeted = json.replacen(
+        "\"rate_limit_bps\": 300000000",
+        "\"rate_limit_bps\": null",
+        1,
+    );
+    assert_ne!(untargeted, json);
+    assert_eq!(
+        judged_over(&untargeted, (0, 1)).0.limit,
+        Limit::NotWindowLimited
+    );
+}
+
+/// Python's http.server to curl --limit-rate 2M (reno, 20 ms, 300 Mbit/s), a program family held
+/// out of the judge's making, the receiver read alone over one snapshot: 2.8 MB unread under a
+/// zero window at the earlier reading, none a quarter second later (curl read it all 9 ms
+/// before), and nothing arrived for 1.26 s. It was called `idle`: the data was over a second
+/// old. The closed window says the sender waited on the reader however long ago the data came.
+/// With the earlier window open, a second's quiet is idle.
+#[test]
+fn a_window_closed_on_data_that_came_a_second_ago_is_still_the_reader() {
+    let json =
+        include_str!("recorded/py-serve-curl-limit-rate-2m-20ms-300mbit-reno-closed-a-second.json");
+    let v = alone(json, "receiver", (0, 1));
+    assert_eq!(v.limit, Limit::AppNotReading, "{v:?}");
+    assert!(v.fix.is_none(), "{v:?}");
+    let open = altered(json, "receiver", |readings| {
+        assert_eq!(readings[0].rcv_wnd, Some(0));
+        assert!(readings[1].since_data_recv_us > Some(1_000_000));
+        readings[0].rcv_wnd = Some(1_980_416);
+    });
+    assert_eq!(alone(&open, "receiver", (0, 1)).limit, Limit::Idle);
+}
+
 /// nginx `sendfile` to curl (reno, 100 ms, 500 Mbit/s with a 200 ms queue), its send buffer at
 /// tcp_wmem[2] (4 MB), run 1 of the five-run proof: the sender's RTT 117 ms at the interval's
 /// start and 127 ms at its end over a 100 ms base, at 204 Mbit/s, the congestion window 2.6x
