@@ -254,7 +254,7 @@ impl std::fmt::Display for Bdp {
             f,
             "{} x {}",
             fmt_rate(self.rate_bps),
-            crate::verdict::fmt_rtt(self.rtt_us.min(u32::MAX as u64) as u32)
+            crate::verdict::fmt_rtt(self.rtt_us)
         )
     }
 }
