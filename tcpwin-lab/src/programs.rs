@@ -385,14 +385,20 @@ impl App {
                 if h2 {
                     listen.push_str(" http2");
                 }
-                // PUT bodies taken as they come (written to the server's disk), no size bound
-                let (dir, server) = nginx(
-                    &pair.b,
-                    port,
-                    &listen,
-                    " client_max_body_size 0; location / { dav_methods PUT; }",
-                    false,
-                )?;
+                // PUT bodies taken as they come (written to the server's disk), no size bound.
+                // Over HTTP/2 nginx keeps a body's flow control only where it passes the body
+                // on unbuffered (a buffered body gets a 2 GiB stream window): there the body is
+                // proxied to a second server on the host's loopback, the stream window 64 KiB
+                // (http2_body_preread_size), opened again as the upstream takes it
+                let extra = if h2 {
+                    format!(
+                        " client_max_body_size 0; location / {{ proxy_request_buffering off; proxy_http_version 1.1; proxy_pass http://127.0.0.1:{up}; }} }}\n  server {{ listen 127.0.0.1:{up}; client_max_body_size 0; location / {{ dav_methods PUT; }}",
+                        up = port + 1
+                    )
+                } else {
+                    " client_max_body_size 0; location / { dav_methods PUT; }".to_string()
+                };
+                let (dir, server) = nginx(&pair.b, port, &listen, &extra, false)?;
                 let mut c = Pair::exec(&pair.a, "sh");
                 // curl -T - with an endless body (chunked), for SECS
                 c.args([

@@ -428,10 +428,12 @@ const ROWS: &[Spec] = {
     // curl --limit-rate 2M reading from it: the reader
     row("py-serve", wan(20, 300), AppNotReading).app(Some(App::PyServe { limit_rate: Some(16 * M) })),
     // A third held-out family: an application window above TCP's. curl uploading to nginx
-    // over HTTP/2 (cleartext): nginx opens the body's stream window by its body buffer as it
-    // writes the body out (http2_body_preread_size 64k, client_body_buffer_size 16k), a few
-    // tens of KB a round trip over 20 ms of a path that carries 300 Mbit/s: the sender's
-    // socket runs dry with both TCP windows open, and larger TCP buffers move nothing
+    // over HTTP/2 (cleartext), nginx passing the body unbuffered to an upstream on its own
+    // loopback: the stream window is nginx's 64 KiB (http2_body_preread_size), opened as the
+    // upstream takes it, 64 KiB a round trip (26 Mbit/s over 20 ms) of a path that carries
+    // 300 Mbit/s: the sender's socket runs dry with both TCP windows open, and larger TCP
+    // buffers move nothing. (A body nginx buffers itself gets a 2 GiB window: measured at
+    // 287 Mbit/s, the path's rate, so the row proxies it.)
     row("h2-upload", wan(20, 300), AppLimited).app(Some(App::Upload { rcvbuf: None, h2: true })),
     ]
 };
