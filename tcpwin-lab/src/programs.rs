@@ -377,49 +377,53 @@ impl App {
                     sweep: None,
                 })
             }
-            App::Upload { rcvbuf, h2 } => {
-                let mut listen = format!("{}:{port}", pair.ip_b);
-                if let Some(b) = rcvbuf {
-                    listen.push_str(&format!(" rcvbuf={b}"));
-                }
-                if h2 {
-                    listen.push_str(" http2");
-                }
-                // PUT bodies taken as they come (written to the server's disk), no size bound.
-                // Over HTTP/2 nginx keeps a body's flow control only where it passes the body
-                // on unbuffered (a buffered body gets a 2 GiB stream window): there the body is
-                // proxied to a second server on the host's loopback, the stream window 64 KiB
-                // (http2_body_preread_size), opened again as the upstream takes it
-                let extra = if h2 {
-                    format!(
-                        " client_max_body_size 0; location / {{ proxy_request_buffering off; proxy_http_version 1.1; proxy_pass http://127.0.0.1:{up}; }} }}\n  server {{ listen 127.0.0.1:{up}; client_max_body_size 0; location / {{ dav_methods PUT; }}",
-                        up = port + 1
-                    )
-                } else {
-                    " client_max_body_size 0; location / { dav_methods PUT; }".to_string()
-                };
-                let (dir, server) = nginx(&pair.b, port, &listen, &extra, false)?;
-                let mut c = Pair::exec(&pair.a, "sh");
-                // curl -T - with an endless body (chunked), for SECS
-                c.args([
-                    "-c",
-                    &format!(
-                        "curl -s -o /dev/null -w '%{{speed_upload}}' --max-time {secs}{} -T - http://{}:{port}/up < /dev/zero",
-                        if h2 { " --http2-prior-knowledge" } else { "" },
-                        pair.ip_b
-                    ),
-                ]);
-                let client = spawn_client(c)?;
-                Ok(Running {
-                    procs: vec![server],
-                    client: Some(client),
-                    kind: Kind::BytesPerSecond,
-                    dir: Some(dir),
-                    sweep: None,
-                })
-            }
+            App::Upload { rcvbuf, h2 } => upload(pair, port, secs, rcvbuf, h2),
         }
     }
+}
+
+/// curl uploading an endless body to nginx on `port` in `pair.b` for `secs` (`rcvbuf`: nginx's
+/// `listen ... rcvbuf=`; `h2`: over HTTP/2 cleartext).
+fn upload(pair: &Pair, port: u16, secs: f64, rcvbuf: Option<u32>, h2: bool) -> Result<Running> {
+    let mut listen = format!("{}:{port}", pair.ip_b);
+    if let Some(b) = rcvbuf {
+        listen.push_str(&format!(" rcvbuf={b}"));
+    }
+    if h2 {
+        listen.push_str(" http2");
+    }
+    // PUT bodies taken as they come (written to the server's disk), no size bound.
+    // Over HTTP/2 nginx keeps a body's flow control only where it passes the body
+    // on unbuffered (a buffered body gets a 2 GiB stream window): there the body is
+    // proxied to a second server on the host's loopback, the stream window 64 KiB
+    // (http2_body_preread_size), opened again as the upstream takes it
+    let extra = if h2 {
+        format!(
+            " client_max_body_size 0; location / {{ proxy_request_buffering off; proxy_http_version 1.1; proxy_pass http://127.0.0.1:{up}; }} }}\n  server {{ listen 127.0.0.1:{up}; client_max_body_size 0; location / {{ dav_methods PUT; }}",
+            up = port + 1
+        )
+    } else {
+        " client_max_body_size 0; location / { dav_methods PUT; }".to_string()
+    };
+    let (dir, server) = nginx(&pair.b, port, &listen, &extra, false)?;
+    let mut c = Pair::exec(&pair.a, "sh");
+    // curl -T - with an endless body (chunked), for SECS
+    c.args([
+        "-c",
+        &format!(
+            "curl -s -o /dev/null -w '%{{speed_upload}}' --max-time {secs}{} -T - http://{}:{port}/up < /dev/zero",
+            if h2 { " --http2-prior-knowledge" } else { "" },
+            pair.ip_b
+        ),
+    ]);
+    let client = spawn_client(c)?;
+    Ok(Running {
+        procs: vec![server],
+        client: Some(client),
+        kind: Kind::BytesPerSecond,
+        dir: Some(dir),
+        sweep: None,
+    })
 }
 
 /// Python's http.server in namespace `ns` on `ip`:`port`, serving a sparse 64 GiB file as /big
