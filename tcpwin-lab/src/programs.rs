@@ -333,14 +333,9 @@ impl App {
                         ip = pair.ip_a,
                     ),
                 ]);
-                let client = spawn_client(c)?;
-                Ok(Running {
-                    procs: vec![server],
-                    client: Some(client),
-                    kind: Kind::BytesPerSecond,
-                    dir: Some(dir),
-                    sweep: Some((pair.a.clone(), "sshd")),
-                })
+                let mut running = Running::served(server, dir, c, Kind::BytesPerSecond)?;
+                running.sweep = Some((pair.a.clone(), "sshd"));
+                Ok(running)
             }
             App::Nginx {
                 sndbuf,
@@ -357,25 +352,12 @@ impl App {
                     .unwrap_or_default();
                 let (dir, server) = nginx(&pair.a, port, &listen, &throttle, true)?;
                 let (c, kind) = nginx_client(client, limit_rate, pair, port, secs, &dir)?;
-                let client = spawn_client(c)?;
-                Ok(Running {
-                    procs: vec![server],
-                    client: Some(client),
-                    kind,
-                    dir: Some(dir),
-                    sweep: None,
-                })
+                Running::served(server, dir, c, kind)
             }
             App::PyServe { limit_rate } => {
                 let (dir, server) = py_serve(&pair.a, pair.ip_a, port)?;
                 let (c, kind) = nginx_client(Client::Curl, limit_rate, pair, port, secs, &dir)?;
-                Ok(Running {
-                    procs: vec![server],
-                    client: Some(spawn_client(c)?),
-                    kind,
-                    dir: Some(dir),
-                    sweep: None,
-                })
+                Running::served(server, dir, c, kind)
             }
             App::Upload { rcvbuf, h2 } => upload(pair, port, secs, rcvbuf, h2),
         }
@@ -416,14 +398,7 @@ fn upload(pair: &Pair, port: u16, secs: f64, rcvbuf: Option<u32>, h2: bool) -> R
             pair.ip_b
         ),
     ]);
-    let client = spawn_client(c)?;
-    Ok(Running {
-        procs: vec![server],
-        client: Some(client),
-        kind: Kind::BytesPerSecond,
-        dir: Some(dir),
-        sweep: None,
-    })
+    Running::served(server, dir, c, Kind::BytesPerSecond)
 }
 
 /// Python's http.server in namespace `ns` on `ip`:`port`, serving a sparse 64 GiB file as /big
@@ -650,6 +625,18 @@ pub struct Running {
 }
 
 impl Running {
+    /// A server (its files in `dir`) and the client `c` started against it, whose output is
+    /// read as `kind`.
+    fn served(server: Proc, dir: PathBuf, c: std::process::Command, kind: Kind) -> Result<Running> {
+        Ok(Running {
+            procs: vec![server],
+            client: Some(spawn_client(c)?),
+            kind,
+            dir: Some(dir),
+            sweep: None,
+        })
+    }
+
     /// Waits for the client (bounded) and returns the rate the program itself reports, bit/s.
     pub fn finish(mut self, timeout: Duration) -> Result<Option<u64>> {
         let mut client = self.client.take().expect("started with a client");
