@@ -956,3 +956,31 @@ fn a_few_segments_unsent_under_the_kernels_app_limited_mark_wait_for_the_pacer()
     });
     assert_ne!(judged_over(&unmarked, (0, 1)).1.limit, Limit::AppLimited);
 }
+
+/// curl uploading to nginx over HTTP/2 (reno, 20 ms, 300 Mbit/s), nginx passing the body on
+/// unbuffered: its 64 KiB stream window binds at 26 Mbit/s (both hosts' buffers raised to
+/// 16 MiB: 26 Mbit/s again). The sender has nothing unsent, 48 segments in flight under a
+/// congestion window of 105, a TCP window of 273 KB open, and the kernel marks its deliveries
+/// app-limited: the application, with what it hands TCP a round trip, and no TCP fix. The same
+/// socket with the congestion window full and nothing marked is not the application.
+#[test]
+fn an_http2_upload_held_by_its_stream_window_is_the_application() {
+    let json = include_str!("recorded/nginx-h2-upload-proxied-20ms-300mbit-reno.json");
+    let (rx, tx) = judged(json);
+    for v in [&rx, &tx] {
+        assert_eq!(v.limit, Limit::AppLimited, "{v:?}");
+        assert!(v.fix.is_none(), "{v:?}");
+    }
+    let why = tx.setting.clone().unwrap_or_default();
+    assert!(why.contains("a round trip"), "{why}");
+    for read in [(0, 1), (0, 2)] {
+        assert_eq!(alone(json, "sender", read).limit, Limit::AppLimited);
+    }
+    let full = altered(json, "sender", |readings| {
+        for f in readings.iter_mut() {
+            f.snd_cwnd = f.packets_out;
+            f.app_limited = Some(false);
+        }
+    });
+    assert_ne!(judged(&full).1.limit, Limit::AppLimited);
+}
