@@ -984,3 +984,38 @@ fn an_http2_upload_held_by_its_stream_window_is_the_application() {
     });
     assert_ne!(judged(&full).1.limit, Limit::AppLimited);
 }
+
+/// nginx to wget, the receiver's tcp_rmem max at 512 KiB (reno, 18 ms, 300 Mbit/s), run 2 of the
+/// five-run proof at 8a74fd4, the receiver read alone over the interval: its autotuning grew the
+/// buffer from 166 KB to the max (524288) within it, so the interval's rate (120 Mbit/s) is 68 %
+/// of what the final 395 KB window allows; it was called `not-window-limited`. At the max the
+/// reader had taken 393 KB in one round trip (`rcvq_space`), 99 % of the window: the window binds
+/// (the printed fix, a larger tcp_rmem max, lifted the rate). Where the reader took half the
+/// window, or the buffer can still grow, that is not said.
+#[test]
+fn a_reader_that_took_a_whole_window_at_the_max_meets_that_max() {
+    let json = include_str!(
+        "recorded/nginx-wget-autotune-max-512k-18ms-300mbit-reno-grew-in-interval.json"
+    );
+    let v = alone(json, "receiver", (0, 2));
+    assert_eq!(v.limit, Limit::AutotuneMax, "{v:?}");
+    assert!(v.fix.is_some(), "{v:?}");
+    let half = altered(json, "receiver", |readings| {
+        let clamp = readings[2].window_clamp.unwrap();
+        assert!(readings[2].rcvq_space.unwrap() as f64 >= 0.9 * clamp as f64);
+        readings[2].rcvq_space = Some(clamp / 2);
+    });
+    assert_eq!(
+        alone(&half, "receiver", (0, 2)).limit,
+        Limit::NotWindowLimited
+    );
+    let s: serde_json::Value = serde_json::from_str(json).unwrap();
+    let mut room = s.clone();
+    for e in room["recorded"].as_array_mut().unwrap() {
+        e["host"]["tcp_rmem"][2] = serde_json::json!(32 << 20);
+    }
+    assert_ne!(
+        alone(&room.to_string(), "receiver", (0, 2)).limit,
+        Limit::AutotuneMax
+    );
+}
