@@ -1019,3 +1019,40 @@ fn a_reader_that_took_a_whole_window_at_the_max_meets_that_max() {
         Limit::AutotuneMax
     );
 }
+
+/// `curl --limit-rate 2M` (reno, 20 ms, 300 Mbit/s) behind Python's http.server (run 2 of the
+/// five-run proof at 8a74fd4) and nginx (run 3): the reader's window, over 64 KiB, 90 % or more
+/// unread at a reading while its last advertisement still said it open (189 of 198 KB unread at
+/// both readings, advertised 189 KB; nginx's receiver read alone, none unread and then 160 of
+/// 157 KB at the next reading), the flow at 16 Mbit/s, under what the window lets a
+/// window-bound flow reach. Each was called `not-window-limited` (both ends over the interval;
+/// the receiver alone, snapshot and interval): the window full of unread data is the reader's.
+/// With 80 % unread, or the flow at the window's rate, it is not said.
+#[test]
+fn a_window_full_of_unread_data_at_a_reading_is_the_reader() {
+    let both =
+        include_str!("recorded/py-serve-curl-limit-rate-2m-20ms-300mbit-reno-full-at-both.json");
+    let (rx, tx) = judged(both);
+    assert_eq!(rx.limit, Limit::AppNotReading, "{rx:?}");
+    assert_eq!(tx.limit, Limit::AppNotReading, "{tx:?}");
+    assert!(rx.fix.is_none(), "{rx:?}");
+    let one = include_str!("recorded/nginx-curl-limit-rate-2m-20ms-300mbit-reno-full-at-one.json");
+    for read in [(0, 1), (0, 2)] {
+        assert_eq!(alone(one, "receiver", read).limit, Limit::AppNotReading);
+    }
+    let less = altered(one, "receiver", |readings| {
+        for f in readings.iter_mut() {
+            f.unread = f.unread.map(|u| u.min(f.window_clamp.unwrap() * 8 / 10));
+        }
+    });
+    assert_eq!(
+        alone(&less, "receiver", (0, 1)).limit,
+        Limit::NotWindowLimited
+    );
+    let fast = altered(one, "receiver", |readings| {
+        // the same readings with the window's rate delivered between them
+        let b0 = readings[0].bytes_received.unwrap();
+        readings[1].bytes_received = Some(b0 + 10 * u64::from(readings[1].window_clamp.unwrap()));
+    });
+    assert_ne!(alone(&fast, "receiver", (0, 1)).limit, Limit::AppNotReading);
+}
