@@ -108,6 +108,9 @@ pub enum App {
     /// curl: a writer in Python, 64 KiB `write()`s where nginx hands the kernel its file with
     /// sendfile; curl's `--limit-rate`, bit/s
     PyServe { limit_rate: Option<u64> },
+    /// nginx serving the file over TLS (a self-signed certificate; OpenSSL's `SSL_write` in 16 KiB
+    /// records, no sendfile) to `curl -k`; curl's `--limit-rate`, bit/s
+    Https { limit_rate: Option<u64> },
 }
 
 /// The Python client: connects, sets what it is told, fetches /big for SECS, prints bit/s.
@@ -222,6 +225,10 @@ impl App {
                     limit.unwrap_or_default()
                 )
             }
+            App::Https { limit_rate } => {
+                let limit = limit_rate.map(|r| format!(" --limit-rate {}k", r / 8 / 1000));
+                format!("nginx (TLS) -> curl{}", limit.unwrap_or_default())
+            }
         }
     }
 
@@ -257,6 +264,11 @@ impl App {
             }
             App::PyServe { .. } => {
                 require("python3", "python3")?;
+                require("curl", "curl")
+            }
+            App::Https { .. } => {
+                require("nginx", "nginx-light")?;
+                require("openssl", "openssl")?;
                 require("curl", "curl")
             }
         }
@@ -333,14 +345,9 @@ impl App {
                         ip = pair.ip_a,
                     ),
                 ]);
-                let client = spawn_client(c)?;
-                Ok(Running {
-                    procs: vec![server],
-                    client: Some(client),
-                    kind: Kind::BytesPerSecond,
-                    dir: Some(dir),
-                    sweep: Some((pair.a.clone(), "sshd")),
-                })
+                let mut running = Running::served(server, dir, c, Kind::BytesPerSecond)?;
+                running.sweep = Some((pair.a.clone(), "sshd"));
+                Ok(running)
             }
             App::Nginx {
                 sndbuf,
@@ -355,71 +362,63 @@ impl App {
                 let throttle = server_rate
                     .map(|r| format!(" limit_rate {};", r / 8))
                     .unwrap_or_default();
-                let (dir, server) = nginx(&pair.a, port, &listen, &throttle, true)?;
-                let (c, kind) = nginx_client(client, limit_rate, pair, port, secs, &dir)?;
-                let client = spawn_client(c)?;
-                Ok(Running {
-                    procs: vec![server],
-                    client: Some(client),
-                    kind,
-                    dir: Some(dir),
-                    sweep: None,
-                })
+                let (dir, server) = nginx(&pair.a, port, &listen, &throttle, true, None)?;
+                let (c, kind) = nginx_client(client, limit_rate, pair, port, secs, &dir, false)?;
+                Running::served(server, dir, c, kind)
             }
             App::PyServe { limit_rate } => {
                 let (dir, server) = py_serve(&pair.a, pair.ip_a, port)?;
-                let (c, kind) = nginx_client(Client::Curl, limit_rate, pair, port, secs, &dir)?;
-                Ok(Running {
-                    procs: vec![server],
-                    client: Some(spawn_client(c)?),
-                    kind,
-                    dir: Some(dir),
-                    sweep: None,
-                })
+                let (c, kind) =
+                    nginx_client(Client::Curl, limit_rate, pair, port, secs, &dir, false)?;
+                Running::served(server, dir, c, kind)
             }
-            App::Upload { rcvbuf, h2 } => {
-                let mut listen = format!("{}:{port}", pair.ip_b);
-                if let Some(b) = rcvbuf {
-                    listen.push_str(&format!(" rcvbuf={b}"));
-                }
-                if h2 {
-                    listen.push_str(" http2");
-                }
-                // PUT bodies taken as they come (written to the server's disk), no size bound.
-                // Over HTTP/2 nginx keeps a body's flow control only where it passes the body
-                // on unbuffered (a buffered body gets a 2 GiB stream window): there the body is
-                // proxied to a second server on the host's loopback, the stream window 64 KiB
-                // (http2_body_preread_size), opened again as the upstream takes it
-                let extra = if h2 {
-                    format!(
-                        " client_max_body_size 0; location / {{ proxy_request_buffering off; proxy_http_version 1.1; proxy_pass http://127.0.0.1:{up}; }} }}\n  server {{ listen 127.0.0.1:{up}; client_max_body_size 0; location / {{ dav_methods PUT; }}",
-                        up = port + 1
-                    )
-                } else {
-                    " client_max_body_size 0; location / { dav_methods PUT; }".to_string()
-                };
-                let (dir, server) = nginx(&pair.b, port, &listen, &extra, false)?;
-                let mut c = Pair::exec(&pair.a, "sh");
-                // curl -T - with an endless body (chunked), for SECS
-                c.args([
-                    "-c",
-                    &format!(
-                        "curl -s -o /dev/null -w '%{{speed_upload}}' --max-time {secs}{} -T - http://{}:{port}/up < /dev/zero",
-                        if h2 { " --http2-prior-knowledge" } else { "" },
-                        pair.ip_b
-                    ),
-                ]);
-                let client = spawn_client(c)?;
-                Ok(Running {
-                    procs: vec![server],
-                    client: Some(client),
-                    kind: Kind::BytesPerSecond,
-                    dir: Some(dir),
-                    sweep: None,
-                })
+            App::Https { limit_rate } => {
+                let listen = format!("{}:{port}", pair.ip_a);
+                let (dir, server) = nginx(&pair.a, port, &listen, "", true, Some(pair.ip_a))?;
+                let (c, kind) =
+                    nginx_client(Client::Curl, limit_rate, pair, port, secs, &dir, true)?;
+                Running::served(server, dir, c, kind)
             }
+            App::Upload { rcvbuf, h2 } => upload(pair, port, secs, rcvbuf, h2),
         }
     }
+}
+
+/// curl uploading an endless body to nginx on `port` in `pair.b` for `secs` (`rcvbuf`: nginx's
+/// `listen ... rcvbuf=`; `h2`: over HTTP/2 cleartext).
+fn upload(pair: &Pair, port: u16, secs: f64, rcvbuf: Option<u32>, h2: bool) -> Result<Running> {
+    let mut listen = format!("{}:{port}", pair.ip_b);
+    if let Some(b) = rcvbuf {
+        listen.push_str(&format!(" rcvbuf={b}"));
+    }
+    if h2 {
+        listen.push_str(" http2");
+    }
+    // PUT bodies taken as they come (written to the server's disk), no size bound.
+    // Over HTTP/2 nginx keeps a body's flow control only where it passes the body
+    // on unbuffered (a buffered body gets a 2 GiB stream window): there the body is
+    // proxied to a second server on the host's loopback, the stream window 64 KiB
+    // (http2_body_preread_size), opened again as the upstream takes it
+    let extra = if h2 {
+        format!(
+            " client_max_body_size 0; location / {{ proxy_request_buffering off; proxy_http_version 1.1; proxy_pass http://127.0.0.1:{up}; }} }}\n  server {{ listen 127.0.0.1:{up}; client_max_body_size 0; location / {{ dav_methods PUT; }}",
+            up = port + 1
+        )
+    } else {
+        " client_max_body_size 0; location / { dav_methods PUT; }".to_string()
+    };
+    let (dir, server) = nginx(&pair.b, port, &listen, &extra, false, None)?;
+    let mut c = Pair::exec(&pair.a, "sh");
+    // curl -T - with an endless body (chunked), for SECS
+    c.args([
+        "-c",
+        &format!(
+            "curl -s -o /dev/null -w '%{{speed_upload}}' --max-time {secs}{} -T - http://{}:{port}/up < /dev/zero",
+            if h2 { " --http2-prior-knowledge" } else { "" },
+            pair.ip_b
+        ),
+    ]);
+    Running::served(server, dir, c, Kind::BytesPerSecond)
 }
 
 /// Python's http.server in namespace `ns` on `ip`:`port`, serving a sparse 64 GiB file as /big
@@ -445,7 +444,8 @@ fn py_serve(ns: &str, ip: &str, port: u16) -> Result<(PathBuf, Proc)> {
 }
 
 /// The client that downloads the served file (nginx's, Python's) for `secs` in the receiver's namespace, at most at
-/// `limit_rate` bit/s, and the unit it prints its rate in.
+/// `limit_rate` bit/s (over TLS where `tls`, the server's certificate not checked), and the unit
+/// it prints its rate in.
 fn nginx_client(
     client: Client,
     limit_rate: Option<u64>,
@@ -453,13 +453,18 @@ fn nginx_client(
     port: u16,
     secs: f64,
     dir: &std::path::Path,
+    tls: bool,
 ) -> Result<(std::process::Command, Kind)> {
-    let url = format!("http://{}:{port}/big", pair.ip_a);
+    let scheme = if tls { "https" } else { "http" };
+    let url = format!("{scheme}://{}:{port}/big", pair.ip_a);
     Ok(match client {
         Client::Curl => {
             let mut c = Pair::exec(&pair.b, "curl");
             c.args(["-s", "-o", "/dev/null", "-w", "%{speed_download}"])
                 .args(["--max-time", &format!("{secs}")]);
+            if tls {
+                c.arg("-k");
+            }
             if let Some(r) = limit_rate {
                 c.args(["--limit-rate", &format!("{}", r / 8)]);
             }
@@ -508,10 +513,27 @@ fn spawn_client(mut c: std::process::Command) -> Result<Child> {
 /// nginx (sendfile on, as Debian ships it) in namespace `ns`, listening as `listen` says, the
 /// server block's extra directives `extra`, serving a sparse 64 GiB file as /big: its directory
 /// (on tmpfs where `serving` and the host has one, see [`scratch`]) and the running server, once
-/// it listens.
-fn nginx(ns: &str, port: u16, listen: &str, extra: &str, serving: bool) -> Result<(PathBuf, Proc)> {
+/// it listens. Over TLS where `tls` names the server's address (a self-signed certificate for
+/// it, made in the directory).
+fn nginx(
+    ns: &str,
+    port: u16,
+    listen: &str,
+    extra: &str,
+    serving: bool,
+    tls: Option<&str>,
+) -> Result<(PathBuf, Proc)> {
     let dir = scratch(serving).join(format!("tcpwin-lab-nginx-{}-{port}", std::process::id()));
     std::fs::create_dir_all(dir.join("www"))?;
+    let (listen, extra) = match tls {
+        Some(ip) => {
+            crate::harness::self_signed(&dir, &format!("IP:{ip}"));
+            let d = dir.display();
+            let certs = format!(" ssl_certificate {d}/tls.crt; ssl_certificate_key {d}/tls.key;");
+            (format!("{listen} ssl"), format!("{extra}{certs}"))
+        }
+        None => (listen.to_string(), extra.to_string()),
+    };
     // a sparse file: sendfile reads zeros, enough for any rate here
     let f = std::fs::File::create(dir.join("www/big"))?;
     f.set_len(64 << 30)?;
@@ -646,6 +668,18 @@ pub struct Running {
 }
 
 impl Running {
+    /// A server (its files in `dir`) and the client `c` started against it, whose output is
+    /// read as `kind`.
+    fn served(server: Proc, dir: PathBuf, c: std::process::Command, kind: Kind) -> Result<Running> {
+        Ok(Running {
+            procs: vec![server],
+            client: Some(spawn_client(c)?),
+            kind,
+            dir: Some(dir),
+            sweep: None,
+        })
+    }
+
     /// Waits for the client (bounded) and returns the rate the program itself reports, bit/s.
     pub fn finish(mut self, timeout: Duration) -> Result<Option<u64>> {
         let mut client = self.client.take().expect("started with a client");

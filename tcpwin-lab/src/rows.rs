@@ -582,11 +582,24 @@ mod tests {
 pub fn program_of(app: &str) -> String {
     let first = app.split_whitespace().next().unwrap_or("");
     match first {
-        "nginx" => match app.split_once("-> ") {
-            Some((_, to)) => format!("nginx -> {}", to.split_whitespace().next().unwrap_or("")),
-            None => "nginx".into(),
-        },
-        "curl" if app.starts_with("curl -T") => "curl -T -> nginx".into(),
+        "nginx" => {
+            let tls = if app.starts_with("nginx (TLS)") {
+                " (TLS)"
+            } else {
+                ""
+            };
+            match app.split_once("-> ") {
+                Some((_, to)) => {
+                    format!(
+                        "nginx{tls} -> {}",
+                        to.split_whitespace().next().unwrap_or("")
+                    )
+                }
+                None => "nginx".into(),
+            }
+        }
+        "curl" if app.contains(" -T -> nginx (HTTP/2)") => "curl -T -> nginx (HTTP/2)".into(),
+        "curl" if app.contains(" -T -> nginx") => "curl -T -> nginx".into(),
         "own" => "own endpoints".into(),
         _ => first.to_string(),
     }
@@ -607,6 +620,14 @@ mod program_tests {
             ("nginx -> wget", "nginx -> wget"),
             ("nginx -> python SO_RCVBUF 262144", "nginx -> python"),
             ("curl -T -> nginx rcvbuf=64k", "curl -T -> nginx"),
+            (
+                "curl --http2-prior-knowledge -T -> nginx (HTTP/2)",
+                "curl -T -> nginx (HTTP/2)",
+            ),
+            (
+                "nginx (TLS) -> curl --limit-rate 2000k",
+                "nginx (TLS) -> curl",
+            ),
         ] {
             assert_eq!(program_of(app), program, "{app}");
         }

@@ -3,7 +3,8 @@
 //!   top-level modules and between files;
 //! - `aya` is used only under `kernel/`;
 //! - the test bench crate (`tcpwin_lab`) only under the `lab` and `demo` commands, and its own
-//!   files import one way.
+//!   files import one way;
+//! - no function outside tests, in any crate of the workspace, is over 150 lines.
 use std::{
     collections::{BTreeMap, BTreeSet},
     path::{Path, PathBuf},
@@ -352,4 +353,83 @@ fn clap_only_in_the_commands() {
         let (_, t) = modules().into_iter().find(|(n, _)| n == m).unwrap();
         assert!(code(&t).contains(args), "{m} does not declare {args}");
     }
+}
+
+/// Every function outside tests in the workspace's crates (tests/ folders and what follows a
+/// file's `#[cfg(test)]` left out), with its length in lines from `fn` to its closing brace at
+/// the same indent.
+fn function_lengths() -> Vec<(usize, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if !matches!(name.as_str(), "target" | "tests" | ".git") {
+                    walk(&p, out);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" {
+                out.push(p);
+            }
+        }
+    }
+    let root = tcpwin_lab::harness::workspace();
+    let mut files = Vec::new();
+    for krate in [
+        "tcpwin-userspace",
+        "tcpwin-model",
+        "tcpwin-common",
+        "tcpwin-lab",
+        "tcpwin-ebpf",
+        "xtask",
+    ] {
+        walk(&root.join(krate).join("src"), &mut files);
+    }
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .take_while(|l| l.trim() != "#[cfg(test)]")
+            .collect();
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim_start();
+            let indent = l.len() - t.len();
+            let head = [
+                "pub(crate) ",
+                "pub(super) ",
+                "pub ",
+                "const ",
+                "async ",
+                "unsafe ",
+            ]
+            .iter()
+            .fold(t, |t, p| t.strip_prefix(p).unwrap_or(t));
+            if !head.starts_with("fn ") || l.trim_end().ends_with(';') {
+                continue;
+            }
+            let end = lines[i + 1..]
+                .iter()
+                .position(|m| {
+                    let mt = m.trim_start();
+                    m.len() - mt.len() == indent && mt.starts_with('}')
+                })
+                .map_or(lines.len(), |j| i + 1 + j);
+            let name = head[3..].split(['(', '<']).next().unwrap_or("").to_string();
+            let rel = f.strip_prefix(&root).unwrap().display().to_string();
+            out.push((end - i + 1, format!("{rel}: fn {name}")));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_outside_tests_is_over_150_lines() {
+    let all = function_lengths();
+    // the scan finds the functions it must (a scan that finds nothing would pass anything)
+    assert!(all.len() > 500, "only {} functions found", all.len());
+    let long: Vec<_> = all.iter().filter(|(n, _)| *n > 150).collect();
+    assert!(
+        long.is_empty(),
+        "functions over 150 lines (split them where their steps part): {long:?}"
+    );
 }

@@ -220,6 +220,12 @@ fn app_rate(s: &Spec, st: &run::Setup) -> u64 {
                 limit_rate: Some(r),
             }),
         ) => r,
+        (
+            _,
+            Some(App::Https {
+                limit_rate: Some(r),
+            }),
+        ) => r,
         _ => u64::MAX,
     }
 }
@@ -671,7 +677,7 @@ mod tests {
     #[test]
     fn scenario_names() {
         let all = rows("all", false).unwrap();
-        assert_eq!(all.len(), 57);
+        assert_eq!(all.len(), 59);
         // two limits at once: one at each end, each fixed in a round of its own
         let two: Vec<&Spec> = all.iter().filter(|s| s.then.is_some()).collect();
         assert_eq!(two.len(), 2);

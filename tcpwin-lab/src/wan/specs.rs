@@ -435,6 +435,13 @@ const ROWS: &[Spec] = {
     // buffers move nothing. (A body nginx buffers itself gets a 2 GiB window: measured at
     // 287 Mbit/s, the path's rate, so the row proxies it.)
     row("h2-upload", wan(20, 300), AppLimited).app(Some(App::Upload { rcvbuf: None, h2: true })),
+    // A fourth held-out family: nginx serving its file over TLS (OpenSSL's SSL_write in 16 KiB
+    // records where plain nginx hands the kernel the file with sendfile) to curl -k. A long fat
+    // path with every default: the send buffer autotunes to tcp_wmem[2] (4 MiB) and binds, as
+    // behind plain nginx
+    row("https", wan(100, 500), Sndbuf).app(Some(App::Https { limit_rate: None })),
+    // curl --limit-rate 2M reading from it: the reader
+    row("https", wan(20, 300), AppNotReading).app(Some(App::Https { limit_rate: Some(16 * M) })),
     ]
 };
 

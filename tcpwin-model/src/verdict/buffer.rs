@@ -11,9 +11,6 @@ use super::{
     receiver::{Ctx, Found, INITIAL_RATIO},
 };
 
-/// A buffer at this share of `tcp_rmem[2]` has reached autotuning's maximum.
-const AT_MAX: f64 = 0.95;
-
 /// TCP memory pressure clamps rcv_ssthresh to 4 x advmss.
 pub(super) fn memory_pressure(c: &Ctx) -> Option<Found> {
     let pressed = c.h.memory_pressure == Some(true)
@@ -106,11 +103,9 @@ fn rcvbuf_locked(c: &Ctx) -> Option<Found> {
 
 fn autotune(c: &Ctx) -> Option<Found> {
     let h = c.h;
-    let at_max = h
-        .tcp_rmem
-        .map(|t| t[2])
-        .zip(c.rcvbuf)
-        .is_some_and(|(m, b)| b as f64 >= AT_MAX * m as f64);
+    let at_max = c
+        .rcvbuf
+        .is_some_and(|b| super::sizing::at_max(b, h.tcp_rmem));
     let autotune_off = h.tcp_moderate_rcvbuf == Some(false);
     // still growing while the window binds: the cap it meets, short of a --target rate's window
     if !at_max && !autotune_off && c.target.and(c.need()).is_none() {

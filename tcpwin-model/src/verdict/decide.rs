@@ -483,11 +483,17 @@ fn window_binds(v: &Verdict, f: Flow, binds_at: u32) -> bool {
             || ((stopped(RWND_SUPPORT_SHARE) || stopped_over_life(RWND_SUPPORT_SHARE))
                 && rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, f.rtt) as f64
                 && sender.is_some_and(|s| !sender::cwnd_held(s))));
+    // the receiver alone (no account of who waited): its reader took the whole window in a round
+    // trip, the flow at half of it or more (wget: its window grew to tcp_rmem max in the interval)
+    let filled = v.rwnd_limited_share.is_none()
+        && f.receiver.is_some_and(|r| r.reader_filled_window())
+        && rate as f64 >= 0.5 * ceiling_bps(window, f.rtt) as f64;
     window > 0
         && !allows_target
         && (rate as f64 >= WINDOW_LIMITED_SHARE * ceiling_bps(window, binds_at) as f64
             || rwnd_stopped
-            || short_of_target)
+            || short_of_target
+            || filled)
 }
 
 /// Nothing moves: no data over the interval (or over the life so far), or the socket's own

@@ -29,6 +29,18 @@ impl<'a> End<'a> {
         }
     }
 
+    /// The reader took 90 % of the window in one round trip (`rcvq_space`, autotuning's own
+    /// measure) from a buffer autotuning cannot grow (it sizes one to twice that: 5-86 % taken
+    /// on rows no window binds): the window is what the flow meets.
+    pub(super) fn reader_filled_window(&self) -> bool {
+        let (f, h) = (self.now, self.host);
+        let fixed = f.rcvbuf_locked == Some(true)
+            || h.tcp_moderate_rcvbuf == Some(false)
+            || f.sk_rcvbuf
+                .is_some_and(|b| super::sizing::at_max(b.into(), h.tcp_rmem));
+        fixed && f.rcvq_space.unwrap_or(0) as f64 >= 0.9 * f.window_clamp.unwrap_or(u32::MAX) as f64
+    }
+
     /// Seconds since the earlier reading.
     pub(super) fn dt_s(&self) -> Option<f64> {
         self.before

@@ -24,7 +24,7 @@ pub enum Class {
 
 macro_rules! limits {
     ($( $(#[$doc:meta])* $variant:ident = $id:literal, $class:ident; )*) => {
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
         #[serde(rename_all = "kebab-case")]
         pub enum Limit {
             $( $(#[$doc])* $variant, )*
@@ -83,7 +83,9 @@ limits! {
     AppLimited = "app-limited", Application;
     /// no data moved in the interval, and nothing waits
     Idle = "idle", Nothing;
-    /// a fact the decision needs is absent (e.g. no RTT sample yet)
+    /// a fact the decision needs is absent (e.g. no RTT sample yet); a verdict with nothing
+    /// known yet
+    #[default]
     Unknown = "unknown", Nothing;
 }
 
@@ -102,23 +104,6 @@ impl Limit {
     /// reading.
     pub fn window_bound(self) -> bool {
         self.is_window() || self == Limit::AppNotReading
-    }
-
-    /// The receivers' caps as the alert pack's regex alternation: `wscale-off|rcvbuf-locked|...`.
-    pub fn receiver_caps_regex() -> String {
-        Limit::ALL
-            .iter()
-            .filter(|l| l.is_receiver_cap())
-            .map(|l| l.id())
-            .collect::<Vec<_>>()
-            .join("|")
-    }
-}
-
-/// A verdict with nothing known yet.
-impl Default for Limit {
-    fn default() -> Self {
-        Limit::Unknown
     }
 }
 
@@ -139,8 +124,13 @@ mod tests {
         for l in Limit::ALL {
             assert_eq!(serde_json::to_value(l).unwrap(), l.id());
         }
+        let caps: Vec<&str> = Limit::ALL
+            .iter()
+            .filter(|l| l.is_receiver_cap())
+            .map(|l| l.id())
+            .collect();
         assert_eq!(
-            Limit::receiver_caps_regex(),
+            caps.join("|"),
             "wscale-off|rcvbuf-locked|autotune-max|window-clamp|scale-cap|low-ratio|memory-pressure"
         );
         assert!(Limit::PeerWindow.is_window() && !Limit::PeerWindow.is_receiver_cap());

@@ -4,7 +4,7 @@ use super::{
     end::End,
     fix::{AppFix, Fix, FixEnd},
     limit::Limit,
-    sizing::{ceiling_bps, fmt_rate, fmt_rtt, Sizing},
+    sizing::{at_max, ceiling_bps, fmt_rate, fmt_rtt, Sizing},
     types::Verdict,
 };
 use crate::facts::SockFacts;
@@ -19,8 +19,6 @@ const SNDBUF_FULL: f64 = 0.5;
 const RWND_SELDOM: f64 = 0.1;
 /// A full send buffer this share in flight or more: the buffer, not a pacer or the path, holds it.
 const SNDBUF_SENT: f64 = 0.5;
-/// An autotuned send buffer at this share of `tcp_wmem[2]` has reached its maximum.
-const WMEM_AT_MAX: f64 = 0.95;
 /// A rate at this share of what a full buffer let into flight over the RTT follows the buffer.
 const FOLLOWS_INFLIGHT: f64 = 0.8;
 /// A writer blocked on a full send buffer is woken when a third of it is free (the kernel's
@@ -285,10 +283,7 @@ pub(super) fn queue_of_the_buffer(s: End, rtt: u32, base: u32) -> bool {
 
 /// The send buffer cannot grow: an application's SO_SNDBUF, or autotuned up to `tcp_wmem[2]`.
 fn cannot_grow(s: End, sndbuf: u64) -> bool {
-    s.now.sndbuf_locked == Some(true)
-        || s.host
-            .tcp_wmem
-            .is_some_and(|t| sndbuf as f64 >= WMEM_AT_MAX * t[2] as f64)
+    s.now.sndbuf_locked == Some(true) || at_max(sndbuf, s.host.tcp_wmem)
 }
 
 /// Data queued at [`SNDBUF_FULL`] of `sndbuf` or more, with [`SNDBUF_SENT`] of it in flight or

@@ -21,6 +21,11 @@ pub(super) fn per_rate(base_us: u32) -> u64 {
     r
 }
 
+/// A buffer at 95 % of its sysctl's max (`tcp_rmem[2]`, `tcp_wmem[2]`): autotuning's maximum.
+pub(super) fn at_max(buffer: u64, sysctl: Option<[u64; 3]>) -> bool {
+    sysctl.is_some_and(|t| buffer as f64 >= 0.95 * t[2] as f64)
+}
+
 /// window / RTT, bit/s.
 pub(super) fn ceiling_bps(window: u64, rtt_us: u32) -> u64 {
     (window as f64 * 8.0 * 1e6 / rtt_us.max(1) as f64) as u64

@@ -956,3 +956,103 @@ fn a_few_segments_unsent_under_the_kernels_app_limited_mark_wait_for_the_pacer()
     });
     assert_ne!(judged_over(&unmarked, (0, 1)).1.limit, Limit::AppLimited);
 }
+
+/// curl uploading to nginx over HTTP/2 (reno, 20 ms, 300 Mbit/s), nginx passing the body on
+/// unbuffered: its 64 KiB stream window binds at 26 Mbit/s (both hosts' buffers raised to
+/// 16 MiB: 26 Mbit/s again). The sender has nothing unsent, 48 segments in flight under a
+/// congestion window of 105, a TCP window of 273 KB open, and the kernel marks its deliveries
+/// app-limited: the application, with what it hands TCP a round trip, and no TCP fix. The same
+/// socket with the congestion window full and nothing marked is not the application.
+#[test]
+fn an_http2_upload_held_by_its_stream_window_is_the_application() {
+    let json = include_str!("recorded/nginx-h2-upload-proxied-20ms-300mbit-reno.json");
+    let (rx, tx) = judged(json);
+    for v in [&rx, &tx] {
+        assert_eq!(v.limit, Limit::AppLimited, "{v:?}");
+        assert!(v.fix.is_none(), "{v:?}");
+    }
+    let why = tx.setting.clone().unwrap_or_default();
+    assert!(why.contains("a round trip"), "{why}");
+    for read in [(0, 1), (0, 2)] {
+        assert_eq!(alone(json, "sender", read).limit, Limit::AppLimited);
+    }
+    let full = altered(json, "sender", |readings| {
+        for f in readings.iter_mut() {
+            f.snd_cwnd = f.packets_out;
+            f.app_limited = Some(false);
+        }
+    });
+    assert_ne!(judged(&full).1.limit, Limit::AppLimited);
+}
+
+/// nginx to wget, the receiver's tcp_rmem max at 512 KiB (reno, 18 ms, 300 Mbit/s), run 2 of the
+/// five-run proof at 8a74fd4, the receiver read alone over the interval: its autotuning grew the
+/// buffer from 166 KB to the max (524288) within it, so the interval's rate (120 Mbit/s) is 68 %
+/// of what the final 395 KB window allows; it was called `not-window-limited`. At the max the
+/// reader had taken 393 KB in one round trip (`rcvq_space`), 99 % of the window: the window binds
+/// (the printed fix, a larger tcp_rmem max, lifted the rate). Where the reader took half the
+/// window, or the buffer can still grow, that is not said.
+#[test]
+fn a_reader_that_took_a_whole_window_at_the_max_meets_that_max() {
+    let json = include_str!(
+        "recorded/nginx-wget-autotune-max-512k-18ms-300mbit-reno-grew-in-interval.json"
+    );
+    let v = alone(json, "receiver", (0, 2));
+    assert_eq!(v.limit, Limit::AutotuneMax, "{v:?}");
+    assert!(v.fix.is_some(), "{v:?}");
+    let half = altered(json, "receiver", |readings| {
+        let clamp = readings[2].window_clamp.unwrap();
+        assert!(readings[2].rcvq_space.unwrap() as f64 >= 0.9 * clamp as f64);
+        readings[2].rcvq_space = Some(clamp / 2);
+    });
+    assert_eq!(
+        alone(&half, "receiver", (0, 2)).limit,
+        Limit::NotWindowLimited
+    );
+    let s: serde_json::Value = serde_json::from_str(json).unwrap();
+    let mut room = s.clone();
+    for e in room["recorded"].as_array_mut().unwrap() {
+        e["host"]["tcp_rmem"][2] = serde_json::json!(32 << 20);
+    }
+    assert_ne!(
+        alone(&room.to_string(), "receiver", (0, 2)).limit,
+        Limit::AutotuneMax
+    );
+}
+
+/// `curl --limit-rate 2M` (reno, 20 ms, 300 Mbit/s) behind Python's http.server (run 2 of the
+/// five-run proof at 8a74fd4) and nginx (run 3): the reader's window, over 64 KiB, 90 % or more
+/// unread at a reading while its last advertisement still said it open (189 of 198 KB unread at
+/// both readings, advertised 189 KB; nginx's receiver read alone, none unread and then 160 of
+/// 157 KB at the next reading), the flow at 16 Mbit/s, under what the window lets a
+/// window-bound flow reach. Each was called `not-window-limited` (both ends over the interval;
+/// the receiver alone, snapshot and interval): the window full of unread data is the reader's.
+/// With 80 % unread, or the flow at the window's rate, it is not said.
+#[test]
+fn a_window_full_of_unread_data_at_a_reading_is_the_reader() {
+    let both =
+        include_str!("recorded/py-serve-curl-limit-rate-2m-20ms-300mbit-reno-full-at-both.json");
+    let (rx, tx) = judged(both);
+    assert_eq!(rx.limit, Limit::AppNotReading, "{rx:?}");
+    assert_eq!(tx.limit, Limit::AppNotReading, "{tx:?}");
+    assert!(rx.fix.is_none(), "{rx:?}");
+    let one = include_str!("recorded/nginx-curl-limit-rate-2m-20ms-300mbit-reno-full-at-one.json");
+    for read in [(0, 1), (0, 2)] {
+        assert_eq!(alone(one, "receiver", read).limit, Limit::AppNotReading);
+    }
+    let less = altered(one, "receiver", |readings| {
+        for f in readings.iter_mut() {
+            f.unread = f.unread.map(|u| u.min(f.window_clamp.unwrap() * 8 / 10));
+        }
+    });
+    assert_eq!(
+        alone(&less, "receiver", (0, 1)).limit,
+        Limit::NotWindowLimited
+    );
+    let fast = altered(one, "receiver", |readings| {
+        // the same readings with the window's rate delivered between them
+        let b0 = readings[0].bytes_received.unwrap();
+        readings[1].bytes_received = Some(b0 + 10 * u64::from(readings[1].window_clamp.unwrap()));
+    });
+    assert_ne!(alone(&fast, "receiver", (0, 1)).limit, Limit::AppNotReading);
+}

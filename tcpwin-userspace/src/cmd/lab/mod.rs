@@ -32,10 +32,11 @@ pub struct LabArgs {
     /// Set up a slow transfer and hold the verdict (both ends, read together) against the limit
     /// the scenario is built to show: wscale-off, window-sweep, rmem-max, autotune-max, gro,
     /// not-window-limited, window-clamp, app-not-reading, queue (a deep bottleneck queue),
-    /// iperf3 (-w, -R, -P), nginx (sndbuf=, curl --limit-rate), own-pace, py-serve and h2-upload
-    /// (programs held out of the judge's making: ssh, iperf3 --fq-rate and -b; Python's
-    /// http.server; curl uploading to nginx over HTTP/2), all (with --quick: one row per limit
-    /// family, each once, as the test suite runs it). Exits 1 when any verdict differs
+    /// iperf3 (-w, -R, -P), nginx (sndbuf=, curl --limit-rate), own-pace, py-serve, h2-upload
+    /// and https (programs held out of the judge's making: ssh, iperf3 --fq-rate and -b;
+    /// Python's http.server; curl uploading to nginx over HTTP/2; nginx over TLS), all (with
+    /// --quick: one row per limit family, each once, as the test suite runs it). Exits 1 when
+    /// any verdict differs
     #[arg(long, value_name = "NAME|all", conflicts_with = "full")]
     pub scenario: Option<String>,
     /// Run each scenario row N times and print the accuracy table (scenario x congestion
