@@ -216,15 +216,14 @@ fn app_rate(s: &Spec, st: &run::Setup) -> u64 {
         ) => r,
         (
             _,
-            Some(App::PyServe {
-                limit_rate: Some(r),
-            }),
-        ) => r,
-        (
-            _,
-            Some(App::Https {
-                limit_rate: Some(r),
-            }),
+            Some(
+                App::PyServe {
+                    limit_rate: Some(r),
+                }
+                | App::Https {
+                    limit_rate: Some(r),
+                },
+            ),
         ) => r,
         _ => u64::MAX,
     }
