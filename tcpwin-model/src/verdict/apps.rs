@@ -239,8 +239,8 @@ fn backlog(
                 })
                 && (unread(r.now).max(unread(b)) >= 0.5 * w
                     || read_late(r.now).or(read_late(b)).is_some());
-            // a window over 64 KiB 90 % unread at a reading, the flow not window-bound: the reader's
-            let full = w > 65536.0 && unread(r.now).max(unread(b)) >= 0.9 * w && under_window;
+            // a window over 64 KiB three quarters unread at a reading, not window-bound: the reader's
+            let full = w > 65536.0 && unread(r.now).max(unread(b)) >= 0.75 * w && under_window;
             below_cap && (persistent || held || drained || full)
         }
         None => unread(r.now) >= 0.5 * w && (adv as f64) < 0.5 * w,

@@ -1042,7 +1042,7 @@ fn a_window_full_of_unread_data_at_a_reading_is_the_reader() {
     }
     let less = altered(one, "receiver", |readings| {
         for f in readings.iter_mut() {
-            f.unread = f.unread.map(|u| u.min(f.window_clamp.unwrap() * 8 / 10));
+            f.unread = f.unread.map(|u| u.min(f.window_clamp.unwrap() * 7 / 10));
         }
     });
     assert_eq!(
@@ -1055,4 +1055,25 @@ fn a_window_full_of_unread_data_at_a_reading_is_the_reader() {
         readings[1].bytes_received = Some(b0 + 10 * u64::from(readings[1].window_clamp.unwrap()));
     });
     assert_ne!(alone(&fast, "receiver", (0, 1)).limit, Limit::AppNotReading);
+}
+
+/// curl --limit-rate 2M (reno, proof at 8a74fd4): a reader that drained before the snapshot and
+/// had 84-86 % of its window unread a quarter second later, its advertisement still 92 % open,
+/// the flow at 25-26 % of window / RTT (on the drained rule's edge). Both ends (nginx run 5)
+/// and the receiver alone (py-serve run 4) were `not-window-limited` under a 90 % line; outside
+/// reader rows no recorded receiver had over 55 % of a window above 64 KiB unread below 70 % of
+/// its rate (nginx reading an upload into a locked buffer in bursts).
+#[test]
+fn most_of_a_window_unread_at_a_reading_is_the_reader() {
+    let both = include_str!("recorded/nginx-curl-limit-rate-2m-20ms-300mbit-reno-most-unread.json");
+    let (rx, tx) = judged_over(both, (0, 1));
+    assert_eq!(rx.limit, Limit::AppNotReading, "{rx:?}");
+    assert_eq!(tx.limit, Limit::AppNotReading, "{tx:?}");
+    let one =
+        include_str!("recorded/py-serve-curl-limit-rate-2m-20ms-300mbit-reno-most-unread.json");
+    assert_eq!(alone(one, "receiver", (0, 1)).limit, Limit::AppNotReading);
+    let less = altered(one, "receiver", |readings| {
+        readings[1].unread = Some(readings[1].window_clamp.unwrap() * 7 / 10);
+    });
+    assert_ne!(alone(&less, "receiver", (0, 1)).limit, Limit::AppNotReading);
 }
