@@ -205,6 +205,7 @@ fn backlog(
     let mss = r.now.rcv_mss.unwrap_or(1).max(1) as f64;
     match r.before {
         Some(b) => {
+            let most = unread(r.now).max(unread(b));
             let under_window = rate.is_some_and(|x| {
                 (x as f64) < WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64
             });
@@ -237,10 +238,9 @@ fn backlog(
                 && rate.is_some_and(|x| {
                     (x as f64) < DRAINED_RATE_SHARE * ceiling_bps(window, rtt) as f64
                 })
-                && (unread(r.now).max(unread(b)) >= 0.5 * w
-                    || read_late(r.now).or(read_late(b)).is_some());
+                && (most >= 0.5 * w || read_late(r.now).or(read_late(b)).is_some());
             // a window over 64 KiB three quarters unread at a reading, not window-bound: the reader's
-            let full = w > 65536.0 && unread(r.now).max(unread(b)) >= 0.75 * w && under_window;
+            let full = w > 65536.0 && most >= 0.75 * w && under_window;
             below_cap && (persistent || held || drained || full)
         }
         None => unread(r.now) >= 0.5 * w && (adv as f64) < 0.5 * w,
