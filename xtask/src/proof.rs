@@ -16,7 +16,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use tcpwin_lab::rows::{BenchRow, View, WanRow};
-use tcpwin_model::verdict::Limit;
+use tcpwin_model::verdict::{Class, Limit};
 
 use crate::root;
 
@@ -148,14 +148,19 @@ pub fn lab_figures(rows: &[WanRow]) -> BTreeMap<String, Figure> {
         }
         judged += 1;
         // the prediction is the window's ceiling, the path's rate and the application's: a row
-        // held by the sender's buffer or its congestion window runs at a share of it that only
-        // says how tight that limit is (nginx sndbuf=32k: 0.11-0.22 between runs), not how
-        // right the prediction is; nor does a bare veth's, with no rate of its own: its window
+        // whose sender holds itself (its buffer, its congestion window, its pacing, its
+        // application) runs at a share of it that only says how tight that limit is (nginx
+        // sndbuf=32k: 0.11-0.22 between runs; iperf3 -b or --fq-rate 100M: 0.2 of the path;
+        // ssh and HTTP/2 at their application's window: 0.13-0.33), not how right the
+        // prediction is; nor an application's own schedule where its rate is known (nginx
+        // limit_rate 2000k under reno: 0.69-0.97 of it between proofs, its bursts slowed by
+        // the restart after idle); nor does a bare veth's, with no rate of its own: its window
         // over a microsecond RTT is tens of Gbit/s that no host moves (the CPU sets the rate),
         // and the RTT's 1 us resolution alone halves or doubles it (iperf3 -w 8K: 12672 B over
         // 2 us is 50.7 Gbit/s, measured 1.6-2.1, and 0.04-0.1 of it between kernels)
-        let predicted_models_it =
-            !matches!(r.expected, Limit::Sndbuf | Limit::Congestion) && r.rate_limit_bps.is_some();
+        let predicted_models_it = r.expected.class() != Class::Sender
+            && r.expected != Limit::AppLimited
+            && r.rate_limit_bps.is_some();
         if let (Some(m), Some(p), true) = (
             r.throughput_bps,
             r.predicted_bps.filter(|p| *p > 0),
@@ -875,7 +880,23 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(ratio(std::slice::from_ref(&veth)), Vec::<f64>::new());
-        assert_eq!(ratio(&[veth, rated]), vec![0.95]);
+        assert_eq!(ratio(&[veth, rated.clone()]), vec![0.95]);
+        // a sender that holds itself runs at a share of the prediction that says how tight its
+        // own limit is (iperf3 -b 100M on 500 Mbit/s: 0.2), and an application's own schedule
+        // is its own: neither is held
+        for expected in [
+            Limit::Sndbuf,
+            Limit::Congestion,
+            Limit::Pacing,
+            Limit::AppLimited,
+        ] {
+            let own = WanRow {
+                expected,
+                throughput_bps: Some(200_000_000),
+                ..rated.clone()
+            };
+            assert_eq!(ratio(&[own]), Vec::<f64>::new(), "{expected}");
+        }
     }
 
     /// The bench's figures held are ratios to floors of the same run: a machine twice as slow

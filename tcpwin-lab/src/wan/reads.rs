@@ -40,6 +40,48 @@ pub(super) fn ends(
     })
 }
 
+/// Where the transfer was over at a reading: its sender's FIN acknowledged (`FIN-WAIT-2`,
+/// `TIME-WAIT`, closed), as the sending end was read itself or as its exporter answered the
+/// receiver. A sender whose last byte and FIN were acknowledged has nothing queued and reads
+/// `app-limited`, whatever held it before; a sender that closed with data still queued
+/// (`FIN-WAIT-1`: a server that wrote a file and closed) still moves it, and a receiver that got
+/// the FIN may still hold a backlog: neither is over. `rx`, `tx`: the ends' indexes in the last
+/// reading. Said as the reading and how the sender was read.
+pub(super) fn ended(
+    readings: &[Vec<Seen>; 3],
+    peers: Option<&[PeerReading; 3]>,
+    (rx, tx): (usize, Option<usize>),
+) -> Option<String> {
+    let last = &readings[2];
+    let over = |f: &tcpwin_model::facts::SockFacts| matches!(f.state, 5..=7);
+    let said = |k: usize, how: &str, f: &tcpwin_model::facts::SockFacts| {
+        format!(
+            "at reading {} of 3 the sender, {how}, was {}: the transfer was over",
+            k + 1,
+            tcpwin_model::facts::state_name(f.state)
+        )
+    };
+    for (k, reading) in readings.iter().enumerate() {
+        let own = tx.and_then(|t| {
+            reading
+                .iter()
+                .find(|r| r.facts.id.cookie == last[t].facts.id.cookie)
+        });
+        if let Some(o) = own.filter(|o| over(&o.facts)) {
+            return Some(said(k, "read on its host", &o.facts));
+        }
+        // the receiver's peer: the sending end as its exporter answered
+        let theirs = peers
+            .into_iter()
+            .flat_map(|p| p[k].iter().flat_map(|(_, v)| v))
+            .find(|p| p.facts.id.tuple() == last[rx].facts.id.peer_tuple());
+        if let Some(p) = theirs.filter(|p| over(&p.facts)) {
+            return Some(said(k, "as its exporter answered the receiver", &p.facts));
+        }
+    }
+    None
+}
+
 /// Every socket of `after` judged over the interval since `before`.
 pub(super) fn judged(before: &[Seen], after: &[Seen], target: Option<u64>) -> Vec<Verdict> {
     let mut judge = Judge::new(target);
@@ -367,6 +409,75 @@ mod tests {
         assert_eq!(
             accepted(e, View::Alone, "sender", false),
             vec![AppNotReading, PeerWindow]
+        );
+    }
+
+    /// The miss of the proof at dc5525f (own endpoints, sndbuf, reno, run 4): the receiver's
+    /// peer exporter read the sender 5 ms after its last byte and FIN were acknowledged
+    /// (`FIN-WAIT-2`): that reading is of a transfer that was over. A sender that closed with data
+    /// still queued (`FIN-WAIT-1`) and a receiver that got the FIN (`CLOSE-WAIT`) are not over.
+    #[test]
+    fn a_reading_after_the_senders_fin_was_acknowledged_is_of_a_transfer_over() {
+        use std::net::{IpAddr, Ipv4Addr};
+        use tcpwin_model::{facts::SockFacts, id::SocketId};
+        let (a, b) = (
+            Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))),
+            Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2))),
+        );
+        let end = |ns: &str, cookie, (laddr, lport, raddr, rport), state| Seen {
+            line_ns: ns.into(),
+            facts: SockFacts {
+                id: SocketId {
+                    cookie: Some(cookie),
+                    laddr,
+                    lport,
+                    raddr,
+                    rport,
+                    ..Default::default()
+                },
+                state,
+                ..Default::default()
+            },
+            host: Default::default(),
+        };
+        let rx = |state| end("b", 1, (b, 5403, a, 40000), state);
+        let tx = |state| end("a", 2, (a, 40000, b, 5403), state);
+        let both = |r, t| vec![rx(r), tx(t)];
+        let running: [Vec<Seen>; 3] = std::array::from_fn(|_| both(1, 1));
+        assert_eq!(ended(&running, None, (0, Some(1))), None);
+        // the sender read on its host after its FIN was acknowledged
+        let mut over = running.clone();
+        over[2] = both(8, 5);
+        let why = ended(&over, None, (0, Some(1))).expect("over");
+        assert!(
+            why.contains("reading 3 of 3") && why.contains("FIN-WAIT-2"),
+            "{why}"
+        );
+        // still sending what it queued before it closed; a receiver holding the FIN
+        over[2] = both(8, 4);
+        assert_eq!(ended(&over, None, (0, Some(1))), None);
+        // the sender as its exporter answered the receiver (its id as the receiver's reversed)
+        let peer = |state| -> PeerReading {
+            vec![
+                (
+                    "b".into(),
+                    vec![end("peer:a", 9, (a, 40000, b, 5403), state)],
+                ),
+                ("a".into(), vec![end("peer:b", 8, (b, 5403, a, 40000), 1)]),
+            ]
+        };
+        let peers: [PeerReading; 3] = [peer(1), peer(1), peer(5)];
+        let why = ended(&running, Some(&peers), (0, Some(1))).expect("over");
+        assert!(why.contains("exporter answered the receiver"), "{why}");
+        let peers: [PeerReading; 3] = [peer(1), peer(1), peer(4)];
+        assert_eq!(ended(&running, Some(&peers), (0, Some(1))), None);
+        // the receiver read alone (no sender found): its peer still tells
+        let alone: [Vec<Seen>; 3] = std::array::from_fn(|_| vec![rx(1)]);
+        let peers: [PeerReading; 3] = [peer(1), peer(6), peer(6)];
+        let why = ended(&alone, Some(&peers), (0, None)).expect("over");
+        assert!(
+            why.contains("reading 2 of 3") && why.contains("TIME-WAIT"),
+            "{why}"
         );
     }
 }

@@ -334,18 +334,26 @@ pub(super) fn transfer(
         }
     };
     let watch = |it: &mut dyn Readings| -> Result<Watched> {
+        // the first and last readings keep to the clock of the transfer's start, whatever the
+        // readings before them took (with each end's peer asked, three of them took long
+        // enough on a busy machine to push the last past a 6 s sender's end); the snapshot is
+        // a quarter second after the first, as `ss` run twice
+        let start = std::time::Instant::now();
+        let at_offset = |t: Duration| {
+            std::thread::sleep((start + t).saturating_duration_since(std::time::Instant::now()))
+        };
         // the connections the peers are asked about at the first reading
         let ahead = Duration::from_millis(200);
-        std::thread::sleep(JUDGE_FROM - ahead);
+        at_offset(JUDGE_FROM - ahead);
         let early = match st.peers {
             Some(_) => sample(it, pair)?,
             None => Vec::new(),
         };
-        std::thread::sleep(ahead);
+        at_offset(JUDGE_FROM);
         let (first, p0) = at(it, &early)?;
         std::thread::sleep(SNAPSHOT_AFTER);
         let (soon, p1) = at(it, &first)?;
-        std::thread::sleep(JUDGE_UNTIL - JUDGE_FROM - SNAPSHOT_AFTER);
+        at_offset(JUDGE_UNTIL);
         let (last, p2) = at(it, &soon)?;
         let peers = match (p0, p1, p2) {
             (Some(a), Some(b), Some(c)) => Some([a, b, c]),
