@@ -206,41 +206,37 @@ fn backlog(
     match r.before {
         Some(b) => {
             let most = unread(r.now).max(unread(b));
-            let under_window = rate.is_some_and(|x| {
-                (x as f64) < WINDOW_LIMITED_SHARE * ceiling_bps(window, rtt) as f64
-            });
+            // the flow under `k` of what the window allows over the RTT, on a path of a
+            // millisecond or more (at µs RTTs every flow is far under it: the ACK clock paces it)
+            let ms_path = base >= super::sizing::QUEUE_MIN_US;
+            let under =
+                |k: f64| rate.is_some_and(|x| (x as f64) < k * ceiling_bps(window, rtt) as f64);
             // the window the last ACK advertised is stale once data arrived after it: a reader
             // that just took a chunk (curl --limit-rate: 162 KB unread under a 233 KB window
             // advertised before they came) shows it open; a flow at under half what the window
             // allows over the RTT with that backlog at both readings was held by its reader
-            // (on paths of a millisecond or more: at µs RTTs "under half of window / RTT" is
-            // every flow, the ACK clock paces it)
-            let far_under = base >= super::sizing::QUEUE_MIN_US
-                && rate.is_some_and(|x| (x as f64) < 0.5 * ceiling_bps(window, rtt) as f64);
+            let far_under = ms_path && under(0.5);
             let persistent = unread(r.now) >= BACKLOG_SHARE * w
                 && unread(b) >= BACKLOG_SHARE * w
                 && ((adv as f64) < 0.75 * w || far_under);
-            // at RTTs of µs "far under window / RTT" says nothing (the ACK clock and srtt's
-            // granularity): only on paths whose base RTT is a millisecond or more; data unread
-            // at both readings (nginx taking an upload into a locked 64 KiB buffer in bursts
-            // held 36 KB at one reading of two: the buffer held the window, not the reader), and
-            // the window advertised under half at one (55-60 % of it unread at both, 80 % open)
-            let held = base >= super::sizing::QUEUE_MIN_US
+            // held by the advertised window, data unread at both readings, advertised under half
+            // at one (nginx taking an upload into a locked 64 KiB buffer in bursts: 36 KB unread
+            // at one reading of two, or 55-60 % at both and 80 % open: the buffer's)
+            let held = ms_path
                 && rwnd_share.is_some_and(|x| x >= 0.5)
-                && under_window
+                && under(WINDOW_LIMITED_SHARE)
                 && (unread(r.now) >= mss && unread(b) >= mss)
                 && (adv.min(b.rcv_wnd.map_or(adv, u64::from)) as f64) < 0.5 * w;
             // a reader that drained between the readings (half the window unread at one, or data
             // read late), the flow under a quarter of what the window allows over the RTT, far
             // under what a window or path would hold it to (`curl --limit-rate 1M`: 325 KB unread,
             // then none, at 7 % of window / RTT; or none at either, the last data read 153 ms late)
-            let drained = base >= super::sizing::QUEUE_MIN_US
-                && rate.is_some_and(|x| {
-                    (x as f64) < DRAINED_RATE_SHARE * ceiling_bps(window, rtt) as f64
-                })
+            let drained = ms_path
+                && under(DRAINED_RATE_SHARE)
                 && (most >= 0.5 * w || read_late(r.now).or(read_late(b)).is_some());
-            // a window over 64 KiB three quarters unread at a reading, not window-bound: the reader's
-            let full = w > 65536.0 && most >= 0.75 * w && under_window;
+            // a window over 64 KiB three quarters unread at a reading, the flow under half of it:
+            // the reader's (that upload: 94 % unread at a reading, the flow at 61 %: the buffer's)
+            let full = w > 65536.0 && most >= 0.75 * w && far_under;
             below_cap && (persistent || held || drained || full)
         }
         None => unread(r.now) >= 0.5 * w && (adv as f64) < 0.5 * w,

@@ -81,9 +81,11 @@ pub(super) struct QueueEvidence<'a> {
 
 /// A queue at the bottleneck holds the RTT well above the base, steadily: the standing queue a
 /// millisecond and an eighth of the base at least, the rate no more than the window lets through
-/// over the RTT, a sender's RTT variance under half of it (stalls and bursts swing the RTT); a
-/// receiver alone only with its window full (its own RTT estimate spans a pausing sender's gaps:
-/// `nginx limit_rate` read 112 ms on a 21 ms path).
+/// over the RTT, a sender's RTT variance under half of it (stalls and bursts swing the RTT), the
+/// receiver's own estimate (which crosses the same queue) not at the base (curl --limit-rate's
+/// stalls: the receiver at the base, the sender 11-37 ms over; behind a queue the receiver is
+/// 0.6-1.3 of the sender's excess up); a receiver alone only with its window full (its own RTT
+/// estimate spans a pausing sender's gaps: `nginx limit_rate` read 112 ms on a 21 ms path).
 pub(super) fn queued(q: &QueueEvidence) -> bool {
     let over = sender::standing(q.sender, q.rtt, q.base);
     if over < QUEUE_MIN_US.max(q.base / QUEUE_MIN_SHARE) {
@@ -95,9 +97,11 @@ pub(super) fn queued(q: &QueueEvidence) -> bool {
     if q.window > 0 && q.rate as f64 > RTT_NOT_THE_INTERVALS * ceiling_bps(q.window, q.rtt) as f64 {
         return false;
     }
+    let rx_rtt = q.receiver.and_then(|r| r.now.rcv_rtt_us).filter(|x| *x > 0);
     if q.sender
         .and_then(|s| s.now.rttvar_us)
         .is_some_and(|var| var > over / 2)
+        || q.sender.is_some() && rx_rtt.is_some_and(|x| x.saturating_sub(q.base) < over / 10)
     {
         return false;
     }

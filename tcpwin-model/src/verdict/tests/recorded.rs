@@ -1077,3 +1077,53 @@ fn most_of_a_window_unread_at_a_reading_is_the_reader() {
     });
     assert_ne!(alone(&less, "receiver", (0, 1)).limit, Limit::AppNotReading);
 }
+
+/// nginx taking an upload into its locked 128 KiB buffer (`rcvbuf=64k`, reno, run 1 of the proof
+/// at 1551565), the sender read with the receiver as the receiver's exporter answered: 93 KB of a
+/// 96.5 KB window unread at the first reading (nginx reads in bursts, 22 ms since its last), none
+/// at the last, the flow at 61 % of what the window allows over the RTT. The buffer holds the
+/// window: a reader that leaves most of it unread holds the flow under half of it (curl
+/// --limit-rate: 25 %). The same readings with the flow at a quarter of it are the reader's.
+#[test]
+fn a_full_window_of_a_reader_in_bursts_is_not_the_reader_at_most_of_the_rate() {
+    let json = include_str!("recorded/upload-nginx-rcvbuf-64k-20ms-300mbit-reno-peer-full.json");
+    let (rx, tx) = judged(json);
+    assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
+    assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
+    // a quarter of the bytes over the same interval
+    let slow = |readings: &mut Vec<SockFacts>| {
+        let first = readings[0].bytes_received.unwrap();
+        for f in readings.iter_mut().skip(1) {
+            f.bytes_received = Some(first + (f.bytes_received.unwrap() - first) * 4 / 10);
+        }
+    };
+    let slow = altered(json, "receiver", slow);
+    let slow = altered(&slow, "sender", |readings| {
+        let first = readings[0].bytes_acked.unwrap();
+        for f in readings.iter_mut().skip(1) {
+            f.bytes_acked = Some(first + (f.bytes_acked.unwrap() - first) * 4 / 10);
+        }
+    });
+    assert_eq!(judged(&slow).1.limit, Limit::AppNotReading);
+}
+
+/// nginx -> curl --limit-rate 2000k (reno, run 1 of the proof at 1551565): the sender's RTT 55-58 ms
+/// on a 20 ms path, its variance under half the excess, 99.9 % of its busy time held by the
+/// receiver's window, 16 Mbit/s where the window allows 78 over the base RTT; both readings
+/// caught curl just after it drained its buffer. The receiver's own RTT estimate sat at the base
+/// (20 ms): no queue on the path, the stalls stretched the sender's RTT; the reader holds the
+/// flow. With the receiver's estimate 80 % of the way up to the sender's (a queue), the
+/// window's RTT is the queue's and the flow fills half of it: not the reader by that rule.
+#[test]
+fn a_senders_rtt_stretched_by_a_stalling_reader_is_no_queue() {
+    let json = include_str!("recorded/nginx-curl-limit-rate-2m-20ms-300mbit-reno-stalled-rtt.json");
+    let (rx, tx) = judged(json);
+    assert_eq!(rx.limit, Limit::AppNotReading, "{rx:?}");
+    assert_eq!(tx.limit, Limit::AppNotReading, "{tx:?}");
+    let queued = altered(json, "receiver", |readings| {
+        for f in readings.iter_mut() {
+            f.rcv_rtt_us = Some(20_311 + (55_000 - 20_311) * 8 / 10);
+        }
+    });
+    assert_ne!(judged(&queued).1.limit, Limit::AppNotReading);
+}
