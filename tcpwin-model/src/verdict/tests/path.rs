@@ -58,16 +58,21 @@ fn a_bottleneck_queue_is_not_blamed_on_the_window() {
     // the path is the lowest ceiling, by the judge's own test of a queue
     assert_eq!(vr.ceilings[0].kind, Kind::Path, "{:?}", vr.ceilings);
     assert_eq!(vr.ceilings[0].rate_bps, vr.rate_bps.unwrap());
-    // the same RTT swinging (variance over half the RTT's excess: stalls, not a queue) is no
-    // queue to the judge, nor a ceiling of the path
+    // the same RTT swinging (variance over half the RTT's excess: stalls, not a queue; the
+    // receiver's own estimate at the base, where a stalling reader keeps it) is no queue to the
+    // judge, nor a ceiling of the path
     let swings = |ts: f64, acked| {
         let mut f = s(ts, acked);
         f.rttvar_us = Some(20 * MS);
         f
     };
+    let at_base = |mut f: SockFacts| {
+        f.rcv_rtt_us = Some(2 * MS);
+        f
+    };
     let (vs, _) = both(
         (&swings(1.0, 0), &swings(2.0, 19_300_000 / 8)),
-        (&off(rcv(1.0, 0)), &r2),
+        (&at_base(off(rcv(1.0, 0))), &at_base(r2.clone())),
         &h,
         None,
     );
