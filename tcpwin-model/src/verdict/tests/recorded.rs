@@ -77,6 +77,23 @@ fn altered(json: &str, end: &str, f: impl Fn(&mut Vec<SockFacts>)) -> String {
     .unwrap()
 }
 
+/// The recorded transfer moving `num / den` of its bytes after the first reading: the receiver's
+/// bytes received and the sender's bytes acknowledged scaled alike (a counter-case at a lower
+/// rate, every other fact the same).
+fn slowed(json: &str, num: u64, den: u64) -> String {
+    let scale = |field: fn(&mut SockFacts) -> &mut Option<u64>| {
+        move |readings: &mut Vec<SockFacts>| {
+            let first = field(&mut readings[0]).unwrap();
+            for f in readings.iter_mut().skip(1) {
+                let v = field(f).unwrap();
+                *field(f) = Some(first + (v - first) * num / den);
+            }
+        }
+    };
+    let slow = altered(json, "receiver", scale(|f| &mut f.bytes_received));
+    altered(&slow, "sender", scale(|f| &mut f.bytes_acked))
+}
+
 /// A long fat path with every default (100 ms, 500 Mbit/s, reno): the send buffer autotunes to
 /// tcp_wmem[2] 4 MiB and lets 3.08 MB into flight (241 Mbit/s); the kernel counted 61 % of the
 /// interval's busy time sndbuf-limited. It was judged `not-window-limited`: the send buffer was
@@ -1093,20 +1110,7 @@ fn a_full_window_of_a_reader_in_bursts_is_not_the_reader_at_most_of_the_rate() {
     assert_eq!(rx.limit, Limit::RcvbufLocked, "{rx:?}");
     assert_eq!(tx.limit, Limit::RcvbufLocked, "{tx:?}");
     // a quarter of the bytes over the same interval
-    let slow = |readings: &mut Vec<SockFacts>| {
-        let first = readings[0].bytes_received.unwrap();
-        for f in readings.iter_mut().skip(1) {
-            f.bytes_received = Some(first + (f.bytes_received.unwrap() - first) * 4 / 10);
-        }
-    };
-    let slow = altered(json, "receiver", slow);
-    let slow = altered(&slow, "sender", |readings| {
-        let first = readings[0].bytes_acked.unwrap();
-        for f in readings.iter_mut().skip(1) {
-            f.bytes_acked = Some(first + (f.bytes_acked.unwrap() - first) * 4 / 10);
-        }
-    });
-    assert_eq!(judged(&slow).1.limit, Limit::AppNotReading);
+    assert_eq!(judged(&slowed(json, 4, 10)).1.limit, Limit::AppNotReading);
 }
 
 /// nginx -> curl --limit-rate 2000k (reno, run 1 of the proof at 1551565): the sender's RTT 55-58 ms
@@ -1159,16 +1163,8 @@ fn a_sender_at_the_rate_asked_is_not_held_by_its_application() {
     let (rx, tx) = judged_over(json, (0, 1));
     assert_eq!(rx.limit, Limit::NotWindowLimited, "{rx:?}");
     assert_eq!(tx.limit, Limit::NotWindowLimited, "{tx:?}");
-    let half = |field: fn(&mut SockFacts) -> &mut Option<u64>| {
-        move |readings: &mut Vec<SockFacts>| {
-            let first = field(&mut readings[0]).unwrap();
-            for f in readings.iter_mut().skip(1) {
-                let v = field(f).unwrap();
-                *field(f) = Some(first + (v - first) / 2);
-            }
-        }
-    };
-    let slow = altered(json, "sender", half(|f| &mut f.bytes_acked));
-    let slow = altered(&slow, "receiver", half(|f| &mut f.bytes_received));
-    assert_eq!(judged_over(&slow, (0, 1)).1.limit, Limit::AppLimited);
+    assert_eq!(
+        judged_over(&slowed(json, 1, 2), (0, 1)).1.limit,
+        Limit::AppLimited
+    );
 }
