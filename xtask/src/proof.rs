@@ -16,7 +16,7 @@ use std::{
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use tcpwin_lab::rows::{BenchRow, View, WanRow};
-use tcpwin_model::verdict::{Class, Limit};
+use tcpwin_model::verdict::Class;
 
 use crate::root;
 
@@ -152,14 +152,14 @@ pub fn lab_figures(rows: &[WanRow]) -> BTreeMap<String, Figure> {
         // application) runs at a share of it that only says how tight that limit is (nginx
         // sndbuf=32k: 0.11-0.22 between runs; iperf3 -b or --fq-rate 100M: 0.2 of the path;
         // ssh and HTTP/2 at their application's window: 0.13-0.33), not how right the
-        // prediction is; nor an application's own schedule where its rate is known (nginx
-        // limit_rate 2000k under reno: 0.69-0.97 of it between proofs, its bursts slowed by
-        // the restart after idle); nor does a bare veth's, with no rate of its own: its window
+        // prediction is; nor an application's own schedule, its writer's or its reader's
+        // (nginx limit_rate 2000k under reno: 0.69-0.97 of it between proofs, its bursts
+        // slowed by the restart after idle; curl --limit-rate 2M reading: 0.35-1.0, its
+        // limiter catching up after a slow start); nor does a bare veth's, with no rate of its own: its window
         // over a microsecond RTT is tens of Gbit/s that no host moves (the CPU sets the rate),
         // and the RTT's 1 us resolution alone halves or doubles it (iperf3 -w 8K: 12672 B over
         // 2 us is 50.7 Gbit/s, measured 1.6-2.1, and 0.04-0.1 of it between kernels)
-        let predicted_models_it = r.expected.class() != Class::Sender
-            && r.expected != Limit::AppLimited
+        let predicted_models_it = !matches!(r.expected.class(), Class::Sender | Class::Application)
             && r.rate_limit_bps.is_some();
         if let (Some(m), Some(p), true) = (
             r.throughput_bps,
@@ -753,6 +753,7 @@ pub fn proof(a: &Args) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tcpwin_model::verdict::Limit;
 
     /// A target is met on its side of the bound, named when not, and "not measured" without
     /// its figure; the breakdown is per connection.
@@ -882,13 +883,14 @@ mod tests {
         assert_eq!(ratio(std::slice::from_ref(&veth)), Vec::<f64>::new());
         assert_eq!(ratio(&[veth, rated.clone()]), vec![0.95]);
         // a sender that holds itself runs at a share of the prediction that says how tight its
-        // own limit is (iperf3 -b 100M on 500 Mbit/s: 0.2), and an application's own schedule
-        // is its own: neither is held
+        // own limit is (iperf3 -b 100M on 500 Mbit/s: 0.2), and an application's own schedule,
+        // writing or reading, is its own: neither is held
         for expected in [
             Limit::Sndbuf,
             Limit::Congestion,
             Limit::Pacing,
             Limit::AppLimited,
+            Limit::AppNotReading,
         ] {
             let own = WanRow {
                 expected,
