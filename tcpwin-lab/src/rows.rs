@@ -235,7 +235,8 @@ pub struct FixedRun {
     /// both runs' delay lines kept the path's RTT
     #[serde(default = "yes")]
     pub on_time: bool,
-    /// a fix that turns GRO on: the receiver's veth merged segments after it (its ratio rose).
+    /// with GRO on after the fix (the fix turns it on, or it was on and merged before): the
+    /// receiver's veth merged segments after it (its ratio rose over one segment per packet).
     /// The lab's veth stands in for a NIC by polling in a thread of its own; with the CPUs busy
     /// that thread can poll each frame alone, and then GRO merges nothing however it is set
     #[serde(default = "yes")]
