@@ -126,6 +126,24 @@ pub fn compare(
     out
 }
 
+/// Where a part's figures kept from `last` were measured: the run that last ran that part (the
+/// one `last` names where it kept them too), with its lab repeat where the part is the lab.
+fn kept_from(part: &str, last: &Proof) -> String {
+    match &last.kept {
+        Some(k) if k.starts_with(part) => k.clone(),
+        _ => format!(
+            "{part}figures from {}, {}{}",
+            last.build,
+            last.date,
+            if part == "lab " {
+                format!(", {} runs per lab row", last.repeat)
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
 fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -694,17 +712,7 @@ pub fn proof(a: &Args) -> Result<()> {
             return None;
         }
         figures.extend(old.into_iter().map(|(k, v)| (k.clone(), *v)));
-        Some(format!(
-            "{}figures from {}, {}, {} runs per lab row{}",
-            part,
-            l.build,
-            l.date,
-            l.repeat,
-            l.kept
-                .as_ref()
-                .map(|k| format!(" ({k})"))
-                .unwrap_or_default()
-        ))
+        Some(kept_from(part, l))
     });
     let result = Proof {
         kept,
@@ -754,6 +762,29 @@ pub fn proof(a: &Args) -> Result<()> {
 mod tests {
     use super::*;
     use tcpwin_model::verdict::Limit;
+
+    /// Figures kept through several runs that left their part out name the run that measured
+    /// them, not the last run that carried them.
+    #[test]
+    fn kept_figures_name_the_run_that_measured_them() {
+        let run = |build: &str, kept: Option<&str>| Proof {
+            build: build.into(),
+            kernel: "6.18".into(),
+            date: "2026-12-03".into(),
+            repeat: 5,
+            kept: kept.map(Into::into),
+            figures: BTreeMap::new(),
+            held_out: Vec::new(),
+        };
+        let first = kept_from("bench ", &run("aaa", None));
+        assert_eq!(first, "bench figures from aaa, 2026-12-03");
+        assert_eq!(kept_from("bench ", &run("bbb", Some(&first))), first);
+        // the other part's kept figures say nothing of this part's
+        assert_eq!(
+            kept_from("lab ", &run("ccc", Some(&first))),
+            "lab figures from ccc, 2026-12-03, 5 runs per lab row"
+        );
+    }
 
     /// A target is met on its side of the bound, named when not, and "not measured" without
     /// its figure; the breakdown is per connection.
