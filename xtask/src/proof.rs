@@ -173,10 +173,11 @@ pub fn lab_figures(rows: &[WanRow]) -> BTreeMap<String, Figure> {
         // prediction is; nor an application's own schedule, its writer's or its reader's
         // (nginx limit_rate 2000k under reno: 0.69-0.97 of it between proofs, its bursts
         // slowed by the restart after idle; curl --limit-rate 2M reading: 0.35-1.0, its
-        // limiter catching up after a slow start); nor does a bare veth's, with no rate of its own: its window
-        // over a microsecond RTT is tens of Gbit/s that no host moves (the CPU sets the rate),
-        // and the RTT's 1 us resolution alone halves or doubles it (iperf3 -w 8K: 12672 B over
-        // 2 us is 50.7 Gbit/s, measured 1.6-2.1, and 0.04-0.1 of it between kernels)
+        // limiter catching up after a slow start); nor does a bare veth's, with no rate of its
+        // own: its window over a microsecond RTT is tens of Gbit/s that no host moves (the CPU
+        // sets the rate), and the RTT's 1 us resolution alone halves or doubles it (iperf3 -w
+        // 8K: 12672 B over 2 us is 50.7 Gbit/s, measured 1.6-2.1, and 0.04-0.1 of it between
+        // kernels)
         let predicted_models_it = !matches!(r.expected.class(), Class::Sender | Class::Application)
             && r.rate_limit_bps.is_some();
         if let (Some(m), Some(p), true) = (
