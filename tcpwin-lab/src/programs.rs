@@ -274,6 +274,14 @@ impl App {
         }
     }
 
+    /// The congestion control the program sets on its own sockets, over the namespace's.
+    pub fn own_congestion(self) -> Option<&'static str> {
+        match self {
+            App::Iperf3 { congestion, .. } => congestion,
+            _ => None,
+        }
+    }
+
     /// Starts the traffic on `port` for `secs`, congestion control `cc` at the sending end (set
     /// per namespace by the caller too). The sending side runs in `pair.a`, the receiving side
     /// in `pair.b`.

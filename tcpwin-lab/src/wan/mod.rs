@@ -50,8 +50,9 @@ pub const CCS: [&str; 2] = ["bbr", "reno"];
 /// judge before its failure is the lab's.
 const ATTEMPTS: u32 = 3;
 
-/// A transfer read after it was over (`reads::ended`): run again like a late path, as what
-/// the readings show is not what held it.
+/// A transfer read after it was over (`reads::ended`), or whose sender ran another congestion
+/// control than the row's: run again like a late path, as what the readings show is not the
+/// row's experiment.
 #[derive(Debug)]
 struct Over(String);
 
@@ -110,6 +111,20 @@ fn judge_run(r: RowRun, it: &mut dyn Readings, st: &run::Setup) -> Result<Judged
     })?;
     if let Some(why) = reads::ended(&r.readings, r.peer_readings.as_ref(), (rx, tx)) {
         return Err(Over(why).into());
+    }
+    // a sender not under the row's congestion control is not the row's experiment (once in 590
+    // runs a BBR row's sender held snd_ssthresh 136, which BBR never sets)
+    let own = s.app.and_then(|a| a.own_congestion());
+    if let Some(other) = r
+        .sender_ccs
+        .iter()
+        .find(|c| *c != cc && Some(c.as_str()) != own)
+    {
+        return Err(Over(format!(
+            "the sender's socket ran {other}, not the row's {cc} (ss -ti in {}: {:?})",
+            st.pair.a, r.sender_ccs
+        ))
+        .into());
     }
     let verdicts = reads::judged(first, last, target);
     let v = verdicts[rx].clone();

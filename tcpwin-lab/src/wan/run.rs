@@ -10,7 +10,7 @@ use crate::{
     programs::App,
     sysctl::GlobalSysctl,
 };
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use super::specs::{Path, Recv, Spec};
 use crate::readings::{PeerClient, Readings};
@@ -82,7 +82,7 @@ impl PeerViews {
                 let until = std::time::Instant::now() + Duration::from_secs(20);
                 while std::net::TcpStream::connect((other_ip, EXPORTER_PORT)).is_err() {
                     if std::time::Instant::now() > until {
-                        anyhow::bail!(
+                        bail!(
                             "the exporter at {other_ip}:{EXPORTER_PORT} did not listen within 20 s"
                         );
                     }
@@ -255,6 +255,52 @@ pub(super) struct Run {
     pub throughput_bps: Option<u64>,
     /// the lab's own sender's report (null with a real program)
     pub sender: Option<EndpointReport>,
+    /// the congestion control of each socket of the port in the sender's namespace at the last
+    /// reading, as `ss -ti` names it
+    pub sender_ccs: Vec<String>,
+}
+
+/// The congestion controls `ss -tin` names for the established sockets of `port` in namespace
+/// `ns` (iproute2 reads them over sock_diag, `INET_DIAG_CONG`). What the sysctl set is not
+/// proof of what a socket runs: this is.
+fn congestion_controls(ns: &str, port: u16) -> Result<Vec<String>> {
+    let filter = format!("( sport = :{port} or dport = :{port} )");
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "ss",
+            "-tinH",
+            "state",
+            "established",
+            &filter,
+        ])
+        .output()
+        .context("running `ss -tin` in the sender's namespace")?;
+    if !out.status.success() {
+        bail!(
+            "`ss -tin` in {ns}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(ccs_of_ss(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Each socket's congestion control in `ss -ti` output: on its info line, the last word before
+/// the first `name:value` one (`ts sack cubic wscale:7,7 rto:204 ...`).
+fn ccs_of_ss(out: &str) -> Vec<String> {
+    const FLAGS: [&str; 5] = ["ts", "sack", "ecn", "ecnseen", "fastopen"];
+    out.lines()
+        .filter(|l| l.starts_with(char::is_whitespace))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .take_while(|w| !w.contains(':'))
+                .filter(|w| !FLAGS.contains(w))
+                .last()
+                .map(str::to_string)
+        })
+        .collect()
 }
 
 /// A program's rate as the kernel counted it, as the lab's own sender counts its own: the bytes
@@ -310,7 +356,7 @@ pub(super) fn transfer(
     cc: &str,
 ) -> Result<Run> {
     let pair = &st.pair;
-    type Watched = ([Vec<Seen>; 3], Option<[PeerReading; 3]>);
+    type Watched = ([Vec<Seen>; 3], Option<[PeerReading; 3]>, Vec<String>);
     // each reading, and at the same moment each end's peer over the network: the peers are
     // asked (for the connections of the reading before, the same ones) while the ends are
     // read, so the two readings of a connection are milliseconds apart, not a round of
@@ -355,11 +401,12 @@ pub(super) fn transfer(
         let (soon, p1) = at(it, &first)?;
         at_offset(JUDGE_UNTIL);
         let (last, p2) = at(it, &soon)?;
+        let ccs = congestion_controls(&pair.a, PORT)?;
         let peers = match (p0, p1, p2) {
             (Some(a), Some(b), Some(c)) => Some([a, b, c]),
             _ => None,
         };
-        Ok(([first, soon, last], peers))
+        Ok(([first, soon, last], peers, ccs))
     };
     match st.app {
         None => {
@@ -385,12 +432,13 @@ pub(super) fn transfer(
             };
             let (_, tx, readings) = t.run_watched(true, || watch(it))?;
             let sender = tx.first().context("the sender reported nothing")?.clone();
-            let (readings, peer_readings) = readings?;
+            let (readings, peer_readings, sender_ccs) = readings?;
             Ok(Run {
                 readings,
                 peer_readings,
                 throughput_bps: sender.steady_bps,
                 sender: Some(sender),
+                sender_ccs,
             })
         }
         Some(app) => {
@@ -399,12 +447,13 @@ pub(super) fn transfer(
             std::thread::sleep(lead);
             let readings = watch(it);
             let rate = running.finish(Duration::from_secs(30))?;
-            let (readings, peer_readings) = readings?;
+            let (readings, peer_readings, sender_ccs) = readings?;
             Ok(Run {
                 throughput_bps: acked_between(&readings[0], &readings[2]).or(rate),
                 readings,
                 peer_readings,
                 sender: None,
+                sender_ccs,
             })
         }
     }
@@ -413,6 +462,14 @@ pub(super) fn transfer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `ss -tinH` of iproute2 6.1 (Debian 12): a connection line, then its info line.
+    #[test]
+    fn each_sockets_congestion_control_is_read_from_ss() {
+        let out = "ESTAB 0 0 10.0.0.1:5201 10.0.0.2:40000\n\t ts sack bbr wscale:7,7 rto:204 rtt:100/50 cwnd:10\nESTAB 0 0 10.0.0.1:5201 10.0.0.2:40002\n\t sack cubic rto:204 rtt:1/0.5\n\t reno wscale:9,9 rto:201\n";
+        assert_eq!(ccs_of_ss(out), ["bbr", "cubic", "reno"]);
+        assert!(ccs_of_ss("").is_empty());
+    }
     use tcpwin_model::{facts::SockFacts, id::SocketId};
 
     fn seen(cookie: u64, ts_ms: u64, acked: u64) -> Seen {
