@@ -35,6 +35,17 @@ pub mod flag {
     pub const COOKIE: u8 = 1 << 7;
 }
 
+/// `Event::flags2` bits.
+pub mod flag2 {
+    /// the record also carries its socket's `init`, deferred from ESTABLISHED to the socket's
+    /// first other record (its first ratio or space change, its close, or the once-a-second
+    /// socket walk once it waited a second): `prev_*` hold the window fields it had then,
+    /// `init_ts_ns`, `init_rcv_wnd`, `init_rcv_mss` and `init_hook` the rest, `init_space` /
+    /// `init_mss` its `tcp_select_initial_window` (with `flag::INIT_PARAMS`). A record of kind
+    /// `INIT` with this bit carries nothing else.
+    pub const INIT_MERGED: u8 = 1 << 0;
+}
+
 /// Hooks, used as counter indices and in `Event::hook`.
 pub mod hook {
     pub const TP_TCP_PROBE: u8 = 0;
@@ -107,7 +118,11 @@ pub mod counter {
     /// `--ebpf-log` lines the programs wrote (or tried to: a full log ring loses them; userspace
     /// counts the lines it printed against this)
     pub const LOG_DUE: u32 = EVENTS_DUE + 7;
-    pub const COUNT: u32 = EVENTS_DUE + 8;
+    /// sockets whose `init` was deferred to their first other record (`flag2::INIT_MERGED`)
+    pub const INIT_DEFERRED: u32 = EVENTS_DUE + 8;
+    /// deferred `init`s that left with a record (or were lost with it: `EVENTS_DROPPED`)
+    pub const INIT_RESOLVED: u32 = EVENTS_DUE + 9;
+    pub const COUNT: u32 = EVENTS_DUE + 10;
 }
 
 /// One event on the ring buffer.
@@ -159,7 +174,16 @@ pub struct Event {
     /// 1 when `gso_size`/`gso_segs` were read from the cause packet (with `flag::SKB`); 0 when
     /// the tracer skipped its shared info (see `SkbShape` in tcpwin-ebpf's read.rs)
     pub gso_read: u8,
-    pub _pad: [u8; 7],
+    /// `flag2::*`
+    pub flags2: u8,
+    /// with `flag2::INIT_MERGED`: the hook that saw ESTABLISHED
+    pub init_hook: u8,
+    pub _pad: [u8; 5],
+    /// with `flag2::INIT_MERGED`: when the socket reached ESTABLISHED (`bpf_ktime_get_ns()`),
+    /// and its `rcv_wnd` and `rcv_mss` then
+    pub init_ts_ns: u64,
+    pub init_rcv_wnd: u32,
+    pub init_rcv_mss: u32,
 }
 
 /// One TCP socket as the `iter/tcp` program writes it (`tcpwin-trace ss`): raw kernel values;

@@ -35,7 +35,7 @@ const _: () = {
     assert!(size_of::<Offsets>() == 296);
     assert!(size_of::<Config>() == 48);
     assert!(size_of::<Checked>() == 16);
-    assert!(size_of::<Event>() == 160);
+    assert!(size_of::<Event>() == 176);
     assert!(size_of::<SockRecord>() == 256);
     assert!(size_of::<IfKey>() == 8);
     assert!(size_of::<PortKey>() == 8);

@@ -21,6 +21,17 @@ pub const MAX_OWNED_CGROUPS: u32 = 1024;
 /// Processes a `--pid` trace follows: the PID's process tree from /proc, and each process one of
 /// them forks, marked in the kernel at the fork.
 pub const MAX_OWNED_TGIDS: u32 = 16384;
+/// The slots of `INIT_DEFER` (an array of u64 userspace writes).
+pub mod init_defer {
+    /// nonzero: a socket's `init` waits for its first other record (the trace walks its sockets
+    /// once a second, which flushes those that waited; else each `init` leaves at ESTABLISHED)
+    pub const ON: u32 = 0;
+    /// the socket walk reports every `init` still waiting that began at or before this
+    /// `bpf_ktime_get_ns()` (u64::MAX: all, at the trace's end)
+    pub const FLUSH_BEFORE_NS: u32 = 1;
+    pub const SLOTS: u32 = 2;
+}
+
 /// Handshakes waiting for the initial window their `tcp_select_initial_window` chose.
 pub const MAX_PENDING_INITS: u32 = 4096;
 /// Network namespaces the exporter's in-kernel counters keep apart (per wscale/side key, and

@@ -11,6 +11,9 @@ pub const OWNED_TGIDS: &str = "OWNED_TGIDS";
 pub const OFFSETS: &str = "OFFSETS";
 pub const CONFIG: &str = "CONFIG";
 pub const INIT_HOOKED: &str = "INIT_HOOKED";
+/// the deferred `init`s' switch and the socket walk's cut-off (`init_defer::*`)
+pub const INIT_DEFER: &str = "INIT_DEFER";
+pub const INITS_WAITING: &str = "INITS_WAITING";
 /// the `iter/tcp` program
 pub const ITER_TCP: &str = "tcp_sockets";
 /// the exporter's handshake counter and its map

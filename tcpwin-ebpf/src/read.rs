@@ -204,11 +204,11 @@ pub fn rport<M: Mem>(sk: u64) -> u16 {
 /// The local port of a socket whose bound port is released (`tcp_destroy_sock`): `inet_sport`
 /// keeps it; None where this kernel's BTF does not say where it is.
 #[inline(always)]
-pub fn close_lport(sk: u64) -> Option<u16> {
+pub fn close_lport<M: Mem>(sk: u64) -> Option<u16> {
     if off!(inet_sport) == ABSENT {
         return None;
     }
-    Some(u16::from_be(Direct::at(sk, off!(inet_sport))))
+    Some(u16::from_be(M::at(sk, off!(inet_sport))))
 }
 
 /// The inode number of the socket's file (what `/proc/PID/fd` shows as `socket:[N]`), 0 when the

@@ -7,13 +7,13 @@ use aya_ebpf::{
         bpf_ktime_get_ns,
     },
     macros::map,
-    maps::{Array, HashMap, LruHashMap, PerCpuArray},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap},
 };
 use tcpwin_common::{
-    counter, flag, hook, kind, tcp_state, Checked, Config, Event, IfKey, InitParams, PortKey,
-    TupleKey, HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX, MAX_OWNED_CGROUPS, MAX_OWNED_INODES,
-    MAX_OWNED_PORTS, MAX_OWNED_TGIDS, MAX_PENDING_INITS, MAX_TRACKED_SOCKETS, RECHECK_SLOTS,
-    SOCK_RCVBUF_LOCK,
+    counter, flag, flag2, hook, init_defer, kind, tcp_state, Checked, Config, Event, IfKey,
+    InitParams, PortKey, TupleKey, HIST_BUCKETS, HIST_IFACES, HIST_RATIO_MAX,
+    MAX_COUNTED_NAMESPACES, MAX_OWNED_CGROUPS, MAX_OWNED_INODES, MAX_OWNED_PORTS, MAX_OWNED_TGIDS,
+    MAX_PENDING_INITS, MAX_TRACKED_SOCKETS, RECHECK_SLOTS, SOCK_RCVBUF_LOCK,
 };
 
 use crate::{
@@ -70,6 +70,16 @@ pub struct SockState {
     /// the histogram slot (+1; 0 = none yet) of the interface packets last came in on
     pub hist_ifindex: u32,
     pub hist_slot: u32,
+    /// 1 while the socket's `init` waits for its first other record (see [`established`]):
+    /// the window fields above are still those of ESTABLISHED, the rest is here
+    pub init_pending: u8,
+    pub init_hook: u8,
+    pub init_has_params: u8,
+    pub init_ts_ns: u64,
+    pub init_rcv_wnd: u32,
+    pub init_rcv_mss: u32,
+    pub init_space: u32,
+    pub init_mss: u32,
 }
 
 /// Where a socket's first `SockState` is made before it is inserted (one slot per CPU).
@@ -126,6 +136,41 @@ static OWNED_TGIDS: HashMap<u64, u8> = HashMap::with_max_entries(MAX_OWNED_TGIDS
 /// without them `PENDING_INIT` stays empty and `established` need not look there.
 #[map(name = "INIT_HOOKED")]
 static INIT_HOOKED: Array<u32> = Array::with_max_entries(1, 0);
+
+/// Whether a socket's `init` waits for its first other record, and the socket walk's cut-off
+/// (`init_defer::*`): userspace turns deferring on once its once-a-second walk runs.
+#[map(name = "INIT_DEFER")]
+static INIT_DEFER: Array<u64> = Array::with_max_entries(init_defer::SLOTS, 0);
+
+#[inline(always)]
+fn init_defer(slot: u32) -> u64 {
+    INIT_DEFER.get(slot).copied().unwrap_or(0)
+}
+
+/// Per namespace, per CPU: `init`s deferred and `init`s that left since (summed, their
+/// difference is what waits there): the trace walks a namespace where some wait, even one none
+/// of whose sockets it has seen yet.
+#[map(name = "INITS_WAITING")]
+static INITS_WAITING: PerCpuHashMap<u32, [u64; 2]> =
+    PerCpuHashMap::with_max_entries(MAX_COUNTED_NAMESPACES, 0);
+
+/// Counts an `init` deferred (`slot` 0) or gone (1) in `netns`; false where the namespace
+/// could not be counted (the map is full: that namespace's `init`s then leave at ESTABLISHED).
+#[inline(always)]
+fn count_init(netns: u32, slot: usize) -> bool {
+    match INITS_WAITING.get_ptr_mut(netns) {
+        Some(p) => {
+            // SAFETY: a per-CPU map value from get_ptr_mut: no other writer on this CPU.
+            unsafe { (*p)[slot & 1] += 1 };
+            true
+        }
+        None => {
+            let mut v = [0u64; 2];
+            v[slot & 1] = 1;
+            INITS_WAITING.insert(netns, v, 0).is_ok()
+        }
+    }
+}
 
 /// `tcp_select_initial_window` arguments waiting for their socket to reach ESTABLISHED.
 #[map(name = "PENDING_INIT")]
@@ -691,6 +736,7 @@ pub fn observe<M: Mem>(sk: u64, hook: u8, ctx: Ctx, cookie_of: impl Fn() -> u64,
             cause.as_ref(),
             None,
         );
+        resolve_init(st);
         remember(st, &snap);
     }
     // Remember a data packet that is not processed yet: if the ratio changes before the next
@@ -768,9 +814,6 @@ pub fn established(sk: u64, hook: u8, cookie_of: impl Fn() -> u64) {
         st.has_pid = o.has_pid;
     }
     remember(st, &snap);
-    if SOCKS.insert(&key(sk), &*st, 0).is_err() {
-        state_full(hook, cookie);
-    }
     read::absent_members(hook, cookie);
     let mut init = None;
     if INIT_HOOKED.get(0).copied().unwrap_or(0) != 0 {
@@ -780,6 +823,36 @@ pub fn established(sk: u64, hook: u8, cookie_of: impl Fn() -> u64) {
         if init.is_some() {
             let _ = PENDING_INIT.remove(&key);
         }
+    }
+    // The `init` waits for the socket's first other record, as `tcplife` prints one line a
+    // connection: a short connection's ends then carry one record each fewer. Only where the
+    // state holds it, and only while the trace's walk flushes those that wait a second.
+    if init_defer(init_defer::ON) != 0 {
+        let d = read::details::<Direct>(sk);
+        st.init_pending = 1;
+        st.init_hook = hook;
+        // SAFETY: bpf_ktime_get_ns takes no arguments and only reads the clock.
+        st.init_ts_ns = unsafe { bpf_ktime_get_ns() };
+        st.init_rcv_wnd = d.rcv_wnd;
+        st.init_rcv_mss = d.rcv_mss;
+        if let Some(i) = init {
+            st.init_has_params = 1;
+            st.init_space = i.space;
+            st.init_mss = i.mss;
+        }
+        if count_init(st.netns, 0) {
+            if SOCKS.insert(&key(sk), &*st, 0).is_ok() {
+                count(counter::INIT_DEFERRED);
+                return;
+            }
+            count_init(st.netns, 1);
+            state_full(hook, cookie);
+        } else if SOCKS.insert(&key(sk), &*st, 0).is_err() {
+            state_full(hook, cookie);
+        }
+        st.init_pending = 0;
+    } else if SOCKS.insert(&key(sk), &*st, 0).is_err() {
+        state_full(hook, cookie);
     }
     report::<Direct>(
         sk,
@@ -806,7 +879,7 @@ pub fn initial_window(conn: u64, params: InitParams) {
 pub fn destroyed(sk: u64, hook: u8) {
     count(hook as u32);
     // a socket the fixed filters rule out was never tracked: no map is asked
-    if let Some(lport) = read::close_lport(sk) {
+    if let Some(lport) = read::close_lport::<Direct>(sk) {
         if ruled_out::<Direct>(sk, lport) {
             return;
         }
@@ -829,7 +902,73 @@ pub fn destroyed(sk: u64, hook: u8) {
         None,
         None,
     );
+    if st.init_pending != 0 {
+        count(counter::INIT_RESOLVED);
+        count_init(st.netns, 1);
+    }
     let _ = SOCKS.remove(&key(sk));
+}
+
+/// A record carried the socket's deferred `init` (see [`report`]): it waits no more.
+#[inline(always)]
+fn resolve_init(st: &mut SockState) {
+    if st.init_pending != 0 {
+        st.init_pending = 0;
+        count(counter::INIT_RESOLVED);
+        count_init(st.netns, 1);
+    }
+}
+
+/// The trace's once-a-second socket walk met `sk` (`iter/tcp`, inside the socket lock): its
+/// `init`, if it still waits and began at or before the walk's cut-off, leaves now on a record
+/// of its own, so an idle connection's `init` reaches the trace within about two seconds.
+/// A function of its own (a BPF-to-BPF call): its frame and the walk's 256-byte record are not
+/// on one 512-byte stack frame.
+#[inline(never)]
+pub fn flush_init(sk: u64) {
+    let Some(p) = SOCKS.get_ptr_mut(&key(sk)) else {
+        return;
+    };
+    // SAFETY: a map value pointer from get_ptr_mut, valid for this program run.
+    let st = unsafe { &mut *p };
+    if st.init_pending == 0 || st.init_ts_ns > init_defer(init_defer::FLUSH_BEFORE_NS) {
+        return;
+    }
+    let snap = read::snapshot::<Direct>(sk);
+    report::<Direct>(
+        sk,
+        kind::INIT,
+        hook::ITER,
+        st.cookie,
+        &snap,
+        Some(st),
+        None,
+        None,
+    );
+    resolve_init(st);
+}
+
+/// `prev_*`: a socket's last reported window fields, or zeros.
+#[inline(always)]
+unsafe fn fill_prev(ev: *mut Event, p: Option<&SockState>) {
+    let (ratio, clamp, ssthresh, rcvbuf, space) = match p {
+        Some(p) => (
+            p.scaling_ratio,
+            p.window_clamp,
+            p.rcv_ssthresh,
+            p.sk_rcvbuf,
+            p.rcvq_space,
+        ),
+        None => (0, 0, 0, 0, 0),
+    };
+    // SAFETY: the caller's `ev` is a live ring-buffer reservation of an `Event`.
+    unsafe {
+        (*ev).prev_scaling_ratio = ratio;
+        (*ev).prev_window_clamp = clamp;
+        (*ev).prev_rcv_ssthresh = ssthresh;
+        (*ev).prev_sk_rcvbuf = rcvbuf;
+        (*ev).prev_rcvq_space = space;
+    }
 }
 
 /// Writes one event straight into the ring buffer. Every field is written on every path: the slot
@@ -883,22 +1022,18 @@ fn report<M: Mem>(
         (*ev).rcvq_space = snap.rcvq_space;
         (*ev).rcv_mss = d.rcv_mss;
         (*ev).advmss = d.advmss;
-        (*ev).prev_scaling_ratio = 0;
-        (*ev).prev_window_clamp = 0;
-        (*ev).prev_rcv_ssthresh = 0;
-        (*ev).prev_sk_rcvbuf = 0;
-        (*ev).prev_rcvq_space = 0;
         (*ev).pid = 0;
         (*ev).comm = [0; 16];
+        // `prev_*`: what a change changed from, or the window fields of a deferred `init` that
+        // leaves with this record (nothing was reported since ESTABLISHED)
+        let shown = prev.filter(|p| {
+            k == kind::RATIO || k == kind::SPACE || k == kind::CLOSE || p.init_pending != 0
+        });
+        fill_prev(ev, shown);
+        if shown.is_some() {
+            f |= flag::PREV;
+        }
         if let Some(p) = prev {
-            if k == kind::RATIO || k == kind::SPACE || k == kind::CLOSE {
-                f |= flag::PREV;
-                (*ev).prev_scaling_ratio = p.scaling_ratio;
-                (*ev).prev_window_clamp = p.window_clamp;
-                (*ev).prev_rcv_ssthresh = p.rcv_ssthresh;
-                (*ev).prev_sk_rcvbuf = p.sk_rcvbuf;
-                (*ev).prev_rcvq_space = p.rcvq_space;
-            }
             if p.has_pid != 0 {
                 f |= flag::PID;
                 (*ev).pid = p.pid;
@@ -935,7 +1070,36 @@ fn report<M: Mem>(
                 (*ev).init_mss = 0;
             }
         }
-        (*ev)._pad = [0; 7];
+        // a deferred `init` leaves with this record (its window fields are `prev_*`)
+        match prev {
+            Some(p) if p.init_pending != 0 => {
+                if p.init_has_params != 0 {
+                    f |= flag::INIT_PARAMS;
+                    (*ev).init_space = p.init_space;
+                    (*ev).init_mss = p.init_mss;
+                }
+                (*ev).flags2 = flag2::INIT_MERGED;
+                (*ev).init_hook = p.init_hook;
+                (*ev).init_ts_ns = p.init_ts_ns;
+                (*ev).init_rcv_wnd = p.init_rcv_wnd;
+                (*ev).init_rcv_mss = p.init_rcv_mss;
+            }
+            _ => {
+                (*ev).flags2 = 0;
+                (*ev).init_hook = 0;
+                (*ev).init_ts_ns = 0;
+                (*ev).init_rcv_wnd = 0;
+                (*ev).init_rcv_mss = 0;
+            }
+        }
+        // at teardown the bound port is released: `inet_sport` keeps it (a socket whose `init`
+        // leaves with its close had no earlier record to restore it from)
+        if k == kind::CLOSE {
+            if let Some(p) = read::close_lport::<M>(sk) {
+                (*ev).lport = p;
+            }
+        }
+        (*ev)._pad = [0; 5];
         (*ev).flags = f;
     }
     submit(entry);

@@ -517,7 +517,12 @@ pub struct ChurnRow {
     pub bpf_us_per_conn: Option<f64>,
     pub bpf_cpu_share: Option<f64>,
     pub drops: Option<u64>,
+    /// ring buffer records per connection pair (what crossing costs)
     pub events_per_conn: Option<f64>,
+    /// facts handed to the trace per connection pair (an `init` merged into another record
+    /// counts apart)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_per_conn: Option<f64>,
     pub tracer_cpu_share: Option<f64>,
     pub runs: usize,
     pub bpf_programs: BTreeMap<String, ProgramCost>,

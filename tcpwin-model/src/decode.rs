@@ -2,7 +2,9 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use anyhow::{bail, Result};
-use tcpwin_common::{flag, hook, Event, AF_INET6};
+use std::collections::{HashSet, VecDeque};
+
+use tcpwin_common::{flag, flag2, hook, kind, tcp_state, Event, AF_INET6};
 
 use crate::{
     kind::EventKind,
@@ -52,6 +54,90 @@ pub fn decode(bytes: &[u8]) -> Result<Record> {
         comm,
         ev,
     })
+}
+
+/// A record that carries its socket's deferred `init` (`flag2::INIT_MERGED`) as the records it
+/// stands for: the `init` as the socket was at ESTABLISHED, then the record itself (none where
+/// the record carried only the `init`: the socket walk's flush). Any other record as it is.
+pub fn split(r: Record) -> (Option<Record>, Option<Record>) {
+    if r.ev.flags2 & flag2::INIT_MERGED == 0 {
+        return (None, Some(r));
+    }
+    let e = r.ev;
+    let init = Record {
+        kind: EventKind::Init,
+        ev: Event {
+            ts_ns: e.init_ts_ns,
+            kind: kind::INIT,
+            hook: e.init_hook,
+            state: tcp_state::ESTABLISHED,
+            // nothing was reported between ESTABLISHED and this record: its `prev_*` are the
+            // window fields the socket had then
+            scaling_ratio: e.prev_scaling_ratio,
+            window_clamp: e.prev_window_clamp,
+            rcv_ssthresh: e.prev_rcv_ssthresh,
+            sk_rcvbuf: e.prev_sk_rcvbuf,
+            rcvq_space: e.prev_rcvq_space,
+            rcv_wnd: e.init_rcv_wnd,
+            rcv_mss: e.init_rcv_mss,
+            flags: e.flags & !(flag::PREV | flag::SKB),
+            prev_scaling_ratio: 0,
+            prev_window_clamp: 0,
+            prev_rcv_ssthresh: 0,
+            prev_sk_rcvbuf: 0,
+            prev_rcvq_space: 0,
+            skb_len: 0,
+            skb_truesize: 0,
+            ifindex: 0,
+            gso_size: 0,
+            gso_segs: 0,
+            gso_read: 0,
+            flags2: 0,
+            init_hook: 0,
+            init_ts_ns: 0,
+            init_rcv_wnd: 0,
+            init_rcv_mss: 0,
+            ..e
+        },
+        ..r.clone()
+    };
+    if r.kind == EventKind::Init {
+        return (Some(init), None);
+    }
+    let mut rest = r;
+    rest.ev.flags &= !flag::INIT_PARAMS;
+    rest.ev.init_space = 0;
+    rest.ev.init_mss = 0;
+    rest.ev.flags2 = 0;
+    (Some(init), Some(rest))
+}
+
+/// The deferred `init`s already delivered: one that two records carried at once (the socket
+/// walk's flush on one CPU, the socket's first change on another) reaches the trace once.
+/// Duplicates arrive within microseconds of each other; the last `CAP` are kept.
+#[derive(Default)]
+pub struct InitsSeen {
+    order: VecDeque<(u64, u32, u64)>,
+    seen: HashSet<(u64, u32, u64)>,
+}
+
+impl InitsSeen {
+    const CAP: usize = 4096;
+
+    /// Whether `init` (from [`split`]) is the first of its socket's.
+    pub fn first(&mut self, init: &Record) -> bool {
+        let k = (init.ev.cookie, init.ev.netns, init.ev.ts_ns);
+        if !self.seen.insert(k) {
+            return false;
+        }
+        self.order.push_back(k);
+        if self.order.len() > Self::CAP {
+            if let Some(old) = self.order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        true
+    }
 }
 
 impl Record {
@@ -261,6 +347,69 @@ mod tests {
         let r = decode(&raw(&e)).unwrap();
         assert_eq!(r.laddr.to_string(), "::1");
         assert_eq!(r.to_json(None)["family"], "ipv6");
+    }
+
+    /// A close that carried its socket's deferred `init` is the `init` as it was at
+    /// ESTABLISHED, then the close; the walk's flush is the `init` alone, and a second copy of
+    /// the same `init` is not delivered twice.
+    #[test]
+    fn a_merged_init_is_split_back_into_its_records() {
+        let mut e = ratio_event();
+        e.kind = kind::CLOSE;
+        e.hook = hook::TP_DESTROY_SOCK;
+        e.flags = flag::RATIO_PRESENT | flag::PREV | flag::COOKIE | flag::INIT_PARAMS;
+        e.flags2 = flag2::INIT_MERGED;
+        e.ts_ns = 9_000;
+        e.state = 7;
+        e.scaling_ratio = 190;
+        e.window_clamp = 700_000;
+        e.rcv_wnd = 600_000;
+        e.rcv_mss = 1448;
+        e.prev_scaling_ratio = 128;
+        e.prev_window_clamp = 65535 << 7;
+        e.prev_rcv_ssthresh = 64_000;
+        e.prev_sk_rcvbuf = 131_072;
+        e.prev_rcvq_space = 14_480;
+        e.init_space = 131_072;
+        e.init_mss = 1460;
+        e.init_hook = hook::TP_SET_STATE;
+        e.init_ts_ns = 1_000;
+        e.init_rcv_wnd = 64_000;
+        e.init_rcv_mss = 536;
+        let (init, rest) = split(decode(&raw(&e)).unwrap());
+        let (init, rest) = (init.unwrap(), rest.unwrap());
+        assert_eq!(init.kind, EventKind::Init);
+        let j = init.to_json(None);
+        assert_eq!(j["event"], "init");
+        assert_eq!(j["ts_ns"], 1_000);
+        assert_eq!(j["hook"], "sock:inet_sock_set_state");
+        assert_eq!(j["scaling_ratio"], 128);
+        assert_eq!(j["window_clamp"], 65535 << 7);
+        assert_eq!(j["rcv_ssthresh"], 64_000);
+        assert_eq!(j["rcv_wnd"], 64_000);
+        assert_eq!(j["sk_rcvbuf"], 131_072);
+        assert_eq!(j["rcv_mss"], 536);
+        assert_eq!(j["space"], 131_072);
+        assert_eq!(j["lport"], 5201);
+        assert_eq!(rest.kind, EventKind::Close);
+        let j = rest.to_json(None);
+        assert_eq!(j["ts_ns"], 9_000);
+        assert_eq!(j["scaling_ratio"], 190);
+        assert_eq!(j["prev_window_clamp"], 65535 << 7);
+        assert!(!rest.has(flag::INIT_PARAMS));
+        // the walk's flush: the `init` alone
+        e.kind = kind::INIT;
+        e.hook = hook::ITER;
+        let (flushed, none) = split(decode(&raw(&e)).unwrap());
+        assert!(none.is_none());
+        let flushed = flushed.unwrap();
+        assert_eq!(flushed.to_json(None), init.to_json(None));
+        let mut seen = InitsSeen::default();
+        assert!(seen.first(&init));
+        assert!(!seen.first(&flushed));
+        // a record without the bit is left as it is
+        let plain = decode(&raw(&ratio_event())).unwrap();
+        assert_eq!(split(plain.clone()), (None, Some(plain)));
     }
 
     #[test]

@@ -176,6 +176,17 @@ pub struct Counters {
     /// one at exit) and reported as events from `iter/tcp`
     #[serde(default)]
     pub caught_up: u64,
+    /// connections whose `init` waited for their first other record (merged into it)
+    #[serde(default)]
+    pub inits_deferred: u64,
+    /// of those, `init`s that never reached the trace: their socket's state was evicted
+    /// (`state_full`) or their namespace was gone before a walk found them
+    #[serde(default)]
+    pub inits_lost: u64,
+    /// records handed to the trace: each event received, and each deferred `init` that left
+    /// inside another record counted apart (every one is a line of its own)
+    #[serde(default)]
+    pub records: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

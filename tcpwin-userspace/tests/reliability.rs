@@ -254,11 +254,121 @@ fn flood_losses_are_counted_exactly() {
         received, sent,
         "every event handed to the ring buffer was read: {s:?}"
     );
-    assert_eq!(printed, received, "every event read was printed");
+    // a record that carried its socket's deferred init is printed as two lines
+    assert!(s.counters.records >= received, "{s:?}");
+    assert_eq!(
+        printed,
+        s.counters.records + s.counters.caught_up,
+        "every record read was printed"
+    );
     assert_eq!(s.events_lost, dropped, "{s:?}");
     assert!(
         err.iter().any(|l| l.contains("events lost")),
         "a loss is never silent: {err:?}"
+    );
+}
+
+/// A socket's `init` waits for its first other record: every `init` of short connections, of
+/// one opened and closed without data and of one left idle reaches the trace once, with its
+/// port (as `getsockname` gives it), and the idle one's is printed by the once-a-second reading,
+/// before that of a connection opened seconds after it; fewer records crossed the ring than
+/// lines were printed.
+#[test]
+fn deferred_inits_reach_the_trace_once() {
+    let port = 5324;
+    let l = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let srv = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut readers = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                match l.accept() {
+                    Ok((mut s, _)) => {
+                        s.set_nonblocking(false).unwrap();
+                        readers.push(std::thread::spawn(move || {
+                            let mut buf = vec![0u8; 1 << 16];
+                            while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
+                        }));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+            readers.into_iter().for_each(|r| r.join().unwrap());
+        })
+    };
+    let t = start(&["--port", &port.to_string(), "--json"]);
+    let connect = || TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let local = |s: &TcpStream| s.local_addr().unwrap().port();
+    let mut clients = Vec::new();
+    for i in 0..20 {
+        let mut s = connect();
+        clients.push(local(&s));
+        if i % 2 == 0 {
+            s.write_all(&vec![1u8; 100_000]).unwrap();
+        }
+    }
+    let idle = connect();
+    let idle_port = local(&idle);
+    std::thread::sleep(Duration::from_secs(6));
+    let late = connect();
+    let late_port = local(&late);
+    clients.extend([idle_port, late_port]);
+    drop((idle, late));
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, out, err) = t.stop(Duration::from_secs(30)).unwrap();
+    stop.store(true, Ordering::SeqCst);
+    srv.join().unwrap();
+    assert!(status.success(), "{err:?}");
+    let trace = parse_trace(&out).unwrap_or_else(|e| panic!("{e:#}: {out}"));
+    let inits = |client: u16, client_end: bool| {
+        trace
+            .events
+            .iter()
+            .filter(|e| e.event == tcpwin_model::kind::EventKind::Init)
+            .filter(|e| {
+                let (lport, rport) = (e.id.lport, e.id.rport);
+                if client_end {
+                    (lport, rport) == (client, port)
+                } else {
+                    (lport, rport) == (port, client)
+                }
+            })
+            .count()
+    };
+    for &c in &clients {
+        assert_eq!(inits(c, true), 1, "client end {c}: {out}");
+        assert_eq!(inits(c, false), 1, "server end of {c}: {out}");
+    }
+    // every close names its socket's port too (the bound one is released at teardown)
+    let closes = trace
+        .events
+        .iter()
+        .filter(|e| e.event == tcpwin_model::kind::EventKind::Close)
+        .filter(|e| clients.contains(&e.id.lport) || clients.contains(&e.id.rport))
+        .count();
+    assert_eq!(closes, 2 * clients.len(), "{out}");
+    let first_init_of = |c: u16| {
+        trace
+            .events
+            .iter()
+            .position(|e| e.event == tcpwin_model::kind::EventKind::Init && e.id.lport == c)
+            .unwrap()
+    };
+    assert!(
+        first_init_of(idle_port) < first_init_of(late_port),
+        "the idle connection's init waited for its close: {out}"
+    );
+    let c = &trace.summary.counters;
+    assert_eq!(c.inits_deferred, 2 * clients.len() as u64, "{c:?}");
+    assert_eq!(c.inits_lost, 0, "{c:?}");
+    // the lines: every record read, and the changes the readings found that no hook reported
+    assert_eq!(c.records + c.caught_up, trace.events.len() as u64, "{c:?}");
+    assert!(
+        trace.summary.events_received < c.records,
+        "no init left with another record: {:?}",
+        trace.summary
     );
 }
 

@@ -206,6 +206,9 @@ struct Sample {
     drops: Option<u64>,
     events_per_sec: Option<f64>,
     changes_seen: Option<u64>,
+    /// the tracer's records: each fact it handed the trace (a merged `init` and the record it
+    /// rode with count two)
+    records_seen: Option<u64>,
     tracer_cpu_share: Option<f64>,
     tracer_rss: Option<u64>,
 }
@@ -365,6 +368,7 @@ fn stop_observer(obs: Observer, mode: Mode, wall: f64, s: &mut Sample) -> Result
             s.drops = Some(sum.counters.dropped);
             s.events_per_sec = Some(received as f64 / wall);
             s.changes_seen = Some(received);
+            s.records_seen = Some(sum.counters.records);
         }
         Observer::Bpftrace(mut c, out) => {
             // SAFETY: kill(2) on our own child.

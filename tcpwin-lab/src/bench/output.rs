@@ -128,6 +128,7 @@ fn churn_row(mode: Mode, v: &[Sample], base_rate: f64, base_cpu: f64, json_out: 
     let bpf_us = median_of(v, |s| Some(s.bpf_ns as f64 / 1e3 / s.conns as f64));
     let bpf_share = median_of(v, |s| Some(s.bpf_ns as f64 / 1e9 / s.transfer_cpu_s));
     let events = median_of(v, |s| Some(s.changes_seen? as f64 / s.conns as f64));
+    let records = median_of(v, |s| Some(s.records_seen? as f64 / s.conns as f64));
     let drops = v.iter().map(|s| s.drops).sum::<Option<u64>>();
     let tcpu = median_of(v, |s| s.tracer_cpu_share);
     let progs = per_program(v, false);
@@ -142,6 +143,7 @@ fn churn_row(mode: Mode, v: &[Sample], base_rate: f64, base_cpu: f64, json_out: 
             bpf_cpu_share: bpf_share,
             drops,
             events_per_conn: events,
+            records_per_conn: records,
             tracer_cpu_share: tcpu,
             runs: v.len(),
             bpf_programs: progs_json(&progs),
@@ -150,11 +152,12 @@ fn churn_row(mode: Mode, v: &[Sample], base_rate: f64, base_cpu: f64, json_out: 
     }
     let o = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map(f).unwrap_or_else(|| "-".into());
     println!(
-        "{:<9} conn/s ratio {rate_ratio:.3}  CPU/conn ratio {cpu_ratio:.3}  BPF {} us/conn ({})  events/conn {}  drops {}  tracer CPU {}",
+        "{:<9} conn/s ratio {rate_ratio:.3}  CPU/conn ratio {cpu_ratio:.3}  BPF {} us/conn ({})  events/conn {} (records {})  drops {}  tracer CPU {}",
         mode.name(),
         o(bpf_us, &|x| format!("{x:.2}")),
         o(bpf_share, &|x| format!("{:.2}%", x * 100.0)),
         o(events, &|x| format!("{x:.1}")),
+        o(records, &|x| format!("{x:.1}")),
         drops.map(|d| d.to_string()).unwrap_or_else(|| "-".into()),
         o(tcpu, &|x| format!("{:.2}%", x * 100.0)),
     );

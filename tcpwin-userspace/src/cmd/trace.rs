@@ -412,7 +412,7 @@ impl Session {
             return Ok(());
         };
         let read: Vec<SockFacts> = j
-            .read(tracer, &live)?
+            .read_last(tracer, &live)?
             .into_iter()
             .map(|s| s.facts)
             .collect();
@@ -565,24 +565,34 @@ async fn run_to(args: TraceArgs, record: Option<&std::path::Path>) -> Result<()>
     if let Some(o) = owner.as_mut() {
         o.sync(&mut tracer.bpf)?;
     }
-    announce(&tracer.attached, tracer.layout(), &args, &scope);
-
     let mut ring = Ring::take(&mut tracer.bpf)?;
     // verdicts need the socket iterator; without it the trace goes on and says so
     let judges = if args.no_verdicts {
         None
     } else {
         match tracer.prepare_iter() {
-            Ok(()) => Some(
-                TracedVerdicts::new(kernel.hz(), tracer.layout().offsets, args.target.target)
-                    .with_peers(args.peer.peers()?, args.sockets.port),
-            ),
+            Ok(()) => {
+                let j =
+                    TracedVerdicts::new(kernel.hz(), tracer.layout().offsets, args.target.target)
+                        .with_peers(args.peer.peers()?, args.sockets.port);
+                // an `init` waits for its socket's next record only where the close can name
+                // the socket's port (`inet_sport`) and this reading flushes those that wait
+                Some(
+                    if tracer.layout().offsets.inet_sport != tcpwin_common::ABSENT {
+                        j.with_deferred_inits(&mut tracer)?
+                    } else {
+                        j
+                    },
+                )
+            }
             Err(e) => {
                 eprintln!("tcpwin-trace: no verdicts: {e:#}");
                 None
             }
         }
     };
+    // "tracing" once everything a connection meets from now is set (its init deferred)
+    announce(&tracer.attached, tracer.layout(), &args, &scope);
     let t0_ns = monotonic_ns();
     let mut w = BufWriter::new(sink);
     if let Some(p) = record {
@@ -667,11 +677,15 @@ fn finish(
     stop_reason: String,
 ) -> Result<()> {
     let missed_runs = tracer.recursion_misses();
+    if let Some(j) = session.judges.as_mut() {
+        j.stop_deferring(&mut tracer)?;
+    }
     tracer.detach();
     session.drain(&mut ring, &tracer.log)?;
     session.final_catch_up(&mut tracer, &mut ring)?;
     session.flush_folds()?;
     let mut verdicts = BTreeMap::new();
+    let inits_lost = session.judges.as_ref().map_or(0, |j| j.inits_lost(&tracer));
     if let Some(j) = session.judges.as_mut() {
         let (lines, finals) = j.finish();
         for v in lines {
@@ -719,6 +733,9 @@ fn finish(
             recheck_skipped: at(counter::RECHECK_SKIPPED),
             hook_runs_missed: missed_runs,
             caught_up,
+            inits_deferred: at(counter::INIT_DEFERRED),
+            inits_lost,
+            records: ring.records,
         },
         events_received: ring.received,
         events_lost: at(counter::EVENTS_DROPPED)
@@ -748,6 +765,11 @@ fn finish(
     if missed_runs > 0 {
         eprintln!(
             "tcpwin-trace: the kernel skipped {missed_runs} hook runs (a hook fired on a CPU where the same program was running, e.g. a softirq interrupting it): a change there is reported at the socket's next hook, an init or close there is missed"
+        );
+    }
+    if inits_lost > 0 {
+        eprintln!(
+            "tcpwin-trace: {inits_lost} connections' init never reached the trace (their socket state was evicted: see state_full, or their namespace was gone before a reading found them)"
         );
     }
     if summary.events_lost > 0 {

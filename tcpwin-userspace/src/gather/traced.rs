@@ -39,6 +39,9 @@ pub struct TracedVerdicts {
     peers: Option<super::peer::Peers>,
     /// `--port`, narrowing what the peers are asked for
     port: Option<u16>,
+    /// with deferred `init`s: when the last reading began (each reading flushes those that
+    /// began before the one before it: they waited a second)
+    inits_cut_ns: Option<u64>,
 }
 
 impl TracedVerdicts {
@@ -52,6 +55,7 @@ impl TracedVerdicts {
             changes: Changes::default(),
             peers: None,
             port: None,
+            inits_cut_ns: None,
         }
     }
 
@@ -61,6 +65,58 @@ impl TracedVerdicts {
         self.peers = peers;
         self.port = port;
         self
+    }
+
+    /// Defers the tracer's `init`s to each socket's first other record: this reading, once a
+    /// second, reports those that waited (see [`TracedVerdicts::tick`]).
+    pub fn with_deferred_inits(mut self, tracer: &mut Tracer) -> Result<Self> {
+        crate::kernel::maps::defer_inits(&mut tracer.bpf, true)?;
+        self.inits_cut_ns = Some(0);
+        Ok(self)
+    }
+
+    /// Before the hooks are detached: `init`s leave at ESTABLISHED again, and every one that
+    /// waits is reported (a socket closing meanwhile still carries its own).
+    pub fn stop_deferring(&mut self, tracer: &mut Tracer) -> Result<()> {
+        if self.inits_cut_ns.is_none() {
+            return Ok(());
+        }
+        crate::kernel::maps::defer_inits(&mut tracer.bpf, false)?;
+        self.flush_inits(tracer, &[], true)
+    }
+
+    /// The walks from now report the deferred `init`s that began before the last reading (or,
+    /// `all`, every one), and the namespaces where some wait that the reading of `live` does not
+    /// walk are walked for them. Before a reading.
+    fn flush_inits(&mut self, tracer: &mut Tracer, live: &[(u64, u32)], all: bool) -> Result<()> {
+        let Some(cut) = self.inits_cut_ns else {
+            return Ok(());
+        };
+        let now = crate::host::monotonic_ns();
+        crate::kernel::maps::flush_inits_before(&mut tracer.bpf, if all { u64::MAX } else { cut })?;
+        self.inits_cut_ns = Some(now);
+        for (ns, _) in crate::kernel::maps::inits_waiting(&tracer.bpf)? {
+            if live.iter().any(|(_, l)| *l == ns) {
+                continue;
+            }
+            // a namespace gone since: its sockets went with it (counted as lost at the end)
+            let Some(target) = self.namespace(ns as u64) else {
+                continue;
+            };
+            let _inside = netns::enter(&target)?;
+            tracer.read_sockets()?;
+        }
+        Ok(())
+    }
+
+    /// The deferred `init`s that never reached the trace (after the last reading).
+    pub fn inits_lost(&self, tracer: &Tracer) -> u64 {
+        if self.inits_cut_ns.is_none() {
+            return 0;
+        }
+        crate::kernel::maps::inits_waiting(&tracer.bpf)
+            .map(|w| w.iter().map(|(_, n)| n).sum())
+            .unwrap_or(0)
     }
 
     /// The namespace with this inode (named, or one a process lives in), looked up again when
@@ -77,6 +133,26 @@ impl TracedVerdicts {
     /// Reads the live traced sockets `(cookie, netns)` through the tracer's iterator, inside
     /// their namespaces.
     pub fn read(
+        &mut self,
+        tracer: &mut Tracer,
+        live: &[(u64, u32)],
+    ) -> Result<Vec<snapshot::Seen>> {
+        self.flush_inits(tracer, live, false)?;
+        self.read_live(tracer, live)
+    }
+
+    /// The last reading: [`TracedVerdicts::read`], with every deferred `init` still waiting
+    /// reported.
+    pub fn read_last(
+        &mut self,
+        tracer: &mut Tracer,
+        live: &[(u64, u32)],
+    ) -> Result<Vec<snapshot::Seen>> {
+        self.flush_inits(tracer, live, true)?;
+        self.read_live(tracer, live)
+    }
+
+    fn read_live(
         &mut self,
         tracer: &mut Tracer,
         live: &[(u64, u32)],

@@ -4,10 +4,10 @@ use std::collections::HashSet;
 
 use anyhow::{Context, Result};
 use aya::{
-    maps::{Array, HashMap as BpfHashMap, PerCpuArray},
+    maps::{Array, HashMap as BpfHashMap, PerCpuArray, PerCpuHashMap},
     Ebpf,
 };
-use tcpwin_common::{counter, names, IfKey, PortKey, HIST_BUCKETS, MAX_OWNED_TGIDS};
+use tcpwin_common::{counter, init_defer, names, IfKey, PortKey, HIST_BUCKETS, MAX_OWNED_TGIDS};
 use tcpwin_model::{
     hist::{Hist, Scale},
     metrics::Counts,
@@ -77,6 +77,41 @@ pub fn enable_init_matching(bpf: &mut Ebpf) -> Result<()> {
         Array::try_from(bpf.map_mut(names::INIT_HOOKED).context("INIT_HOOKED map")?)?;
     m.set(0, 1, 0)
         .context("enabling the initial-window matching")
+}
+
+/// Turns deferred `init`s on (or off): a socket's `init` leaves with its first other record, or
+/// with a socket walk once it began before [`flush_inits_before`]'s time.
+pub fn defer_inits(bpf: &mut Ebpf, on: bool) -> Result<()> {
+    init_defer_set(bpf, init_defer::ON, on as u64)
+}
+
+/// The socket walks from now report every deferred `init` that began at or before `ns`
+/// (`CLOCK_MONOTONIC`, as the programs read it).
+pub fn flush_inits_before(bpf: &mut Ebpf, ns: u64) -> Result<()> {
+    init_defer_set(bpf, init_defer::FLUSH_BEFORE_NS, ns)
+}
+
+fn init_defer_set(bpf: &mut Ebpf, slot: u32, v: u64) -> Result<()> {
+    let mut m: Array<_, u64> =
+        Array::try_from(bpf.map_mut(names::INIT_DEFER).context("INIT_DEFER map")?)?;
+    m.set(slot, v, 0).context("setting the deferred inits")
+}
+
+/// Per namespace, the deferred `init`s that still wait (deferred less gone, over every CPU).
+pub fn inits_waiting(bpf: &Ebpf) -> Result<Vec<(u32, u64)>> {
+    let m: PerCpuHashMap<_, u32, [u64; 2]> =
+        PerCpuHashMap::try_from(bpf.map(names::INITS_WAITING).context("INITS_WAITING map")?)?;
+    let mut v = Vec::new();
+    for item in m.iter() {
+        let (ns, per_cpu) = item?;
+        let (d, g) = per_cpu
+            .iter()
+            .fold((0u64, 0u64), |(d, g), c| (d + c[0], g + c[1]));
+        if d > g {
+            v.push((ns, d - g));
+        }
+    }
+    Ok(v)
 }
 
 /// Keeps the kernel's owner maps equal to what /proc says the PID owns.

@@ -6,13 +6,16 @@ use aya::{
     Ebpf,
 };
 use tcpwin_common::names;
-use tcpwin_model::decode::{self, Record};
+use tcpwin_model::decode::{self, InitsSeen, Record};
 use tokio::io::unix::AsyncFd;
 
 pub struct Ring {
     fd: AsyncFd<RingBuf<MapData>>,
     pub received: u64,
+    /// records handed over: those received, a deferred `init` carried by another counted apart
+    pub records: u64,
     pub decode_errors: u64,
+    inits: InitsSeen,
 }
 
 impl Ring {
@@ -25,7 +28,9 @@ impl Ring {
         Ok(Ring {
             fd,
             received: 0,
+            records: 0,
             decode_errors: 0,
+            inits: InitsSeen::default(),
         })
     }
 
@@ -37,9 +42,15 @@ impl Ring {
         Ok(())
     }
 
-    /// Reads everything in the ring now.
+    /// Reads everything in the ring now; a record that carries its socket's deferred `init` is
+    /// handed over as the two records it stands for.
     pub fn drain(&mut self, on: &mut dyn FnMut(Record) -> Result<()>) -> Result<()> {
-        let (received, errors) = drain(self.fd.get_mut(), on)?;
+        let mut records = 0;
+        let (received, errors) = drain(self.fd.get_mut(), &mut self.inits, &mut |r| {
+            records += 1;
+            on(r)
+        })?;
+        self.records += records;
         self.received += received;
         self.decode_errors += errors;
         Ok(())
@@ -48,13 +59,22 @@ impl Ring {
 
 fn drain(
     ring: &mut RingBuf<MapData>,
+    inits: &mut InitsSeen,
     on: &mut dyn FnMut(Record) -> Result<()>,
 ) -> Result<(u64, u64)> {
     let (mut received, mut errors) = (0, 0);
     while let Some(item) = ring.next() {
         received += 1;
         match decode::decode(&item) {
-            Ok(r) => on(r)?,
+            Ok(r) => {
+                let (init, rest) = decode::split(r);
+                if let Some(i) = init.filter(|i| inits.first(i)) {
+                    on(i)?;
+                }
+                if let Some(r) = rest {
+                    on(r)?;
+                }
+            }
             Err(e) => {
                 errors += 1;
                 eprintln!("tcpwin-trace: undecodable event: {e}");

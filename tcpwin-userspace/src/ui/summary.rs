@@ -22,6 +22,9 @@ fn counters(s: &SummaryLine) -> Vec<String> {
         ("recheck_skipped", c.recheck_skipped),
         ("hook_runs_missed", c.hook_runs_missed),
         ("caught_up", c.caught_up),
+        ("inits_deferred", c.inits_deferred),
+        ("inits_lost", c.inits_lost),
+        ("records", c.records),
     ]
     .iter()
     .map(|(k, v)| format!("{k}={v}"))
