@@ -115,6 +115,27 @@ fn a_long_fat_paths_default_send_buffer_binds() {
     assert_eq!(vs.ceilings[0].kind, Kind::SendBuffer, "{:?}", vs.ceilings);
 }
 
+/// nginx `sendfile` -> curl over 100 ms, 500 Mbit/s, reno, one snapshot (the proof at b6a9cdc,
+/// run 1): at the first reading 4.02 MB of the 4.19 MB send buffer in flight and 336 B unsent, a
+/// quarter second later 2.74 MB in flight and nothing unsent, `SOCK_NOSPACE` clear at both (the
+/// writer stops at its `sendfile` chunk before a write meets the full buffer) and the kernel's
+/// sndbuf-limited count 0 (reno). It was read `app-limited`; the buffer, all in flight, took
+/// nothing more until ACKs freed it.
+#[test]
+fn a_send_buffer_all_in_flight_held_its_writer_whatever_the_flag() {
+    let json = include_str!("recorded/sndbuf-nginx-100ms-500mbit-reno-all-in-flight.json");
+    let (_, vs) = judged_over(json, (0, 1));
+    assert_eq!(vs.limit, Limit::Sndbuf, "{vs:?}");
+    assert_eq!(alone(json, "sender", (0, 1)).limit, Limit::Sndbuf);
+    // counter-case: the same readings with half the buffer in flight at the first (OpenSSH's
+    // 2 MB channel window in a 4 MiB buffer): the buffer did not hold it
+    let half = altered(json, "sender", |r| {
+        r[0].packets_out = r[0].packets_out.map(|p| p / 2);
+    });
+    let (_, vs) = judged_over(&half, (0, 1));
+    assert_ne!(vs.limit, Limit::Sndbuf, "{vs:?}");
+}
+
 /// 003's capped SO_RCVBUF at 40 ms, GRO off (bbr): the request 4 MB capped by rmem_max 425984
 /// gives sk_rcvbuf 851968 and the handshake's scale 3, which stops the window at 524280. The
 /// low ratio (158, GRO off) is a factor, but turning GRO on would not widen a window the scale
