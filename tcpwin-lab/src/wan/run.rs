@@ -265,19 +265,17 @@ pub(super) struct Run {
 /// proof of what a socket runs: this is.
 fn congestion_controls(ns: &str, port: u16) -> Result<Vec<String>> {
     let filter = format!("( sport = :{port} or dport = :{port} )");
-    let out = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            ns,
-            "ss",
-            "-tinH",
-            "state",
-            "established",
-            &filter,
-        ])
-        .output()
-        .context("running `ss -tin` in the sender's namespace")?;
+    // `ss` started from a thread inside the namespace runs there (the lab's one way in)
+    let mut out = None;
+    in_namespace(ns, || {
+        let o = std::process::Command::new("ss")
+            .args(["-tinH", "state", "established", &filter])
+            .output()
+            .context("running `ss -tin` in the sender's namespace")?;
+        out = Some(o);
+        Ok(())
+    })?;
+    let out = out.context("`ss -tin` did not run")?;
     if !out.status.success() {
         bail!(
             "`ss -tin` in {ns}: {}",
